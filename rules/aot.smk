@@ -1,0 +1,3 @@
+def aot_targets():
+    """Final outputs of the aot stage."""
+    return []

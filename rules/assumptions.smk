@@ -1,0 +1,3 @@
+def assumptions_targets():
+    """Final outputs of the assumptions stage."""
+    return []

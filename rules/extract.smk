@@ -1,0 +1,3 @@
+def extract_targets():
+    """Final outputs of the extract stage."""
+    return []

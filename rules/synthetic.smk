@@ -1,0 +1,3 @@
+def synthetic_targets():
+    """Final outputs of the synthetic stage."""
+    return []
