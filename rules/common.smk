@@ -30,3 +30,8 @@ def all_targets(wildcards):
         + aot_targets()
         + report_targets()
     )
+
+
+def gpu_request(wildcards=None):
+    """GPUs a torch rule asks for: none when the config pins the CPU, else one."""
+    return 0 if config["device"] == "cpu" else 1
