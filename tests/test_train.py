@@ -113,4 +113,6 @@ def test_kl_is_zero_for_exact_distribution_and_positive_otherwise():
 def test_parameters_without_replica_axis_are_rejected():
     data = _data([0, 1], [5, 5])
     with pytest.raises(ValueError, match="leading replica axis"):
-        train_replicas(ReplicaMLP([0, 1, 2], 8, 4, 5), data, "classification", TrainConfig(), [0, 1])
+        train_replicas(
+            ReplicaMLP([0, 1, 2], 8, 4, 5), data, "classification", TrainConfig(), [0, 1]
+        )

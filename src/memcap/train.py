@@ -239,9 +239,7 @@ def train_replicas(
 
 def _gather(x: Tensor, index: Tensor) -> Tensor:
     """Rows ``index`` (R, B) of ``x`` (R, T, ...) → (R, B, ...)."""
-    expanded = index.view(*index.shape, *([1] * (x.dim() - 2))).expand(
-        *index.shape, *x.shape[2:]
-    )
+    expanded = index.view(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
     return torch.gather(x, 1, expanded)
 
 
