@@ -1,3 +1,0 @@
-def aot_targets():
-    """Final outputs of the aot stage."""
-    return []

@@ -1,3 +1,0 @@
-def assumptions_targets():
-    """Final outputs of the assumptions stage."""
-    return []

@@ -1,3 +1,0 @@
-def extract_targets():
-    """Final outputs of the extract stage."""
-    return []

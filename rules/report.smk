@@ -1,3 +1,0 @@
-def report_targets():
-    """Final outputs of the report stage."""
-    return []

@@ -1,3 +1,0 @@
-def synthetic_targets():
-    """Final outputs of the synthetic stage."""
-    return []
