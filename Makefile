@@ -1,21 +1,23 @@
-# The two commands of the README. Both set everything up first (uv, the locked environment).
+# The README's two commands, `make run` and `make test`; both set everything up first:
+# uv (from PyPI, pinned) and the locked environment in .venv (uv.lock, all extras + dev group).
 UV_VERSION := 0.13.8
-UV := uv
+UV := python3 -m uv
+UV_RUN := $(UV) run --locked --all-extras
 
 .PHONY: setup run test lint
 
 setup:
-	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 	$(UV) sync --locked --all-extras
 
 run: setup
-	$(UV) run --locked --all-extras snakemake --cores 8
+	$(UV_RUN) snakemake --cores 8
 
 test: setup
-	$(UV) run --locked --all-extras pytest
+	$(UV_RUN) pytest
 
 lint: setup
-	$(UV) run --locked --all-extras ruff check src tests benchmarks workflow/scripts
-	$(UV) run --locked --all-extras ruff format --check src tests benchmarks workflow/scripts
-	$(UV) run --locked --all-extras snakefmt --check Snakefile rules
-	$(UV) run --locked --all-extras snakemake --lint
+	$(UV_RUN) ruff check src tests benchmarks workflow/scripts
+	$(UV_RUN) ruff format --check src tests benchmarks workflow/scripts
+	$(UV_RUN) snakefmt --check Snakefile rules
+	$(UV_RUN) snakemake --lint
