@@ -23,7 +23,9 @@ class ConfigError(ValueError):
 
 def _stage_checkers() -> list[Callable[[Config], None]]:
     """Each stage's checker, imported lazily so the Snakefile stays light (no torch import)."""
-    return []
+    from memcap.extract.config import check_extract_config
+
+    return [check_extract_config]
 
 
 def check_config(config: Config) -> None:

@@ -1,0 +1,155 @@
+"""Sweep settings of the AoT experiments, parameter counts and the config checker.
+
+Pure Python (no torch): the Snakefile imports :func:`check_aot_config` before any job starts.
+A sweep in the config lists fixed values and lists of values; its settings are the Cartesian
+product of the lists (see ``aot.sweeps`` in the config schema).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from memcap.validation import ConfigError
+
+_logger = logging.getLogger(__name__)
+
+Model = Literal["aot", "mlp"]
+Task = Literal["association", "distribution"]
+
+MAX_SEQUENCES = 2**20  # N^S inputs are enumerated (one table row each); more does not fit
+GRID_KEYS = ("N", "S", "d", "d_h", "H")  # keys that may hold a list of values
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One trained configuration (before seeds): task sizes and model shape."""
+
+    sweep: str  # name of the sweep in the config
+    task: Task  # association (one next token) or distribution (full conditional)
+    model: Model  # aot, or mlp = one head plus a GELU MLP of width ``width``
+    N: int  # dictionary size
+    S: int  # input length (tokens before the predicted one)
+    d: int  # embedding dimension
+    d_h: int  # head dimension
+    H: int  # heads per layer
+    depth: int = 1  # layers
+    width: int = 0  # MLP width (0 for the AoT)
+    temperature: float = 1.0  # softmax temperature of the distribution task's targets
+
+    @property
+    def T0(self) -> int:
+        """Number of input sequences (all of them have positive probability)."""
+        return self.N**self.S
+
+    @property
+    def params(self) -> int:
+        return parameter_count(self)
+
+    def shape_key(self) -> tuple[int, ...]:
+        """Settings with equal keys have identical parameter shapes."""
+        return (self.N, self.S, self.d, self.d_h, self.H, self.depth, self.width)
+
+    def as_row(self) -> dict[str, Any]:
+        return {**asdict(self), "T0": self.T0, "params": self.params}
+
+
+def parameter_count(s: Setting) -> int:
+    """Trainable parameters: embeddings, heads (W_Q, W_K, W_V, W_O), MLP, unembedding."""
+    embeddings = s.N * s.d + s.S * s.d  # token + positional
+    heads = s.H * 4 * s.d * s.d_h  # W_Q, W_K, W_V in R^{d_h x d}, W_O in R^{d x d_h}
+    mlp = 2 * s.d * s.width + s.width  # W_1 (with bias), W_2 (no bias)
+    unembedding = s.N * s.d
+    return embeddings + s.depth * (heads + mlp) + unembedding
+
+
+def mlp_width(d: int, heads: int) -> int:
+    """Width at which a one-head MLP-Transformer matches the AoT with ``heads`` heads (paper B)."""
+    return 2 * d * (heads - 1)
+
+
+def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
+    """Every setting of one validated sweep (Cartesian product of its list-valued keys).
+
+    ``d_h: "d"`` ties the head dimension to ``d``; ``cap_d_h`` uses ``min(d_h, d)``. Model
+    ``mlp`` turns a head count H into one head plus an MLP of width ``2·d·(H−1)``, which has
+    the parameter count of the AoT with H heads.
+    """
+    values = {k: spec[k] if isinstance(spec[k], list) else [spec[k]] for k in GRID_KEYS}
+    settings = []
+    for model in spec["models"]:
+        for n, s, d, d_h, h in itertools.product(*(values[k] for k in GRID_KEYS)):
+            d_h = d if d_h == "d" else int(d_h)
+            if spec["cap_d_h"]:
+                d_h = min(d_h, d)
+            heads, width = (1, mlp_width(d, h)) if model == "mlp" else (h, 0)
+            settings.append(
+                Setting(
+                    sweep=name,
+                    task=spec["task"],
+                    model=model,
+                    N=n,
+                    S=s,
+                    d=d,
+                    d_h=d_h,
+                    H=heads,
+                    depth=spec["depth"],
+                    width=width,
+                    temperature=float(spec["temperature"]),
+                )
+            )
+    return settings
+
+
+def sweep_names(config: Mapping[str, Any]) -> list[str]:
+    """Names of the configured sweeps, in config order."""
+    return list(config["aot"]["sweeps"])
+
+
+def check_aot_config(config: Mapping[str, Any]) -> None:
+    """Reject impossible aot settings (after schema validation); name the offending key."""
+    aot = config.get("aot", {})
+    if not aot.get("enabled", True):
+        return
+    sweeps = aot.get("sweeps", {})
+    if not sweeps:
+        raise ConfigError("aot.sweeps", "no sweep is configured", "add a sweep or disable aot")
+    for name, spec in sweeps.items():
+        key = f"aot.sweeps.{name}"
+        for grid_key in GRID_KEYS:
+            if spec[grid_key] == []:
+                raise ConfigError(
+                    f"{key}.{grid_key}", "the list of values is empty", "give at least one value"
+                )
+        if not spec["models"]:
+            raise ConfigError(f"{key}.models", "no model is listed", "list aot and/or mlp")
+        for s in expand_sweep(name, spec):
+            _check_setting(key, s)
+    if aot["batch_size"] is not None and aot["batch_size"] < 1:
+        raise ConfigError("aot.batch_size", "must be positive", "use null for full batch")
+
+
+def _check_setting(key: str, s: Setting) -> None:
+    if s.H < 1:
+        raise ConfigError(f"{key}.H", f"H = {s.H} heads", "use H >= 1")
+    if s.d_h < 1:
+        raise ConfigError(f"{key}.d_h", f"d_h = {s.d_h}", "use d_h >= 1")
+    if s.d_h > s.d:
+        raise ConfigError(
+            f"{key}.d_h",
+            f"head dimension d_h = {s.d_h} exceeds the embedding dimension d = {s.d}",
+            "use d_h <= d, or set cap_d_h: true to use min(d_h, d)",
+        )
+    if s.N < 2:
+        raise ConfigError(f"{key}.N", f"dictionary size N = {s.N}", "use N >= 2")
+    if s.N**s.S > MAX_SEQUENCES:
+        raise ConfigError(
+            f"{key}.S",
+            f"N^S = {s.N}^{s.S} inputs are too many to enumerate (limit {MAX_SEQUENCES})",
+            "lower N or S",
+        )
+    if s.task == "distribution" and s.temperature <= 0:
+        raise ConfigError(f"{key}.temperature", "must be positive", "use e.g. 1.0")

@@ -1,0 +1,199 @@
+"""Certified memorization capacity of one attention layer, without training.
+
+For T examples (query x_t, context E_t ∈ R^{n×d}) and attention weights a_{t,h} ∈ R^n of
+every head h, the matrix
+
+    Z = [a_{t,1}ᵀ E_t, …, a_{t,H}ᵀ E_t]_{t=1..T}   (T rows, H·d columns)
+
+holds every head's attention-weighted context. A linear readout w fits *any* targets y on a
+set of examples exactly iff their rows of Z are independent, so rank(Z) examples can be
+memorized with those attention weights: the *certified capacity*. Paper A's Theorem 1
+builds attention weights with rank(Z) ≥ H(n−1)+1; with a shared context every head's block is a
+convex combination of the same n rows, so rank(Z) ≤ H(n−1)+1 for any weights.
+
+Attention weights are either random (:func:`random_attention`: W_Q, W_K with i.i.d.
+N(0, 1/d) entries per head, scores (E W_K)(W_Qᵀ x)/√d_h, inputs first divided by one scalar so
+context entries have unit RMS, which keeps logits of order one) or given, e.g. a trained
+model's (:func:`certified_capacity_from_attention`).
+
+Ranks are numerical: singular values of Z in float64 above ``σ_max · max(T, H·d) · ε`` (ε the
+float64 machine epsilon; NumPy's ``matrix_rank`` default) count.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+_logger = logging.getLogger(__name__)
+
+ArrayLike = np.ndarray | Tensor
+CHUNK = 256  # examples per block when building Z from (possibly memory-mapped) contexts
+
+
+@dataclass(frozen=True)
+class Rank:
+    """A numerical rank with the singular values at its edge (relative to σ_max)."""
+
+    rank: int
+    last_kept: float  # σ_rank / σ_max (NaN for a zero matrix)
+    first_dropped: float  # σ_{rank+1} / σ_max (0 when no singular value was dropped)
+
+
+def theory_bound(heads: int, n: int) -> int:
+    """Paper A's H(n−1)+1: the guaranteed count (Theorem 1) and the shared-context maximum."""
+    return heads * (n - 1) + 1
+
+
+def numerical_rank(matrix: Tensor, rtol: float | None = None) -> Rank:
+    """Rank of a 2-D matrix from its float64 singular values.
+
+    Args:
+        matrix: (rows, cols).
+        rtol: relative tolerance; default ``max(rows, cols) · ε_float64``.
+    """
+    singular = torch.linalg.svdvals(matrix.to(torch.float64))
+    if singular.numel() == 0 or float(singular[0]) == 0.0:
+        return Rank(0, float("nan"), 0.0)
+    if rtol is None:
+        rtol = max(matrix.shape) * torch.finfo(torch.float64).eps
+    relative = singular / singular[0]
+    rank = int((relative > rtol).sum())
+    dropped = float(relative[rank]) if rank < relative.numel() else 0.0
+    return Rank(rank, float(relative[rank - 1]), dropped)
+
+
+def attention_features(attention: Tensor, contexts: Tensor) -> Tensor:
+    """Z: (T, H·d) attention-weighted contexts from weights (T, H, n) and contexts (T, n, d)."""
+    mixed = torch.einsum("thn,tnd->thd", attention.to(torch.float64), contexts.to(torch.float64))
+    return mixed.reshape(mixed.shape[0], -1)
+
+
+def random_attention_weights(d: int, n_heads: int, head_dim: int, seed: int) -> Tensor:
+    """(H, 2, d, d_h) query and key weights, N(0, 1/d); the first H of H' > H heads agree."""
+    # NumPy fills in order, so a draw for fewer heads is a prefix of a draw for more.
+    draw = np.random.default_rng(int(seed)).standard_normal((n_heads, 2, d, head_dim))
+    return torch.from_numpy(draw / d**0.5)
+
+
+def random_attention(
+    queries: ArrayLike, contexts: ArrayLike, weights: Tensor, scale: float
+) -> Tensor:
+    """The query's attention (T, H, n) under random weights (see the module docstring).
+
+    Args:
+        queries: (T, d).
+        contexts: (T, n, d).
+        weights: (H, 2, d, d_h) from :func:`random_attention_weights`.
+        scale: the input rescaling (context RMS), applied to queries and contexts alike.
+    """
+    x = _float64(queries) / scale
+    e = _float64(contexts) / scale
+    head_dim = weights.shape[-1]
+    q = torch.einsum("td,hde->the", x, weights[:, 0])  # (T, H, d_h)
+    qk = torch.einsum("the,hde->thd", q, weights[:, 1])  # (T, H, d): W_K W_Qᵀ x
+    scores = torch.einsum("thd,tnd->thn", qk, e) / head_dim**0.5
+    return torch.softmax(scores, dim=-1)
+
+
+def certified_capacity(
+    queries: ArrayLike,
+    contexts: ArrayLike,
+    n_heads: int,
+    head_dim: int,
+    seed: int = 0,
+) -> int:
+    """Examples a linear readout provably memorizes on top of random multi-head attention.
+
+    Args:
+        queries: (T, d) query tokens.
+        contexts: (T, n, d) context tokens of each example.
+        n_heads: H.
+        head_dim: d_h, query/key dimension per head.
+        seed: seed of the random attention weights.
+
+    Returns:
+        rank(Z) ≤ min(T, H·d); with a shared context also ≤ H(n−1)+1.
+    """
+    return certified_capacity_curve(queries, contexts, [n_heads], head_dim, seed)[0].rank
+
+
+def certified_capacity_curve(
+    queries: ArrayLike,
+    contexts: ArrayLike,
+    heads: Sequence[int],
+    head_dim: int,
+    seed: int = 0,
+) -> list[Rank]:
+    """Certified capacity for each head count in ``heads``, the heads nested (one draw).
+
+    Builds Z once for max(heads) heads in example chunks, so ``contexts`` may be a
+    memory-mapped array larger than memory in float64.
+    """
+    if not heads or min(heads) < 1 or head_dim < 1:
+        raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
+    examples, _, d = contexts.shape
+    if tuple(queries.shape) != (examples, d):
+        raise ValueError(
+            f"queries {tuple(queries.shape)} do not match contexts (T={examples}, d={d})"
+        )
+    weights = random_attention_weights(d, max(heads), head_dim, seed)
+    scale = _rms(contexts)
+    blocks = []
+    for start in range(0, examples, CHUNK):
+        stop = min(examples, start + CHUNK)
+        e = _float64(contexts[start:stop])
+        attn = random_attention(queries[start:stop], e, weights, scale)
+        blocks.append(attention_features(attn, e / scale).view(stop - start, max(heads), d))
+    features = torch.cat(blocks)  # (T, H_max, d)
+    return [numerical_rank(features[:, :h].reshape(examples, h * d)) for h in heads]
+
+
+def certified_capacity_from_attention(attention: ArrayLike, contexts: ArrayLike) -> int:
+    """Certified capacity for given (e.g. trained) attention weights (T, H, n) on (T, n, d)."""
+    return numerical_rank(attention_features(_float64(attention), _float64(contexts))).rank
+
+
+def saturation(attention: Tensor, threshold: float = 0.99) -> Tensor:
+    """Per head, the fraction of the query's attention weights above ``threshold``, per example.
+
+    Args:
+        attention: (T, H, n) weights of the query over its context.
+        threshold: at least 0.5, so at most one weight per example can exceed it and the
+            value is the fraction of examples on which the head is saturated (near one-hot).
+
+    Returns:
+        (H,) values in [0, 1].
+    """
+    if threshold < 0.5:
+        raise ValueError("threshold must be at least 0.5")
+    return (attention > threshold).sum(-1).to(torch.float64).mean(0)
+
+
+def subsample(total: int, limit: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of at most ``limit`` of ``total`` examples, drawn without replacement."""
+    if limit is None or limit >= total:
+        return np.arange(total)
+    return np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
+
+
+def _float64(x: ArrayLike) -> Tensor:
+    if isinstance(x, Tensor):
+        return x.to(torch.float64)
+    return torch.from_numpy(np.asarray(x, dtype=np.float64))
+
+
+def _rms(contexts: ArrayLike) -> float:
+    """Root mean square of the context entries, accumulated in chunks."""
+    total, count = 0.0, 0
+    for start in range(0, contexts.shape[0], CHUNK):
+        block = _float64(contexts[start : start + CHUNK])
+        total += float((block**2).sum())
+        count += block.numel()
+    rms = (total / max(count, 1)) ** 0.5
+    return rms if rms > 0 else 1.0

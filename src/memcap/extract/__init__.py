@@ -1,0 +1,31 @@
+"""Token embeddings (queries and contexts) of real ViT, BERT and GPT-2 models.
+
+Modules: ``config`` (typed settings and config checks, torch-free), ``registry`` (models by
+family), ``images`` / ``text`` (inputs), ``layers`` (truncated forward, random attention),
+``store`` (chunked ``.npy`` writing) and ``job`` (one (model, layer) extraction).
+Only the torch-free config API is re-exported here, so importing it stays cheap.
+"""
+
+from memcap.extract.config import (
+    RANDOM_ATTENTION,
+    DataConfig,
+    ExtractSettings,
+    ModelEntry,
+    check_extract_config,
+    layer_name,
+    model_entries,
+    model_entry,
+    parse_layer,
+)
+
+__all__ = [
+    "RANDOM_ATTENTION",
+    "DataConfig",
+    "ExtractSettings",
+    "ModelEntry",
+    "check_extract_config",
+    "layer_name",
+    "model_entries",
+    "model_entry",
+    "parse_layer",
+]

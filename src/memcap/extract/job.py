@@ -1,0 +1,247 @@
+"""One extraction job: (model entry, layer) -> queries.npy, contexts.npy, provenance.json.
+
+Order of work: build the model, check every size that needs it (layer depth, context size,
+query index, tokenizer vocabulary, data size) -> only then run batched, no-grad forwards and
+stream the results to disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from memcap.devices import resolve_device
+from memcap.extract.config import (
+    RANDOM_ATTENTION,
+    ExtractSettings,
+    Layer,
+    ModelEntry,
+    layer_name,
+)
+from memcap.extract.images import builtin_photographs, datasets_images, image_batches, plan_inputs
+from memcap.extract.layers import LayerExtractor, blocks_needed
+from memcap.extract.registry import LoadedModel, create_model, parameter_checksum
+from memcap.extract.store import ChunkedArrayWriter
+from memcap.extract.text import load_corpus, resolve_tokenizer, text_batches, text_inputs
+from memcap.provenance import write_provenance
+from memcap.validation import ConfigError
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_TEXT_N = 128  # text context size when n is not set (capped by d and the positions)
+
+
+@dataclass(frozen=True)
+class ExtractOutputs:
+    """Paths one job writes."""
+
+    queries: Path  # (T, d) float32
+    contexts: Path  # (T, n, d) float32
+    provenance: Path
+
+
+@dataclass
+class PreparedInputs:
+    """Batches to feed the model, plus what the provenance says about them."""
+
+    batches: Iterator[Any]
+    description: str
+    details: dict[str, Any]
+    warnings: list[str]
+
+
+def resolve_n(entry: ModelEntry, loaded: LoadedModel) -> int:
+    """Context size: configured, or all tokens (vit) / min(128, d, positions) (text)."""
+    if entry.n is not None:
+        return entry.n
+    if entry.family == "vit":
+        return loaded.max_tokens
+    return min(DEFAULT_TEXT_N, loaded.width, loaded.max_tokens)
+
+
+def check_against_model(entry: ModelEntry, layer: Layer, n: int, loaded: LoadedModel) -> None:
+    """Config checks that need the built model; raise :class:`ConfigError` before any forward."""
+    if layer != RANDOM_ATTENTION and int(layer) > loaded.depth:
+        raise ConfigError(
+            f"{entry.key}.layers",
+            f"layer {layer} is beyond the depth of '{entry.model}' ({loaded.depth} blocks)",
+            f"use layers between 0 and {loaded.depth}",
+        )
+    if n > loaded.max_tokens:
+        what = "tokens per image" if entry.family == "vit" else "positions"
+        raise ConfigError(
+            f"{entry.key}.n",
+            f"n = {n} exceeds the model's {loaded.max_tokens} {what}",
+            f"use n <= {loaded.max_tokens}",
+        )
+    q = entry.resolved_query_index
+    if not -n <= q < n:
+        raise ConfigError(
+            f"{entry.key}.query_index",
+            f"query index {q} is outside a context of n = {n} tokens",
+            f"use an index in [{-n}, {n - 1}]",
+        )
+
+
+def prepare_inputs(
+    entry: ModelEntry, loaded: LoadedModel, n: int, batch_size: int
+) -> PreparedInputs:
+    """Load the data and plan the T inputs; every data-size check fires here."""
+    data = entry.data
+    if entry.family == "vit":
+        from timm.data import create_transform
+
+        source = (
+            builtin_photographs() if data.source == "builtin" else datasets_images(data, entry.key)
+        )
+        plan = plan_inputs(len(source), source.size, data.T, data.seed, data.crop_scale)
+        crops = sum(item.box is not None for item in plan)
+        warnings = []
+        if crops:
+            warnings.append(
+                f"the {data.T} images are random-resized crops and flips of only "
+                f"{len(source)} distinct photographs"
+            )
+        transform = create_transform(**loaded.data_config)
+        return PreparedInputs(
+            batches=image_batches(source, plan, transform, batch_size),
+            description=source.description,
+            details={"source_images": list(source.names), "crops": crops},
+            warnings=warnings,
+        )
+    corpus = load_corpus(data, entry.key)
+    tokenizer = resolve_tokenizer(entry, loaded.tokenizer_source, loaded.vocab_size, corpus)
+    if tokenizer.vocab_size > loaded.vocab_size:
+        raise ConfigError(
+            f"{entry.key}.tokenizer",
+            f"{tokenizer.description} has {tokenizer.vocab_size} tokens but the model only "
+            f"{loaded.vocab_size}",
+            "use a tokenizer whose vocabulary fits the model's",
+        )
+    if entry.family == "bert" and (tokenizer.cls_id is None or tokenizer.sep_id is None):
+        raise ConfigError(
+            f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
+        )
+    ids = np.asarray(tokenizer.encode(corpus.text), dtype=np.int64)
+    try:
+        inputs = text_inputs(ids, entry.family, n, data.T, data.seed, tokenizer)
+    except ValueError as err:
+        raise ConfigError(
+            f"{entry.key}.data.T",
+            f"the corpus is too small for T = {data.T} windows of n = {n} tokens ({err})",
+            "lower T or n, or use a larger text source",
+        ) from None
+    warnings = []
+    if tokenizer.substitute:
+        warnings.append(f"tokenizer substitute: {tokenizer.substitute}")
+    return PreparedInputs(
+        batches=text_batches(inputs, batch_size),
+        description=corpus.description,
+        details={
+            "corpus_chars": len(corpus.text),
+            "corpus_tokens": len(ids),
+            "corpus_sha256": corpus.sha256,
+            "tokenizer": tokenizer.description,
+            "tokenizer_substitute": tokenizer.substitute,
+        },
+        warnings=warnings,
+    )
+
+
+def size_warnings(T: int, n: int, d: int) -> list[str]:
+    """Sizes under which an assumption cannot hold or cannot be tested."""
+    warnings = []
+    if n > d:
+        warnings.append(f"n = {n} > d = {d}: no context matrix can have rank n (Assumption 2)")
+    if T < n:
+        warnings.append(f"T = {T} < n = {n}: the Kruskal rank at k = n cannot be tested")
+    if T < d:
+        warnings.append(f"T = {T} < d = {d}: general position (k = d) cannot be tested")
+    return warnings
+
+
+def run_extraction(
+    entry: ModelEntry,
+    layer: Layer,
+    settings: ExtractSettings,
+    outputs: ExtractOutputs,
+    threads: int = 1,
+) -> dict[str, Any]:
+    """Extract queries (T, d) and contexts (T, n, d) of one layer; write them and provenance.
+
+    Returns:
+        The provenance record.
+    """
+    started = time.perf_counter()
+    device = resolve_device(settings.device)
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    # Rank checks downstream need full float32 products, not TF32.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    loaded = create_model(entry)
+    n = resolve_n(entry, loaded)
+    check_against_model(entry, layer, n, loaded)
+    prepared = prepare_inputs(entry, loaded, n, settings.batch_size)
+    extractor = LayerExtractor(loaded.module, entry.family, layer, entry.seed).to(device).eval()
+    T, d, q = entry.data.T, loaded.width, entry.resolved_query_index
+    warnings = loaded.warnings + prepared.warnings + size_warnings(T, n, d)
+    for message in warnings:
+        _logger.warning("%s/%s: %s", entry.name, layer_name(layer), message)
+
+    queries = ChunkedArrayWriter(outputs.queries, (T, d))
+    contexts = ChunkedArrayWriter(outputs.contexts, (T, n, d))
+    with torch.inference_mode(), tqdm(total=T, desc=f"{entry.name}/{layer}", unit="ex") as bar:
+        for batch in prepared.batches:
+            batch = _to_device(batch, device)
+            hidden = extractor(batch)[:, :n].float()  # (B, n, d)
+            contexts.write(hidden.cpu().numpy())
+            queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+            bar.update(len(hidden))
+    queries_sha, contexts_sha = queries.close(), contexts.close()
+
+    return write_provenance(
+        outputs.provenance,
+        model=entry.name,
+        family=entry.family,
+        model_id=loaded.model_id,
+        model_kwargs=dict(entry.model_kwargs),
+        weights=entry.weights,
+        weights_source=loaded.weights_source,
+        parameter_checksum=parameter_checksum(loaded.module),
+        random_attention_checksum=(
+            parameter_checksum(extractor.head) if layer == RANDOM_ATTENTION else None
+        ),
+        seed=entry.seed,
+        data_seed=entry.data.seed,
+        data_source=prepared.description,
+        data=asdict(entry.data),
+        **prepared.details,
+        layer=layer_name(layer),
+        blocks_run=blocks_needed(layer),
+        depth=loaded.depth,
+        T=T,
+        n=n,
+        d=d,
+        query_index=q,
+        warnings=warnings,
+        queries_sha256=queries_sha,
+        contexts_sha256=contexts_sha,
+        device=str(device),
+        batch_size=settings.batch_size,
+        seconds=round(time.perf_counter() - started, 2),
+    )
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, dict):
+        return {name: tensor.to(device) for name, tensor in batch.items()}
+    return batch.to(device)

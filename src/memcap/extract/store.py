@@ -1,0 +1,49 @@
+"""Write large float32 arrays to ``.npy`` files in chunks, with bounded memory.
+
+The file is created with :func:`numpy.lib.format.open_memmap` (so it is an ordinary ``.npy``
+that readers open with ``np.load(path, mmap_mode="r")``); every chunk is written through a
+fresh mapping that is closed straight after, so written pages do not pile up in the
+process's resident memory as T grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+
+class ChunkedArrayWriter:
+    """Fill a ``.npy`` file of a known shape front to back, one chunk of rows at a time."""
+
+    def __init__(self, path: str | Path, shape: tuple[int, ...], dtype: str = "float32") -> None:
+        self.path = Path(path)
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.rows_written = 0
+        self._digest = hashlib.sha256()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        header = np.lib.format.open_memmap(self.path, mode="w+", dtype=self.dtype, shape=shape)
+        del header  # unmapped: only the header and a sparse file exist now
+
+    def write(self, chunk: np.ndarray) -> None:
+        """Append ``chunk`` (rows, *shape[1:]) after the rows already written."""
+        chunk = np.ascontiguousarray(chunk, dtype=self.dtype)
+        if chunk.shape[1:] != self.shape[1:]:
+            raise ValueError(f"chunk shape {chunk.shape} does not fit array shape {self.shape}")
+        end = self.rows_written + len(chunk)
+        if end > self.shape[0]:
+            raise ValueError(f"{end} rows exceed the array's {self.shape[0]}")
+        array = np.lib.format.open_memmap(self.path, mode="r+")
+        array[self.rows_written : end] = chunk
+        array.flush()
+        del array
+        self._digest.update(chunk.tobytes())
+        self.rows_written = end
+
+    def close(self) -> str:
+        """Check that every row was written; return the SHA-256 of the array's data."""
+        if self.rows_written != self.shape[0]:
+            raise ValueError(f"{self.path}: wrote {self.rows_written} of {self.shape[0]} rows")
+        return self._digest.hexdigest()

@@ -1,0 +1,186 @@
+"""Paper A's synthetic model, replica-batched: embedding, positions, one MHA layer, decoder.
+
+Each example is a query token x (token 0) and n context tokens e_1..e_n. Tokens are embedded
+linearly, a sinusoidal positional encoding is added, and one multi-head attention layer (H
+heads, query/key dimension d_h, value dimension d_v per head, output projection to d) runs
+under a mask that stops every token from attending *to* token 0, so the query reads only its
+context. A linear decoder on token 0's output gives class logits or a regression value. There
+is no residual connection: the query reaches the output only through its attention weights.
+
+Replicas may differ in H, d_h and n: parameters are drawn at each replica's own shape (from
+its own seed, so a replica does not depend on its neighbours) and zero-padded to the largest
+shape; masks keep padded heads, head dimensions and context positions out of the computation,
+and their gradients are exactly zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MHAShape:
+    """Shape of one replica."""
+
+    d: int  # token (input and model) dimension
+    n: int  # context size: tokens the query attends to
+    heads: int  # H
+    head_dim: int  # d_h, query/key dimension per head
+    value_dim: int = 1  # d_v per head (1 in the authors' setup)
+    classes: int | None = None  # C output classes; None = scalar regression output
+
+    def __post_init__(self) -> None:
+        if min(self.d, self.n, self.heads, self.head_dim, self.value_dim) < 1:
+            raise ValueError(f"every dimension of {self} must be at least 1")
+        if self.classes is not None and self.classes < 2:
+            raise ValueError("classification needs at least 2 classes")
+
+
+def sinusoidal_positions(length: int, d: int) -> Tensor:
+    """(length, d) sinusoidal positional encoding of Vaswani et al. (sin on even, cos on odd)."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    frequency = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    encoding = torch.zeros(length, d)
+    encoding[:, 0::2] = torch.sin(position * frequency)
+    encoding[:, 1::2] = torch.cos(position * frequency)[:, : d // 2]
+    return encoding
+
+
+class ReplicaMHA(nn.Module):
+    """R independent copies of paper A's one-layer MHA model, trained as one batched model.
+
+    Inputs are queries (R, B, d) and contexts (R, B, n_max, d); replica r reads only its first
+    ``shapes[r].n`` context tokens.
+    """
+
+    def __init__(self, shapes: Sequence[MHAShape], seeds: Sequence[int]) -> None:
+        super().__init__()
+        if len(shapes) != len(seeds) or not shapes:
+            raise ValueError("need one seed per replica shape, and at least one replica")
+        first = shapes[0]
+        common = {(s.d, s.value_dim, s.classes) for s in shapes}
+        if len(common) != 1:
+            raise ValueError("replicas must share d, value_dim and classes")
+        self.d, self.value_dim, self.classes = first.d, first.value_dim, first.classes
+        self.shapes = tuple(shapes)
+        self.max_heads = max(s.heads for s in shapes)
+        self.max_head_dim = max(s.head_dim for s in shapes)
+        self.max_n = max(s.n for s in shapes)
+        params = [self._init_replica(s, seed) for s, seed in zip(shapes, seeds, strict=True)]
+        for name in params[0]:
+            self.register_parameter(name, nn.Parameter(torch.stack([p[name] for p in params])))
+        self.register_buffer("positions", sinusoidal_positions(self.max_n + 1, self.d))
+        self.register_buffer("head_mask", self._mask([s.heads for s in shapes], self.max_heads))
+        self.register_buffer(
+            "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
+        )
+        self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
+        self.register_buffer(
+            "score_scale", torch.tensor([1.0 / math.sqrt(s.head_dim) for s in shapes])
+        )
+
+    @property
+    def replicas(self) -> int:
+        return len(self.shapes)
+
+    def _init_replica(self, shape: MHAShape, seed: int) -> dict[str, Tensor]:
+        """nn.Linear-style uniform init at the replica's own shape, zero-padded to the max."""
+        g = torch.Generator().manual_seed(int(seed))
+        d, h, dh, dv = shape.d, shape.heads, shape.head_dim, shape.value_dim
+        out = shape.classes or 1
+
+        def uniform(fan_in: int, *size: int) -> Tensor:
+            bound = 1.0 / math.sqrt(fan_in)
+            return (torch.rand(*size, generator=g) * 2.0 - 1.0) * bound
+
+        def pad(x: Tensor, *size: int) -> Tensor:
+            padded = torch.zeros(*size)
+            padded[tuple(slice(0, k) for k in x.shape)] = x
+            return padded
+
+        hm, dm = self.max_heads, self.max_head_dim
+        return {
+            "w_embed": uniform(d, d, d),
+            "b_embed": uniform(d, d),
+            "w_query": pad(uniform(d, h, d, dh), hm, d, dm),
+            "w_key": pad(uniform(d, h, d, dh), hm, d, dm),
+            "w_value": pad(uniform(d, h, d, dv), hm, d, dv),
+            "w_out": pad(uniform(h * dv, h, dv, d), hm, dv, d),
+            "b_out": uniform(h * dv, d),
+            "w_decode": uniform(d, d, out),
+            "b_decode": uniform(d, out),
+        }
+
+    @staticmethod
+    def _mask(sizes: Sequence[int], size: int) -> Tensor:
+        return (torch.arange(size)[None, :] < torch.tensor(sizes)[:, None]).float()
+
+    def embed(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
+        """Embedded query (R, B, d) and context (R, B, n_max, d), positions added."""
+        x = torch.einsum("rbi,rid->rbd", query, self.w_embed) + self.b_embed[:, None]
+        e = torch.einsum("rbni,rid->rbnd", context, self.w_embed) + self.b_embed[:, None, None]
+        return x + self.positions[0], e + self.positions[1 : self.max_n + 1]
+
+    def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
+        dims = self.dim_mask[:, None, None, :]
+        heads = self.head_mask[:, :, None, None]
+        return self.w_query * dims, self.w_key * dims, self.w_value * heads
+
+    def _attend(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
+        """The query's attention (R, B, H, n_max) and embedded context (R, B, n_max, d)."""
+        x, e = self.embed(query, context)
+        w_query, w_key, _ = self._projections()
+        q = torch.einsum("rbd,rhde->rbhe", x, w_query)  # (R, B, H, dh)
+        # W_k q: scores e_i·(W_k q) without computing keys for every token and head.
+        qk = torch.einsum("rbhe,rhde->rbhd", q, w_key)  # (R, B, H, d)
+        scores = torch.einsum("rbhd,rbnd->rbhn", qk, e) * self.score_scale[:, None, None, None]
+        scores = scores.masked_fill(~self.context_mask[:, None, None, :], float("-inf"))
+        return torch.softmax(scores, dim=-1), e
+
+    def attention(self, query: Tensor, context: Tensor) -> Tensor:
+        """Query's attention weights over its context, (R, B, H_max, n_max).
+
+        Padded heads (``head_mask`` 0) attend uniformly and are to be ignored; padded context
+        positions get weight 0.
+        """
+        return self._attend(query, context)[0]
+
+    def layer_output(self, query: Tensor, context: Tensor) -> Tensor:
+        """The MHA layer's output at the query token, (R, B, d)."""
+        attn, e = self._attend(query, context)
+        _, _, w_value = self._projections()
+        mixed = torch.einsum("rbhn,rbnd->rbhd", attn, e)  # (R, B, H, d)
+        values = torch.einsum("rbhd,rhdv->rbhv", mixed, w_value)  # (R, B, H, dv)
+        return torch.einsum("rbhv,rhvd->rbd", values, self.w_out) + self.b_out[:, None]
+
+    def forward(self, query: Tensor, context: Tensor) -> Tensor:
+        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
+        out = self.layer_output(query, context)
+        decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
+        return decoded.squeeze(-1) if self.classes is None else decoded
+
+    def forward_all(self, query: Tensor, context: Tensor) -> Tensor:
+        """The MHA layer's output at every position, (R, B, 1 + n_max, d).
+
+        The plain masked-attention computation (every position attends to the context tokens,
+        none to token 0); :meth:`layer_output` is its position-0 row computed cheaply.
+        """
+        x, e = self.embed(query, context)
+        tokens = torch.cat([x[:, :, None], e], dim=2)  # (R, B, 1 + n, d)
+        w_query, w_key, w_value = self._projections()
+        q = torch.einsum("rbtd,rhde->rbhte", tokens, w_query)
+        k = torch.einsum("rbtd,rhde->rbhte", tokens, w_key)
+        v = torch.einsum("rbtd,rhdv->rbhtv", tokens, w_value)
+        scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * self.score_scale[:, None, None, None]
+        readable = torch.cat([torch.zeros_like(self.context_mask[:, :1]), self.context_mask], 1)
+        scores = scores.masked_fill(~readable[:, None, None, None, :], float("-inf"))
+        heads = torch.einsum("rbhst,rbhtv->rbhsv", torch.softmax(scores, -1), v)
+        return torch.einsum("rbhsv,rhvd->rbsd", heads, self.w_out) + self.b_out[:, None, None]

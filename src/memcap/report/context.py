@@ -1,0 +1,127 @@
+"""The typed context the report template renders: everything the page shows, already decided."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from memcap.report.loaders import ModelInfo, RuleTiming, VersionRow
+from memcap.report.verdicts import LayerVerdicts, Verdict
+
+STAGES = ("extract", "assumptions", "synthetic", "aot", "report")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One PNG figure of the page and where it came from."""
+
+    title: str
+    caption: str
+    png: bytes
+    source: str  # the stage output it was embedded from, or the table it was drawn from
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table, already formatted as text."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, digits: int = 3) -> Table:
+        """Format a DataFrame: floats to ``digits`` significant digits, NaN as a dash."""
+        from memcap.report.render import format_number
+
+        rows = tuple(
+            tuple(format_number(_plain(v), digits) for v in record)
+            for record in frame.itertuples(index=False)
+        )
+        return cls(tuple(str(c) for c in frame.columns), rows)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python scalars, so formatting sees ints and floats."""
+    return value.item() if hasattr(value, "item") else value
+
+
+@dataclass(frozen=True)
+class Limitation:
+    """A caveat the run itself detected, and the part of the page it affects."""
+
+    where: str
+    text: str
+
+
+@dataclass
+class LayerSection:
+    """One model × layer: its verdicts, figures, certified capacity and caveats."""
+
+    verdicts: LayerVerdicts
+    figures: list[Figure] = field(default_factory=list)
+    capacity: Table | None = None
+    limitations: list[str] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        """An HTML id for the layer's card (model names are free text, so use a slug)."""
+        raw = f"{self.verdicts.evidence.model}-{self.verdicts.evidence.layer}"
+        return "layer-" + "".join(c if c.isalnum() else "-" for c in raw)
+
+
+@dataclass
+class ScalingSection:
+    """One paper's synthetic scaling laws: figures, fitted slopes, notes."""
+
+    enabled: bool
+    figures: list[Figure] = field(default_factory=list)
+    fits: Table | None = None
+    tables: dict[str, Table] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReportContext:
+    """Everything the template renders."""
+
+    title: str
+    generated_utc: str
+    stages: Mapping[str, bool]
+    config_yaml: str
+    models: Sequence[ModelInfo]
+    versions: Sequence[VersionRow]
+    timings: Sequence[RuleTiming]
+    layers: Sequence[LayerSection]
+    assumption_figures: Sequence[Figure]
+    paper_a: ScalingSection
+    paper_b: ScalingSection
+    limitations: Sequence[Limitation]
+
+    @property
+    def stage_wall_s(self) -> dict[str, float]:
+        """Wall time per stage, summed over its rules' jobs."""
+        totals: dict[str, float] = {}
+        for timing in self.timings:
+            totals[timing.stage] = totals.get(timing.stage, 0.0) + timing.wall_s
+        return totals
+
+    @property
+    def verdict_counts(self) -> dict[str, int]:
+        """How many layers Theorem 1 applies to (pass), not (fail), or undecided."""
+        counts = {v.value: 0 for v in Verdict}
+        for layer in self.layers:
+            counts[layer.verdicts.theorem.verdict.value] += 1
+        return counts
+
+    @property
+    def figure_count(self) -> int:
+        """Number of figures on the page."""
+        return (
+            len(self.assumption_figures)
+            + sum(len(layer.figures) for layer in self.layers)
+            + len(self.paper_a.figures)
+            + len(self.paper_b.figures)
+        )

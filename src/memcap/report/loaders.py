@@ -1,0 +1,216 @@
+"""Read the stage outputs the report needs: provenance records, tables, benchmark files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memcap.report.verdicts import LayerEvidence
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One extracted model, merged over its layers' provenance records."""
+
+    name: str
+    family: str
+    model_id: str
+    weights_source: str  # random / pretrained / local
+    checksum: str
+    data_source: str
+    T: int
+    n: int
+    d: int
+    layers: tuple[str, ...]
+    tokenizer_substitute: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleTiming:
+    """Wall time of one rule, summed over its jobs' benchmark files."""
+
+    stage: str
+    rule: str
+    jobs: int
+    wall_s: float
+    max_rss_mb: float | None
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One library and the versions the stages recorded for it."""
+
+    package: str
+    versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # version -> stages
+
+    @property
+    def consistent(self) -> bool:
+        return len(self.versions) <= 1
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A JSON object from disk."""
+    return json.loads(Path(path).read_text())
+
+
+def _first(record: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    """The first present, non-null value among ``keys``."""
+    for key in keys:
+        if record.get(key) is not None:
+            return record[key]
+    return default
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelInfo]:
+    """One :class:`ModelInfo` per model from the per-layer extraction provenance records."""
+    by_model: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_model[str(record["model"])].append(record)
+    models = []
+    for name, group in by_model.items():
+        head = group[0]
+        warnings: list[str] = []
+        for record in group:
+            for warning in record.get("warnings") or []:
+                if warning not in warnings:
+                    warnings.append(str(warning))
+        models.append(
+            ModelInfo(
+                name=name,
+                family=_text(_first(head, "family", default="")),
+                model_id=_text(_first(head, "model_id", "hub_id", "id", default="")),
+                weights_source=_text(_first(head, "weights_source", "weights", default="")),
+                checksum=_text(_first(head, "parameter_checksum", "param_checksum", "checksum")),
+                data_source=_text(_first(head, "data_source", "data", default="")),
+                T=int(head["T"]),
+                n=int(head["n"]),
+                d=int(head["d"]),
+                layers=tuple(sorted({str(r["layer"]) for r in group}, key=_layer_order)),
+                tokenizer_substitute=_first(head, "tokenizer_substitute"),
+                warnings=tuple(warnings),
+            )
+        )
+    return models
+
+
+def _layer_order(layer: str) -> tuple[int, str]:
+    """Numeric layers first, in order, then named variants (random_attention)."""
+    return (int(layer), "") if layer.isdigit() else (10**6, layer)
+
+
+def read_table(path: str | Path | None) -> pd.DataFrame | None:
+    """A CSV as a DataFrame, or None when the stage did not produce it."""
+    if path is None or not Path(path).exists():
+        return None
+    return pd.read_csv(path)
+
+
+def _optional_float(row: Mapping[str, Any], *keys: str) -> float | None:
+    value = _first(row, *keys)
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _optional_int(row: Mapping[str, Any], *keys: str) -> int | None:
+    value = _optional_float(row, *keys)
+    return None if value is None else int(value)
+
+
+def evidence_from_summary(
+    summary: pd.DataFrame, profiles: Mapping[tuple[str, str], pd.DataFrame] | None = None
+) -> list[LayerEvidence]:
+    """One :class:`LayerEvidence` per row of the assumptions summary, with its P(k) profile."""
+    profiles = profiles or {}
+    evidence = []
+    for row in summary.to_dict("records"):
+        key = (str(row["model"]), str(row["layer"]))
+        profile = profiles.get(key)
+        evidence.append(
+            LayerEvidence(
+                model=key[0],
+                layer=key[1],
+                T=int(row["T"]),
+                n=int(row["n"]),
+                d=int(row["d"]),
+                samples=int(row["samples"]),
+                context_full_rank_frac=float(row["context_full_rank_frac"]),
+                kruskal_p_n=float(row["kruskal_p_n"]),
+                general_position_p_d=float(row["general_position_p_d"]),
+                kruskal_rank_estimate=_optional_int(row, "kruskal_rank_estimate"),
+                contexts_checked=_optional_int(row, "contexts_checked", "contexts"),
+                worst_margin=_optional_float(row, "context_worst_margin", "worst_margin"),
+                profile=_profile_map(profile),
+            )
+        )
+    return evidence
+
+
+def _profile_map(profile: pd.DataFrame | None) -> dict[int, float]:
+    """P(k) as {k: probability} from a profile table with a ``k`` column."""
+    if profile is None or "k" not in profile.columns:
+        return {}
+    column = next(
+        (c for c in ("p_full_rank", "p", "p_independent", "fraction") if c in profile.columns),
+        None,
+    )
+    if column is None:
+        return {}
+    return {int(k): float(p) for k, p in zip(profile["k"], profile[column], strict=True)}
+
+
+def rule_timings(
+    benchmark_files: Iterable[str | Path], rule_stages: Mapping[str, str]
+) -> list[RuleTiming]:
+    """Sum Snakemake benchmark files (``benchmarks/results/<rule>/*.tsv``) per rule."""
+    per_rule: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    for path in benchmark_files:
+        path = Path(path)
+        if path.exists():
+            per_rule[path.parent.name].append(pd.read_csv(path, sep="\t"))
+    timings = []
+    for rule, tables in per_rule.items():
+        frame = pd.concat(tables, ignore_index=True)
+        rss = pd.to_numeric(frame.get("max_rss"), errors="coerce") if "max_rss" in frame else None
+        timings.append(
+            RuleTiming(
+                stage=rule_stages.get(rule, "other"),
+                rule=rule,
+                jobs=len(tables),
+                wall_s=float(frame["s"].sum()),
+                max_rss_mb=None if rss is None or rss.isna().all() else float(rss.max()),
+            )
+        )
+    return sorted(timings, key=lambda t: (t.stage, t.rule))
+
+
+def version_table(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[VersionRow]:
+    """Library versions recorded by each stage's provenance, flagging disagreements."""
+    seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for stage, stage_records in records.items():
+        for record in stage_records:
+            for package, version in (record.get("versions") or {}).items():
+                seen[package][str(version)].add(stage)
+    return [
+        VersionRow(package, {v: tuple(sorted(s)) for v, s in sorted(by_version.items())})
+        for package, by_version in sorted(seen.items())
+        if set(by_version) != {"absent"}
+    ]

@@ -1,0 +1,292 @@
+"""Paper A's synthetic sweeps: many replicas of the MHA model trained at once, then certified.
+
+A sweep varies one parameter (H, n or d_h) over its values, for each context kind, task,
+seed and dataset size T of its grid; every combination is one *replica*. Replicas are split
+into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
+batch trains through the shared loop :func:`memcap.train.train_replicas`. Grouping by T avoids
+padding every replica to the largest T in full-batch training; grouping by shape avoids the
+masked work of padded heads and context positions.
+
+For every replica the result row holds its training accuracy and memorized count (examples
+whose top logit is the label; regression: error below ``regression_tol``), the certified
+capacity of the same examples with random attention weights and with the trained attention
+weights (:mod:`memcap.capacity`), and the per-head softmax saturation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from memcap.capacity import (
+    certified_capacity,
+    certified_capacity_from_attention,
+    saturation,
+    theory_bound,
+)
+from memcap.mha import MHAShape, ReplicaMHA
+from memcap.provenance import array_checksum
+from memcap.synthetic_config import SWEPT, Setting, SweepSpec
+from memcap.synthetic_data import SyntheticSet, derive_seed, make_dataset
+from memcap.train import ReplicaData, TrainConfig, train_replicas
+
+_logger = logging.getLogger(__name__)
+
+GROUP_KEYS = ("shape", "examples")
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """Settings shared by every sweep of the stage."""
+
+    d: int  # token dimension
+    classes: int  # C, classification labels
+    value_dim: int  # d_v per head
+    seeds: tuple[int, ...]  # replicate seeds, each combined with the global seed
+    group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
+    saturation_threshold: float
+    train: TrainConfig
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> StageSettings:
+        """Build from the validated ``synthetic`` config section."""
+        return cls(
+            d=section["d"],
+            classes=section["classes"],
+            value_dim=section["value_dim"],
+            seeds=tuple(section["seeds"]),
+            group_by=tuple(section["group_by"]),
+            saturation_threshold=section["saturation_threshold"],
+            train=TrainConfig(**section["train"]),
+        )
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One trained model: a sweep setting, a replicate seed and a dataset size T."""
+
+    setting: Setting
+    seed: int
+    examples: int
+
+    def group(self, keys: tuple[str, ...]) -> tuple:
+        s = self.setting
+        key: tuple = (s.task,)
+        if "shape" in keys:
+            key += (s.heads, s.n, s.head_dim)
+        if "examples" in keys:
+            key += (self.examples,)
+        return key
+
+
+@dataclass
+class SweepResult:
+    """One row per replica, and one saturation row per replica and head."""
+
+    table: pd.DataFrame
+    saturation: pd.DataFrame
+    data_checksum: str
+
+
+def run_sweep(
+    spec: SweepSpec, stage: StageSettings, base_seed: int, device: torch.device
+) -> SweepResult:
+    """Train and certify every replica of one sweep.
+
+    Args:
+        spec: the sweep.
+        stage: stage-wide settings.
+        base_seed: the config's global seed; every data, model and batch seed derives from it.
+        device: where to train.
+    """
+    unknown = set(stage.group_by) - set(GROUP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
+    replicas = [
+        Replica(setting, seed, examples)
+        for setting in spec.settings()
+        for seed in stage.seeds
+        for examples in spec.examples
+    ]
+    datasets = {
+        key: _dataset(spec, stage, base_seed, key) for key in {_data_key(r) for r in replicas}
+    }
+    cfg = stage.train if spec.steps is None else _with_steps(stage.train, spec.steps)
+    groups: dict[tuple, list[Replica]] = {}
+    for replica in replicas:
+        groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    _logger.info(
+        "sweep %s: %d replicas in %d batched models (group_by=%s), %d steps, device %s",
+        spec.name,
+        len(replicas),
+        len(groups),
+        list(stage.group_by),
+        cfg.steps,
+        device,
+    )
+    rows, saturation_rows = [], []
+    for key, members in groups.items():
+        start = time.perf_counter()
+        group_rows, group_saturation = _train_group(
+            spec, stage, cfg, base_seed, members, datasets, device
+        )
+        rows += group_rows
+        saturation_rows += group_saturation
+        _logger.info(
+            "group %s: %d replicas in %.1f s", key, len(members), time.perf_counter() - start
+        )
+    checksum = array_checksum(
+        t.numpy()
+        for key in sorted(datasets)
+        for t in (datasets[key].queries, datasets[key].contexts, datasets[key].targets)
+    )
+    return SweepResult(pd.DataFrame(rows), pd.DataFrame(saturation_rows), checksum)
+
+
+def _data_key(replica: Replica) -> tuple:
+    """Datasets depend on the seed, n, context and task only (paired across H and d_h)."""
+    s = replica.setting
+    return (replica.seed, s.n, s.context, s.task)
+
+
+def _dataset(spec: SweepSpec, stage: StageSettings, base_seed: int, key: tuple) -> SyntheticSet:
+    seed, n, context, task = key
+    data_seed = derive_seed(base_seed, "data", spec.name, seed, n, context, task)
+    return make_dataset(max(spec.examples), n, stage.d, context, task, stage.classes, data_seed)
+
+
+def _with_steps(cfg: TrainConfig, steps: int) -> TrainConfig:
+    return TrainConfig(**{**cfg.__dict__, "steps": steps})
+
+
+def _train_group(
+    spec: SweepSpec,
+    stage: StageSettings,
+    cfg: TrainConfig,
+    base_seed: int,
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+) -> tuple[list[dict], list[dict]]:
+    """Train one batched model of ``members``; return their result and saturation rows."""
+    task = members[0].setting.task
+    shapes = [
+        MHAShape(
+            d=stage.d,
+            n=r.setting.n,
+            heads=r.setting.heads,
+            head_dim=r.setting.head_dim,
+            value_dim=stage.value_dim,
+            classes=stage.classes if task == "classification" else None,
+        )
+        for r in members
+    ]
+    model_seeds = [_replica_seed(base_seed, "model", spec, r) for r in members]
+    batch_seeds = [_replica_seed(base_seed, "batches", spec, r) for r in members]
+    model = ReplicaMHA(shapes, model_seeds).to(device)
+    data = _stack(members, datasets, model.max_n, device)
+    result = train_replicas(model, data, task, cfg, batch_seeds)
+    attention, embedded = _trained_attention(model, data)
+    rows, saturation_rows = [], []
+    for r, replica in enumerate(members):
+        s, t = replica.setting, replica.examples
+        own = datasets[_data_key(replica)].head(t)
+        weights = attention[r, :t, : s.heads, : s.n]
+        per_head = saturation(weights, stage.saturation_threshold).numpy()
+        ids = {
+            "sweep": spec.name,
+            "H": s.heads,
+            "n": s.n,
+            "d_h": s.head_dim,
+            "context": s.context,
+            "task": s.task,
+            "T": t,
+            "seed": replica.seed,
+        }
+        rows.append(
+            {
+                **ids,
+                "value": s.value,
+                "swept": SWEPT[spec.name],
+                "d": stage.d,
+                "d_v": stage.value_dim,
+                "classes": stage.classes if task == "classification" else 0,
+                "accuracy": float(result.accuracy[r]),
+                "memorized": int(result.memorized[r]),
+                "certified": certified_capacity(
+                    own.queries,
+                    own.contexts,
+                    s.heads,
+                    s.head_dim,
+                    seed=derive_seed(base_seed, "certify", spec.name, replica.seed),
+                ),
+                "certified_trained": certified_capacity_from_attention(
+                    weights, embedded[r, :t, : s.n]
+                ),
+                "bound": theory_bound(s.heads, s.n),
+                "saturation": float(per_head.mean()),
+                "loss": float(result.loss[r]),
+                "fit_step": int(result.fit_step[r]),
+                "steps_run": result.steps_run,
+            }
+        )
+        saturation_rows += [
+            {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
+        ]
+    return rows, saturation_rows
+
+
+def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
+    s = replica.setting
+    return derive_seed(
+        base_seed,
+        purpose,
+        spec.name,
+        replica.seed,
+        s.heads,
+        s.n,
+        s.head_dim,
+        s.context,
+        s.task,
+        replica.examples,
+    )
+
+
+def _stack(
+    members: list[Replica], datasets: dict[tuple, SyntheticSet], n_max: int, device: torch.device
+) -> ReplicaData:
+    """Pad every member's data to the group's largest T and n, on ``device``."""
+    t_max = max(r.examples for r in members)
+    queries, contexts, targets = [], [], []
+    for replica in members:
+        own = datasets[_data_key(replica)].head(t_max)
+        pad = n_max - own.contexts.shape[1]
+        queries.append(own.queries)
+        contexts.append(torch.nn.functional.pad(own.contexts, (0, 0, 0, pad)))
+        targets.append(own.targets)
+    sizes = torch.tensor([r.examples for r in members])
+    return ReplicaData(
+        (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
+        torch.stack(targets).to(device),
+        sizes.to(device),
+    )
+
+
+@torch.no_grad()
+def _trained_attention(
+    model: ReplicaMHA, data: ReplicaData, chunk: int = 1024
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The trained query attention (R, T, H_max, n_max) and embedded contexts, on the CPU."""
+    attention, embedded = [], []
+    queries, contexts = data.inputs
+    for start in range(0, queries.shape[1], chunk):
+        q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
+        attention.append(model.attention(q, c).cpu())
+        embedded.append(model.embed(q, c)[1].cpu())
+    return torch.cat(attention, 1), torch.cat(embedded, 1)

@@ -1,0 +1,146 @@
+"""Typed settings of the synthetic stage, built from the validated config, and its checks.
+
+No torch import here: the Snakefile imports this module to check the config before any job
+starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memcap.validation import ConfigError
+
+SWEEPS = ("heads", "context_size", "head_dim")
+# The model parameter each sweep varies, as named in the result tables.
+SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
+CONTEXTS = ("shared", "random")
+TASKS = ("classification", "regression")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of a sweep: the model shape, the context kind and the task."""
+
+    sweep: str
+    heads: int
+    n: int
+    head_dim: int
+    context: str
+    task: str
+
+    @property
+    def value(self) -> int:
+        """The swept parameter's value."""
+        return {"heads": self.heads, "context_size": self.n, "head_dim": self.head_dim}[self.sweep]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """One sweep: its values, T grid, fixed parameters, contexts, tasks and step budget."""
+
+    name: str
+    values: tuple[int, ...]
+    examples: tuple[int, ...]  # the T grid, increasing
+    heads: int  # H where not swept
+    n: int  # context size where not swept
+    head_dim: int  # d_h where not swept
+    contexts: tuple[str, ...]
+    tasks: tuple[str, ...]
+    steps: int | None  # None: the stage's train.steps
+
+    def settings(self) -> list[Setting]:
+        """Every (value, context, task) point, values outermost."""
+        points = []
+        for value in self.values:
+            shape = {"heads": self.heads, "n": self.n, "head_dim": self.head_dim}
+            shape[{"heads": "heads", "context_size": "n", "head_dim": "head_dim"}[self.name]] = (
+                value
+            )
+            for context in self.contexts:
+                for task in self.tasks:
+                    points.append(Setting(self.name, context=context, task=task, **shape))
+        return points
+
+
+def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
+    """The :class:`SweepSpec` of sweep ``name`` from the validated ``synthetic`` section."""
+    sweep = section["sweeps"][name]
+    return SweepSpec(
+        name=name,
+        values=tuple(sweep["values"]),
+        examples=tuple(sweep["examples"]),
+        heads=sweep.get("heads", 0),
+        n=sweep.get("n", 0),
+        head_dim=sweep.get("head_dim", 0),
+        contexts=tuple(sweep["contexts"]),
+        tasks=tuple(sweep["tasks"]),
+        steps=sweep.get("steps"),
+    )
+
+
+def enabled_sweeps(section: Mapping[str, Any]) -> list[str]:
+    """Names of the sweeps the config switches on, in canonical order."""
+    return [name for name in SWEEPS if section["sweeps"][name].get("enabled", True)]
+
+
+def check_synthetic_config(config: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` for a synthetic section that cannot run or means nothing."""
+    section = config.get("synthetic", {})
+    if not section.get("enabled", True) or "sweeps" not in section:
+        return
+    if not enabled_sweeps(section):
+        raise ConfigError(
+            "synthetic.sweeps",
+            "every sweep is disabled, so there is nothing to summarize",
+            "enable a sweep, or switch the stage off with synthetic.enabled: false",
+        )
+    d = section["d"]
+    for name in enabled_sweeps(section):
+        _check_sweep(sweep_spec(section, name), d)
+    threshold = section["saturation_threshold"]
+    if not 0.5 <= threshold < 1.0:
+        raise ConfigError(
+            "synthetic.saturation_threshold",
+            f"{threshold} is outside [0.5, 1), so it does not mark one-hot attention",
+            "use a value such as 0.99",
+        )
+
+
+def _check_sweep(spec: SweepSpec, d: int) -> None:
+    key = f"synthetic.sweeps.{spec.name}"
+    _check_grid(f"{key}.values", spec.values, increasing=False)
+    _check_grid(f"{key}.examples", spec.examples, increasing=True)
+    for field, allowed in (("contexts", CONTEXTS), ("tasks", TASKS)):
+        chosen = getattr(spec, field)
+        if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(allowed):
+            raise ConfigError(
+                f"{key}.{field}",
+                f"{list(chosen)} is not a non-empty list of distinct values from {list(allowed)}",
+                f"list one or more of {list(allowed)}",
+            )
+    largest_n = max(setting.n for setting in spec.settings())
+    if largest_n > d:
+        where = f"{key}.values" if spec.name == "context_size" else f"{key}.n"
+        raise ConfigError(
+            where,
+            f"context size n={largest_n} exceeds d={d}: n tokens in R^d cannot have rank n "
+            "(Assumption 2), and the bound H(n-1)+1 does not apply",
+            "use n <= synthetic.d",
+        )
+
+
+def _check_grid(key: str, grid: tuple[int, ...], increasing: bool) -> None:
+    if not grid:
+        raise ConfigError(key, "the grid is empty", "list at least one value")
+    if min(grid) < 1:
+        raise ConfigError(key, f"{list(grid)} has a value below 1", "use positive integers")
+    if len(set(grid)) != len(grid):
+        raise ConfigError(key, f"{list(grid)} repeats a value", "list each value once")
+    if increasing and list(grid) != sorted(grid):
+        raise ConfigError(
+            key,
+            f"the T grid {list(grid)} is not increasing",
+            "list dataset sizes in increasing order",
+        )

@@ -1,0 +1,129 @@
+"""Figures of the synthetic stage: capacity vs H / n / d_h, saturation, real-data capacity."""
+
+from __future__ import annotations
+
+import logging
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from memcap.plotting import set_theme
+
+_logger = logging.getLogger(__name__)
+
+LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
+
+
+def plot_sweep(capacity: pd.DataFrame, fits: pd.DataFrame, sweep: str) -> plt.Figure:
+    """Memorized count (capacity estimate) against the swept parameter, one panel per task.
+
+    Per context kind: every seed's capacity (dots), their mean (solid), the linear fit (dotted,
+    slope and R² in the legend) and the certified capacity with random attention (crosses,
+    dashed). Black dashed: the theory line H(n−1)+1.
+    """
+    set_theme()
+    data = capacity[capacity["sweep"] == sweep]
+    tasks = sorted(data["task"].unique())
+    swept = data["swept"].iloc[0]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.0 * len(tasks), 4.4), squeeze=False)
+    palette = dict(zip(["shared", "random"], sns.color_palette(n_colors=2), strict=True))
+    for ax, task in zip(axes[0], tasks, strict=True):
+        panel = data[data["task"] == task]
+        for context, part in panel.groupby("context"):
+            color = palette[context]
+            mean = part.groupby("value")[["capacity", "certified"]].mean()
+            ax.scatter(part["value"], part["capacity"], color=color, alpha=0.35, s=14)
+            ax.plot(mean.index, mean["capacity"], "o-", color=color, label=f"trained, {context}")
+            ax.plot(
+                mean.index,
+                mean["certified"],
+                "x--",
+                color=color,
+                alpha=0.7,
+                label=f"certified (random attention), {context}",
+            )
+            fit = fits[
+                (fits["sweep"] == sweep)
+                & (fits["context"] == context)
+                & (fits["task"] == task)
+                & (fits["quantity"] == "capacity")
+            ].iloc[0]
+            x = np.linspace(fit["x_min"], fit["x_max"], 50)
+            ax.plot(
+                x,
+                fit["slope"] * x + fit["intercept"],
+                ":",
+                color=color,
+                linewidth=2,
+                label=f"fit {context}: slope {fit['slope']:.1f}, R² {fit['r2']:.2f}",
+            )
+        theory = panel.groupby("value")["bound"].first()
+        ax.plot(theory.index, theory.values, "k--", linewidth=1, label="theory H(n−1)+1")
+        if sweep == "head_dim":
+            ax.axvline(panel["n"].iloc[0], color="grey", linewidth=0.8)
+        ax.set_xlabel(LABELS[swept])
+        ax.set_ylabel("memorized examples")
+        ax.set_title(f"{task}: fixed {_fixed(panel, swept)}")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
+    """Per-head softmax saturation against T, one panel per sweep, hue = swept value."""
+    set_theme()
+    sweeps = list(dict.fromkeys(saturation["sweep"]))
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(5.0 * len(sweeps), 4.0), squeeze=False)
+    for ax, sweep in zip(axes[0], sweeps, strict=True):
+        part = saturation[saturation["sweep"] == sweep]
+        swept = {"heads": "H", "context_size": "n", "head_dim": "d_h"}[sweep]
+        sns.lineplot(
+            data=part,
+            x="T",
+            y="saturation",
+            hue=swept,
+            style="context",
+            marker="o",
+            palette="viridis",
+            errorbar=None,
+            ax=ax,
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("fraction of examples with a weight > threshold")
+        ax.set_title(f"{sweep} sweep")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_real_capacity(real: pd.DataFrame) -> plt.Figure:
+    """Certified capacity on real embeddings against H, per model and layer, with H(n−1)+1."""
+    set_theme()
+    fig, ax = plt.subplots(figsize=(7.0, 4.6))
+    real = real.assign(source=real["model"] + " / layer " + real["layer"].astype(str))
+    sns.lineplot(data=real, x="H", y="certified", hue="source", marker="o", ax=ax)
+    bound = real.dropna(subset=["bound"]).groupby("H")["bound"].agg(["min", "max"])
+    if len(bound):
+        ax.fill_between(
+            bound.index,
+            bound["min"],
+            bound["max"],
+            color="black",
+            alpha=0.1,
+            label="theory H(n−1)+1 (range over models)",
+        )
+    examples = real.groupby("H")["T"].max()
+    ax.plot(examples.index, examples.values, "k:", linewidth=1, label="examples T")
+    ax.set_xlabel("heads H")
+    ax.set_ylabel("certified capacity rank(Z)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _fixed(panel: pd.DataFrame, swept: str) -> str:
+    names = [c for c in ("H", "n", "d_h") if c != swept]
+    return ", ".join(f"{c}={panel[c].iloc[0]}" for c in names)

@@ -1,0 +1,216 @@
+"""The report from small fabricated stage outputs: context, rendering, escaping, embedding."""
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from memcap.plotting import save_figure
+from memcap.report import ReportInputs, build_context, write_report
+from memcap.report.loaders import rule_timings
+from memcap.report.render import format_seconds, png_data_uri, render_html
+from memcap.report.verdicts import Verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "workflow" / "report" / "report.html.j2"
+EVIL = "<script>alert('x')</script>vit"
+
+
+def _png(path: Path, slope: float = 1.0) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1, 2], [0, slope, 2 * slope])
+    save_figure(fig, path)
+    return str(path)
+
+
+def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
+    """Write a miniature set of stage outputs under ``root`` and return the report's inputs."""
+    files: dict[str, list[str]] = {s: [] for s in ("extract", "assumptions", "synthetic", "aot")}
+    layers = {"0": (1.0, 1.0, 0.0), "random_attention": (1.0, 1.0, 1.0), "1": (0.9, 0.5, 0.0)}
+    for layer in layers:
+        base = root / "results" / "extract" / model / layer
+        base.mkdir(parents=True)
+        prov = {
+            "model": model,
+            "family": "vit",
+            "model_id": "vit_tiny_patch16_224",
+            "weights_source": "random",
+            "parameter_checksum": "ab" * 32,
+            "data_source": "skimage.data",
+            "T": 64,
+            "n": 8,
+            "d": 32,
+            "layer": layer,
+            "warnings": ["only 12 distinct source images; crops repeat"],
+            "versions": {"numpy": "2.4.6", "torch": "2.13.0"},
+        }
+        (base / "provenance.json").write_text(json.dumps(prov))
+        files["extract"].append(str(base / "provenance.json"))
+    assumptions = root / "results" / "assumptions"
+    rows = []
+    for layer, (ctx_frac, p_n, p_d) in layers.items():
+        rows.append(
+            dict(model=model, layer=layer, T=64, n=8, d=32, samples=100,
+                 context_full_rank_frac=ctx_frac, kruskal_p_n=p_n, general_position_p_d=p_d,
+                 kruskal_rank_estimate=32 if p_d == 1 else 6)
+        )  # fmt: skip
+        profile = assumptions / model / layer / "kruskal_profile.csv"
+        profile.parent.mkdir(parents=True)
+        pd.DataFrame({"k": [2, 4, 6, 8, 32], "p_full_rank": [1, 1, 1, p_n, p_d]}).to_csv(
+            profile, index=False
+        )
+        files["assumptions"] += [
+            str(profile),
+            _png(assumptions / model / layer / "context_rank.png"),
+        ]
+    pd.DataFrame(rows).to_csv(assumptions / "summary.csv", index=False)
+    files["assumptions"].append(str(assumptions / "summary.csv"))
+    capacity = root / "results" / "capacity" / "real.csv"
+    capacity.parent.mkdir(parents=True)
+    pd.DataFrame(
+        [dict(model=model, layer=layer, H=h, certified=min(64, h * 7 + 1), T=64, n=8, d=32)
+         for layer in layers for h in (1, 2, 4)]
+    ).to_csv(capacity, index=False)  # fmt: skip
+    files["synthetic"].append(str(capacity))
+    synthetic = root / "results" / "synthetic"
+    files["synthetic"] += [
+        _png(synthetic / "memorized_vs_H.png"),
+        _png(synthetic / "memorized_vs_n.png"),
+    ]
+    fits = synthetic / "fits.csv"
+    pd.DataFrame({"sweep": ["H"], "slope": [6.8], "r2": [0.991]}).to_csv(fits, index=False)
+    files["synthetic"].append(str(fits))
+    files["aot"].append(_png(root / "results" / "aot" / "accuracy_vs_H.png", 2.0))
+    bench = root / "benchmarks" / "results" / "check_assumptions" / f"{model}_0.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t301.2\n")
+    return ReportInputs(
+        config={"seed": 0, "extract": {"models": [{"name": model}]}, "report": {"title": "t"}},
+        title=f"memcap report — {model}",
+        stages={"extract": True, "assumptions": True, "synthetic": True, "aot": True},
+        stage_files=files,
+        benchmarks=[str(bench)],
+        rule_stages={"check_assumptions": "assumptions"},
+        captions={"memorized_vs_H": {"title": "Memorized vs H", "caption": "Paper A, H sweep."}},
+    )
+
+
+class _Tags(HTMLParser):
+    """Collects tags with their attributes, and the page's text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(html: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(html)
+    return parser
+
+
+@pytest.fixture
+def page(tmp_path):
+    inputs = fabricate_run(tmp_path)
+    output = tmp_path / "report.html"
+    context = write_report(inputs, TEMPLATE, output)
+    return context, output.read_text(encoding="utf-8")
+
+
+def test_context_has_verdicts_models_timings(page):
+    context, _ = page
+    by_layer = {layer.verdicts.evidence.layer: layer.verdicts for layer in context.layers}
+    assert set(by_layer) == {"0", "1", "random_attention"}
+    assert by_layer["0"].theorem.verdict is Verdict.PASS
+    assert by_layer["1"].contexts.verdict is Verdict.FAIL
+    assert by_layer["random_attention"].general_position.verdict is Verdict.PASS
+    (model,) = context.models
+    assert model.layers == ("0", "1", "random_attention")
+    assert model.weights_source == "random"
+    assert context.stage_wall_s == {"assumptions": 12.5}
+    assert any("distinct source images" in lim.text for lim in context.limitations)
+
+
+def test_every_section_and_figure_is_on_the_page(page):
+    context, html = page
+    tags = parse(html)
+    ids = {attrs.get("id") for _, attrs in tags.tags}
+    for section in ("at-a-glance", "run-summary", "assumptions", "paper-a", "paper-b",
+                    "limitations", "method"):  # fmt: skip
+        assert section in ids
+    images = [attrs["src"] for tag, attrs in tags.tags if tag == "img"]
+    # 3 layers × (stage figure + certified capacity) + 2 synthetic + 1 aot.
+    assert len(images) == context.figure_count == 9
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    text = "".join(tags.text)
+    assert "Memorized vs H" in text and "Paper A, H sweep." in text
+    assert "6.8" in text and "0.991" in text  # the fits table
+    assert "details" in {tag for tag, _ in tags.tags}
+
+
+def test_no_external_reference(page):
+    _, html = page
+    for tag, attrs in parse(html).tags:
+        for name in ("src", "href"):
+            value = attrs.get(name)
+            if value is not None:
+                assert value.startswith(("data:", "#")), (tag, name, value[:80])
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", html)
+    assert "@import" not in html
+
+
+def test_config_text_is_escaped(tmp_path):
+    inputs = fabricate_run(tmp_path, model=EVIL)
+    html = render_html(TEMPLATE, ctx=build_context(inputs))
+    assert "<script>" not in html.lower()
+    assert "&lt;script&gt;" in html
+    assert "script" not in {tag for tag, _ in parse(html).tags}
+    assert EVIL in "".join(parse(html).text)
+
+
+def test_disabled_stage_is_explained(tmp_path):
+    inputs = fabricate_run(tmp_path)
+    inputs = ReportInputs(
+        config=inputs.config,
+        title=inputs.title,
+        stages={**inputs.stages, "aot": False},
+        stage_files={**inputs.stage_files, "aot": []},
+    )
+    html = render_html(TEMPLATE, ctx=build_context(inputs))
+    assert "<code>aot</code> stage is switched off" in html
+
+
+def test_empty_run_still_renders(tmp_path):
+    inputs = ReportInputs(config={}, title="empty", stages={s: False for s in ("extract", "aot")})
+    html = render_html(TEMPLATE, ctx=build_context(inputs))
+    assert "<img" not in html
+    assert "No benchmark files were found." in html
+
+
+def test_rule_timings_sum_jobs_per_rule(tmp_path):
+    for i, seconds in enumerate((1.5, 2.5)):
+        path = tmp_path / "train_model" / f"{i}.tsv"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:01\t{100 * (i + 1)}\n")
+    (timing,) = rule_timings(sorted(tmp_path.rglob("*.tsv")), {"train_model": "aot"})
+    assert (timing.stage, timing.jobs, timing.wall_s, timing.max_rss_mb) == ("aot", 2, 4.0, 200.0)
+
+
+def test_helpers():
+    assert format_seconds(5.04) == "5.0 s"
+    assert format_seconds(125) == "2 min 05 s"
+    assert format_seconds(3725) == "1 h 02 min"
+    with pytest.raises(ValueError):
+        png_data_uri(b"GIF89a")
