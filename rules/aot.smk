@@ -1,0 +1,85 @@
+"""AoT stage: paper B's attention-only-transformer memorization sweeps.
+
+One job per sweep trains every setting x seed as batched models (memcap.train); summarize_aot
+merges the tables and fits the scaling laws; plot_aot_sweep draws each sweep with chance,
+both lower bounds and the fit. Functions live in the aot section of common.smk.
+"""
+
+AOT_CATEGORY = "Attention-only transformers"
+
+
+rule train_aot_sweep:
+    output:
+        table="results/aot/{sweep}.csv",
+        provenance="results/aot/{sweep}_provenance.json",
+    log:
+        "logs/train_aot_sweep/{sweep}.log",
+    benchmark:
+        "benchmarks/results/train_aot_sweep/{sweep}.tsv"
+    wildcard_constraints:
+        sweep="|".join(aot_sweeps()),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=aot_sweep_mem_mb,
+        gpu=gpu_request,
+    params:
+        aot=aot_section,
+        seed=config["seed"],
+        device=config["device"],
+    script:
+        "../workflow/scripts/train_aot_sweep.py"
+
+
+rule summarize_aot:
+    input:
+        tables=aot_sweep_tables,
+    output:
+        summary=report(
+            "results/aot/summary.csv",
+            caption="../workflow/report/aot_summary.rst",
+            category=AOT_CATEGORY,
+            subcategory="Tables",
+            labels={"table": "summary"},
+        ),
+        fits=report(
+            "results/aot/fits.csv",
+            caption="../workflow/report/aot_fits.rst",
+            category=AOT_CATEGORY,
+            subcategory="Tables",
+            labels={"table": "fits"},
+        ),
+    log:
+        "logs/summarize_aot/summarize_aot.log",
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    script:
+        "../workflow/scripts/summarize_aot.py"
+
+
+rule plot_aot_sweep:
+    input:
+        summary="results/aot/summary.csv",
+    output:
+        figure=report(
+            "results/aot/figures/{sweep}.png",
+            caption="../workflow/report/aot_sweep.rst",
+            category=AOT_CATEGORY,
+            subcategory="Sweeps",
+            labels={"sweep": "{sweep}"},
+        ),
+    log:
+        "logs/plot_aot_sweep/{sweep}.log",
+    wildcard_constraints:
+        sweep="|".join(aot_sweeps()),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    script:
+        "../workflow/scripts/plot_aot_sweep.py"

@@ -67,10 +67,37 @@ def synthetic_targets():
 
 # --- aot -----------------------------------------------------------------------------------------
 
+from memcap.aot.settings import sweep_memory_mb
+
+
+def aot_sweeps():
+    """The {sweep} wildcard values of the aot stage, in config order."""
+    return list(config["aot"]["sweeps"])
+
 
 def aot_targets():
-    """Final outputs of the aot stage."""
-    return []
+    """Final outputs of the aot stage: summary, fits and one figure per sweep."""
+    if not stage_enabled("aot"):
+        return []
+    return ["results/aot/summary.csv", "results/aot/fits.csv"] + expand(
+        "results/aot/figures/{sweep}.png", sweep=aot_sweeps()
+    )
+
+
+def aot_section(wildcards):
+    """The validated aot config section (training settings and sweeps)."""
+    return config["aot"]
+
+
+def aot_sweep_tables(wildcards):
+    """One table per configured sweep."""
+    return expand("results/aot/{sweep}.csv", sweep=aot_sweeps())
+
+
+def aot_sweep_mem_mb(wildcards):
+    """Memory of a sweep job from its largest batched replica group."""
+    spec = config["aot"]["sweeps"][wildcards.sweep]
+    return sweep_memory_mb(wildcards.sweep, spec, config["aot"]["seeds"])
 
 
 # --- report --------------------------------------------------------------------------------------

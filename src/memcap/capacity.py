@@ -81,23 +81,18 @@ def random_attention_weights(d: int, n_heads: int, head_dim: int, seed: int) -> 
     return torch.from_numpy(draw / d**0.5)
 
 
-def random_attention(
-    queries: ArrayLike, contexts: ArrayLike, weights: Tensor, scale: float
-) -> Tensor:
-    """The query's attention (T, H, n) under random weights (see the module docstring).
+def random_attention(queries: Tensor, contexts: Tensor, weights: Tensor) -> Tensor:
+    """The query's attention (T, H, n) under given query/key weights.
 
     Args:
-        queries: (T, d).
-        contexts: (T, n, d).
+        queries: (T, d), float64.
+        contexts: (T, n, d), float64.
         weights: (H, 2, d, d_h) from :func:`random_attention_weights`.
-        scale: the input rescaling (context RMS), applied to queries and contexts alike.
     """
-    x = _float64(queries) / scale
-    e = _float64(contexts) / scale
     head_dim = weights.shape[-1]
-    q = torch.einsum("td,hde->the", x, weights[:, 0])  # (T, H, d_h)
+    q = torch.einsum("td,hde->the", queries, weights[:, 0])  # (T, H, d_h)
     qk = torch.einsum("the,hde->thd", q, weights[:, 1])  # (T, H, d): W_K W_Qᵀ x
-    scores = torch.einsum("thd,tnd->thn", qk, e) / head_dim**0.5
+    scores = torch.einsum("thd,tnd->thn", qk, contexts) / head_dim**0.5
     return torch.softmax(scores, dim=-1)
 
 
@@ -133,25 +128,31 @@ def certified_capacity_curve(
     """Certified capacity for each head count in ``heads``, the heads nested (one draw).
 
     Builds Z once for max(heads) heads in example chunks, so ``contexts`` may be a
-    memory-mapped array larger than memory in float64.
+    memory-mapped array too large for memory in float64. Nested heads make the rank
+    non-decreasing in H and it cannot exceed T: once it reaches T, larger H get rank T
+    without another SVD (their ``last_kept`` is NaN).
     """
     if not heads or min(heads) < 1 or head_dim < 1:
         raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
     examples, _, d = contexts.shape
     if tuple(queries.shape) != (examples, d):
-        raise ValueError(
-            f"queries {tuple(queries.shape)} do not match contexts (T={examples}, d={d})"
-        )
+        raise ValueError(f"queries {tuple(queries.shape)} do not match contexts {contexts.shape}")
     weights = random_attention_weights(d, max(heads), head_dim, seed)
     scale = _rms(contexts)
     blocks = []
     for start in range(0, examples, CHUNK):
         stop = min(examples, start + CHUNK)
-        e = _float64(contexts[start:stop])
-        attn = random_attention(queries[start:stop], e, weights, scale)
-        blocks.append(attention_features(attn, e / scale).view(stop - start, max(heads), d))
+        x, e = _float64(queries[start:stop]) / scale, _float64(contexts[start:stop]) / scale
+        attn = random_attention(x, e, weights)
+        blocks.append(attention_features(attn, e).view(stop - start, max(heads), d))
     features = torch.cat(blocks)  # (T, H_max, d)
-    return [numerical_rank(features[:, :h].reshape(examples, h * d)) for h in heads]
+    ranks: dict[int, Rank] = {}
+    for h in sorted(set(heads)):
+        if ranks and max(r.rank for r in ranks.values()) == examples:
+            ranks[h] = Rank(examples, float("nan"), 0.0)
+        else:
+            ranks[h] = numerical_rank(features[:, :h].reshape(examples, h * d))
+    return [ranks[h] for h in heads]
 
 
 def certified_capacity_from_attention(attention: ArrayLike, contexts: ArrayLike) -> int:
@@ -175,6 +176,54 @@ def saturation(attention: Tensor, threshold: float = 0.99) -> Tensor:
     return (attention > threshold).sum(-1).to(torch.float64).mean(0)
 
 
+def real_capacity_rows(
+    queries: ArrayLike,
+    contexts: ArrayLike,
+    max_heads: int,
+    head_dim: int | None,
+    max_examples: int | None,
+    seed: int,
+) -> list[dict[str, float]]:
+    """Certified capacity of real embeddings for H = 1 … ``max_heads`` (nested heads).
+
+    Args:
+        queries: (T, d), e.g. a memory-mapped ``queries.npy``.
+        contexts: (T, n, d).
+        max_heads: the largest H.
+        head_dim: d_h of the random attention; None uses d_h = n, Theorem 1's regime.
+        max_examples: use a seeded random subset of at most this many examples.
+        seed: seed of the subset and of the random attention weights.
+
+    Returns:
+        One record per H: certified capacity, the sizes, the singular values at the rank's
+        edge, the ceiling min(T, H·d) and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d).
+    """
+    total, n, d = contexts.shape
+    index = subsample(total, max_examples, seed)
+    if len(index) < total:
+        queries, contexts = np.asarray(queries[index]), np.asarray(contexts[index])
+    dh = n if head_dim is None else head_dim
+    heads = list(range(1, max_heads + 1))
+    ranks = certified_capacity_curve(queries, contexts, heads, dh, seed)
+    examples = len(index)
+    return [
+        {
+            "H": h,
+            "certified": r.rank,
+            "T": examples,
+            "T_total": total,
+            "n": n,
+            "d": d,
+            "d_h": dh,
+            "bound": float(theory_bound(h, n)) if dh >= n and n <= d else float("nan"),
+            "ceiling": min(examples, h * d),
+            "last_kept": r.last_kept,
+            "first_dropped": r.first_dropped,
+        }
+        for h, r in zip(heads, ranks, strict=True)
+    ]
+
+
 def subsample(total: int, limit: int | None, seed: int) -> np.ndarray:
     """Sorted indices of at most ``limit`` of ``total`` examples, drawn without replacement."""
     if limit is None or limit >= total:
@@ -185,7 +234,7 @@ def subsample(total: int, limit: int | None, seed: int) -> np.ndarray:
 def _float64(x: ArrayLike) -> Tensor:
     if isinstance(x, Tensor):
         return x.to(torch.float64)
-    return torch.from_numpy(np.asarray(x, dtype=np.float64))
+    return torch.from_numpy(np.array(x, dtype=np.float64))  # a copy: inputs may be read-only
 
 
 def _rms(contexts: ArrayLike) -> float:

@@ -179,7 +179,8 @@ class ReplicaMHA(nn.Module):
         q = torch.einsum("rbtd,rhde->rbhte", tokens, w_query)
         k = torch.einsum("rbtd,rhde->rbhte", tokens, w_key)
         v = torch.einsum("rbtd,rhdv->rbhtv", tokens, w_value)
-        scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * self.score_scale[:, None, None, None]
+        scale = self.score_scale[:, None, None, None, None]
+        scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * scale
         readable = torch.cat([torch.zeros_like(self.context_mask[:, :1]), self.context_mask], 1)
         scores = scores.masked_fill(~readable[:, None, None, None, :], float("-inf"))
         heads = torch.einsum("rbhst,rbhtv->rbhsv", torch.softmax(scores, -1), v)

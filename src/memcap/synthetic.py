@@ -15,6 +15,7 @@ weights (:mod:`memcap.capacity`), and the per-head softmax saturation.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Mapping
@@ -282,11 +283,16 @@ def _stack(
 def _trained_attention(
     model: ReplicaMHA, data: ReplicaData, chunk: int = 1024
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The trained query attention (R, T, H_max, n_max) and embedded contexts, on the CPU."""
+    """Trained query attention (R, T, H_max, n_max) and embedded contexts, float64 on the CPU.
+
+    Recomputed in float64: float32 weights sum to one only to ~1e-7, which the rank of Z
+    would count as extra directions.
+    """
+    exact = copy.deepcopy(model).double()
     attention, embedded = [], []
-    queries, contexts = data.inputs
+    queries, contexts = (x.double() for x in data.inputs)
     for start in range(0, queries.shape[1], chunk):
         q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
-        attention.append(model.attention(q, c).cpu())
-        embedded.append(model.embed(q, c)[1].cpu())
+        attention.append(exact.attention(q, c).cpu())
+        embedded.append(exact.embed(q, c)[1].cpu())
     return torch.cat(attention, 1), torch.cat(embedded, 1)

@@ -23,9 +23,11 @@ class ConfigError(ValueError):
 
 def _stage_checkers() -> list[Callable[[Config], None]]:
     """Each stage's checker, imported lazily so the Snakefile stays light (no torch import)."""
+    from memcap.aot.settings import check_aot_config
     from memcap.extract.config import check_extract_config
+    from memcap.synthetic_config import check_synthetic_config
 
-    return [check_extract_config]
+    return [check_extract_config, check_synthetic_config, check_aot_config]
 
 
 def check_config(config: Config) -> None:

@@ -108,6 +108,7 @@ class ReplicaTransformer(nn.Module):
                 self.register_buffer(f"{name}_mask", mask)
         self.register_buffer("scale", torch.tensor([s.d_h**-0.5 for s in settings]))
         self.register_buffer("sequences", all_sequences(self.N, self.S))
+        self.register_buffer("_row_ids", torch.arange(self.N**self.S))
 
     def weights(self) -> dict[str, Tensor]:
         """Every parameter with padded entries masked to zero."""
@@ -121,6 +122,10 @@ class ReplicaTransformer(nn.Module):
             return self.sequence_logits(tokens)[:, :, -1]
         rows = sequence_index(tokens, self.N)  # (R, B)
         table = self.all_logits()  # (R, N^S, N)
+        if rows.shape[1] == table.shape[1] and torch.equal(rows[0], self._row_ids) and bool(
+            (rows == rows[0]).all()
+        ):
+            return table  # the full data set in table order (full-batch training)
         return torch.gather(table, 1, rows[..., None].expand(-1, -1, self.N))
 
     def all_logits(self) -> Tensor:
@@ -132,19 +137,19 @@ class ReplicaTransformer(nn.Module):
         seq = self.sequences  # (T0, S)
         x_tab = w["embed"][:, None] + w["pos"][:, :, None]  # (R, S, N, d): token n at position s
         q = torch.einsum("rhed,rnd->rhne", w["w_q"][:, 0], x_tab[:, -1])  # (R, H, N, dh)
+        q = q * self.scale.view(R, 1, 1, 1)
         k = torch.einsum("rhed,rsnd->rhsne", w["w_k"][:, 0], x_tab)  # (R, H, S, N, dh)
         v = torch.einsum("rhed,rsnd->rhsne", w["w_v"][:, 0], x_tab)
         ov = torch.einsum("rhde,rhsne->rhsnd", w["w_o"][:, 0], v)  # (R, H, S, N, d)
-        score_tab = torch.einsum("rhqe,rhske->rhsqk", q, k)  # (R, H, S, N_query, N_key)
-        score_tab = score_tab * self.scale.view(R, 1, 1, 1, 1)
         H = q.shape[1]
         grid = (R, H) + (N,) * S  # one axis per input position
-        scores = []
-        for s in range(S - 1):
-            # depends on the tokens at s (key) and S-1 (query): broadcast over the other axes
-            tab = score_tab[:, :, s].transpose(-1, -2)  # (R, H, N_key, N_query)
-            scores.append(tab.reshape((R, H) + (1,) * s + (N,) + (1,) * (S - 2 - s) + (N,)))
-        self_scores = score_tab[:, :, S - 1].diagonal(dim1=-2, dim2=-1)  # (R, H, N)
+        # score of the key at s < S-1 depends on its token and the query token (the last one)
+        cross = torch.einsum("rhqe,rhske->rhskq", q, k[:, :, :-1])  # (R, H, S-1, N_key, N_q)
+        scores = [
+            cross[:, :, s].reshape((R, H) + (1,) * s + (N,) + (1,) * (S - 2 - s) + (N,))
+            for s in range(S - 1)
+        ]
+        self_scores = (q * k[:, :, -1]).sum(-1)  # (R, H, N): the query attends to itself
         scores.append(self_scores.reshape((R, H) + (1,) * (S - 1) + (N,)))
         if S == 2:
             first = torch.sigmoid(scores[0] - scores[1])

@@ -153,3 +153,19 @@ def _check_setting(key: str, s: Setting) -> None:
         )
     if s.task == "distribution" and s.temperature <= 0:
         raise ConfigError(f"{key}.temperature", "must be positive", "use e.g. 1.0")
+
+
+def sweep_memory_mb(name: str, spec: Mapping[str, Any], seeds: int) -> int:
+    """Rough peak memory of one sweep job: its largest padded replica group's activations."""
+    groups: dict[tuple, list[Setting]] = {}
+    for s in expand_sweep(name, spec):
+        groups.setdefault((s.N, s.S, s.model), []).append(s)
+    peak = 0
+    for members in groups.values():
+        first = members[0]
+        H = max(s.H for s in members)
+        width = max(s.width for s in members)
+        d = max(s.d for s in members)
+        per_example = 8 * H * first.S + 6 * (d + first.N) + 4 * width  # floats, with gradients
+        peak = max(peak, len(members) * seeds * first.T0 * per_example * 4)
+    return 600 + peak // 2**20

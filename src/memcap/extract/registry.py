@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib import metadata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def _create_vit(entry: ModelEntry) -> LoadedModel:
     else:
         checkpoint = _checkpoint_file(entry, local)
         model = timm.create_model(entry.model, pretrained=False, checkpoint_path=checkpoint, **kwargs)
-        source = f"local checkpoint {checkpoint}"
+        source = f"local checkpoint {_describe(entry)}"
     if not isinstance(model, VisionTransformer):
         raise ConfigError(
             f"{entry.key}.model",
@@ -186,7 +187,7 @@ def _create_text_model(entry: ModelEntry) -> LoadedModel:
         missing = sorted(info.get("missing_keys", []))
         if missing:
             warnings.append(f"weights missing from the checkpoint, left random: {missing}")
-        source = f"pretrained from {origin}" if local is not None else "pretrained (hub)"
+        source = "pretrained (hub)" if local is None else f"pretrained from {_describe(entry)}"
     return LoadedModel(
         module=model,
         family=entry.family,
@@ -199,6 +200,15 @@ def _create_text_model(entry: ModelEntry) -> LoadedModel:
         tokenizer_source=None if is_architecture and local is None else origin,
         warnings=warnings,
     )
+
+
+def _describe(entry: ModelEntry) -> str:
+    """Local weights as provenance: the path, or the package and its version."""
+    if not entry.weights.startswith(PACKAGE_PREFIX):
+        return entry.weights
+    module = entry.weights.removeprefix(PACKAGE_PREFIX)
+    distributions = metadata.packages_distributions().get(module, [module])
+    return f"Python package {distributions[0]} {metadata.version(distributions[0])}"
 
 
 def _unreachable(entry: ModelEntry, origin: str, err: OSError) -> ConfigError:

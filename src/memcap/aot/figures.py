@@ -1,0 +1,104 @@
+"""One figure per AoT sweep: accuracy with chance, both lower bounds and the fitted law.
+
+The distribution task adds a second row: mean cross-entropy and KL(π ‖ model) against the
+entropy floor (the cross-entropy of a model that outputs π exactly).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from memcap.aot.summary import facet_groups, fit_curve, seed_means
+from memcap.plotting import set_theme
+
+_logger = logging.getLogger(__name__)
+
+X_LABELS = {
+    "H": "heads H",
+    "d_h": "head dimension $d_h$",
+    "d": "embedding dimension d",
+    "params": "parameters",
+    "N": "dictionary size N",
+    "S": "input length S",
+}
+FIXED = ("N", "S", "d", "d_h", "H")
+
+
+def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
+    """Accuracy against the sweep's x axis, one panel per facet value, overlays and fits."""
+    set_theme()
+    x = rows["x_axis"].iloc[0]
+    curves = list(facet_groups(rows))
+    panels = list(dict.fromkeys(label for _, label, _ in curves))
+    distribution = (rows["task"] == "distribution").any()
+    n_rows = 2 if distribution else 1
+    fig, axes = plt.subplots(
+        n_rows, len(panels), figsize=(5.2 * len(panels), 4.2 * n_rows), squeeze=False
+    )
+    palette = dict(zip(rows["model"].unique(), sns.color_palette(), strict=False))
+    for col, panel in enumerate(panels):
+        ax = axes[0, col]
+        panel_curves = [(m, sub) for m, label, sub in curves if label == panel]
+        _overlays(ax, pd.concat([sub for _, sub in panel_curves]), x)
+        for model, sub in panel_curves:
+            _accuracy_curve(ax, sub, x, model, palette[model])
+        ax.set(
+            xlabel=X_LABELS.get(x, x),
+            ylabel="accuracy" if not distribution else "top-1 agreement with π",
+            ylim=(0, 1.05),
+            title=_title(rows, panel),
+        )
+        ax.legend(fontsize=7, loc="best")
+        if distribution:
+            _divergence_panel(axes[1, col], pd.concat([s for _, s in panel_curves]), x, palette)
+    fig.tight_layout()
+    return fig
+
+
+def _accuracy_curve(ax: plt.Axes, rows: pd.DataFrame, x: str, model: str, color) -> None:
+    ax.scatter(rows[x], rows["accuracy"], color=color, alpha=0.35, s=14)
+    means = seed_means(rows, x)
+    ax.plot(means[x], means["accuracy"], "o-", color=color, label=f"{model} (mean of seeds)")
+    result = fit_curve(rows, x)
+    if result is not None:
+        grid = np.linspace(means[x].min(), means[x].max(), 200)
+        ax.plot(
+            grid,
+            np.minimum(1.0, result.predict(grid)),
+            "--",
+            color=color,
+            label=f"fit: {result.describe(x)}",
+        )
+
+
+def _overlays(ax: plt.Axes, rows: pd.DataFrame, x: str) -> None:
+    """Chance and both lower bounds, for the AoT rows when there are any."""
+    aot = rows[rows["model"] == "aot"]
+    means = seed_means(aot if len(aot) else rows, x)
+    ax.plot(means[x], means["chance"], ":", color="black", label="chance 1/N")
+    ax.plot(means[x], means["bound_ours"], "-", color="grey", lw=2.2, label="our lower bound")
+    ax.plot(
+        means[x], means["bound_previous"], "-.", color="grey", label="previous lower bound"
+    )
+
+
+def _divergence_panel(ax: plt.Axes, rows: pd.DataFrame, x: str, palette: dict) -> None:
+    for model, sub in rows.groupby("model", sort=False):
+        means = sub.groupby(x, as_index=False)[["kl", "cross_entropy", "entropy"]].mean()
+        ax.plot(means[x], means["cross_entropy"], "o-", color=palette[model], label=f"{model}: cross-entropy")
+        ax.plot(means[x], means["kl"], "s--", color=palette[model], label=f"{model}: KL(π ‖ model)")
+    floor = rows.groupby(x, as_index=False)["entropy"].mean()
+    ax.plot(floor[x], floor["entropy"], ":", color="black", label="entropy floor H(π)")
+    ax.set(xlabel=X_LABELS.get(x, x), ylabel="nats", ylim=(0, None))
+    ax.legend(fontsize=7, loc="best")
+
+
+def _title(rows: pd.DataFrame, panel: str) -> str:
+    fixed = [f"{k}={rows[k].iloc[0]}" for k in FIXED if rows[k].nunique() == 1]
+    parts = [rows["sweep"].iloc[0], panel, ", ".join(fixed)]
+    return " · ".join(p for p in parts if p)

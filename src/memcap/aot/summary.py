@@ -1,0 +1,92 @@
+"""Collect the sweeps' rows into one table and fit the scaling laws (linear in H, quadratic in
+d_h, piecewise linear in d with a knot at d_h, linear in the parameter count)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from memcap.aot import bounds
+
+_logger = logging.getLogger(__name__)
+
+FORMS = {"H": "linear", "d_h": "quadratic", "d": "hinge", "params": "linear"}
+SHAPE_COLUMNS = ["N", "S", "d", "d_h", "H", "depth", "width", "temperature"]
+SUMMARY_COLUMNS = [
+    "sweep", "task", "model", "N", "S", "d", "d_h", "H", "depth", "width", "params", "T0",
+    "temperature", "seed", "accuracy", "memorized", "kl", "entropy", "cross_entropy", "loss",
+    "fit_step", "steps_run", "chance", "bound_ours", "bound_previous", "x_axis", "facet",
+]  # fmt: skip
+
+
+def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """One row per setting × seed, sweeps in the given order."""
+    table = pd.concat(list(frames), ignore_index=True)
+    missing = set(SUMMARY_COLUMNS) - set(table.columns)
+    if missing:
+        raise ValueError(f"sweep tables lack columns {sorted(missing)}")
+    return table[SUMMARY_COLUMNS]
+
+
+def facet_groups(sweep: pd.DataFrame) -> Iterable[tuple[str, str, pd.DataFrame]]:
+    """(model, facet label, rows) for each curve of one sweep."""
+    facet = sweep["facet"].iloc[0]
+    keys = [k for k in str(facet).split("|") if k and k != "nan"]
+    for model, rows in sweep.groupby("model", sort=False):
+        if not keys:
+            yield model, "", rows
+            continue
+        for values, sub in rows.groupby(keys, sort=True):
+            values = values if isinstance(values, tuple) else (values,)
+            yield model, ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)), sub
+
+
+def seed_means(rows: pd.DataFrame, x: str, column: str = "accuracy") -> pd.DataFrame:
+    """Mean of ``column`` over seeds at each x (and the bounds there), sorted by x."""
+    agg = {column: "mean", "chance": "mean", "bound_ours": "mean", "bound_previous": "mean"}
+    return rows.groupby(x, as_index=False).agg(agg).sort_values(x)
+
+
+def fit_curve(rows: pd.DataFrame, x: str) -> bounds.Fit | None:
+    """The scaling-law fit of one curve's seed-mean accuracy, before saturation."""
+    means = seed_means(rows, x)
+    xs, ys = bounds.unsaturated(means[x], means["accuracy"])
+    form = FORMS.get(x, "linear")
+    needed = 3 if form != "linear" else 2
+    if len(xs) < needed:
+        xs, ys = means[x].to_numpy(float), means["accuracy"].to_numpy(float)
+    if len(np.unique(xs)) < needed:
+        return None
+    knot = float(rows["d_h"].max()) if form == "hinge" else float("nan")
+    return bounds.fit(xs, ys, form, knot)
+
+
+def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One fit per sweep × model × facet: form, coefficients, slope and R²."""
+    records = []
+    for sweep_name, sweep in summary.groupby("sweep", sort=False):
+        x = sweep["x_axis"].iloc[0]
+        for model, label, rows in facet_groups(sweep):
+            result = fit_curve(rows, x)
+            if result is None:
+                continue
+            records.append(
+                {
+                    "sweep": sweep_name,
+                    "model": model,
+                    "facet": label,
+                    "x_axis": x,
+                    "form": result.form,
+                    "intercept": result.coefficients[0],
+                    "slope": result.slope,
+                    "coefficients": ";".join(f"{c:.6g}" for c in result.coefficients),
+                    "knot": result.knot,
+                    "r2": result.r2,
+                    "n_points": result.n_points,
+                    "equation": result.describe(x),
+                }
+            )
+    return pd.DataFrame(records)

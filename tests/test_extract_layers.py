@@ -1,0 +1,155 @@
+"""Truncated forwards equal the full models' hidden states; random attention layer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from memcap.extract.config import RANDOM_ATTENTION
+from memcap.extract.layers import LayerExtractor, RandomAttention, TruncatedForward, blocks_needed
+
+DEPTH = 3
+
+
+@pytest.fixture(scope="module")
+def vit():
+    import timm
+
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "vit_base_patch16_224", img_size=32, patch_size=8, embed_dim=32, depth=DEPTH, num_heads=2
+    )
+    return model.eval(), torch.randn(3, 3, 32, 32)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        hidden_size=32,
+        num_hidden_layers=DEPTH,
+        num_attention_heads=2,
+        intermediate_size=64,
+        vocab_size=100,
+        max_position_embeddings=32,
+    )
+    ids = torch.randint(0, 100, (3, 12))
+    types = torch.zeros_like(ids)
+    types[:, 6:] = 1
+    return BertModel(config).eval(), {"input_ids": ids, "token_type_ids": types}
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_embd=32, n_layer=DEPTH, n_head=2, n_positions=32, vocab_size=100, bos_token_id=0,
+        eos_token_id=0,
+    )
+    return GPT2Model(config).eval(), {"input_ids": torch.randint(0, 100, (3, 12))}
+
+
+def vit_reference(model, images) -> list[torch.Tensor]:
+    """The full timm model's own states: the input of block 0, then every block's output."""
+    states: list[torch.Tensor] = []
+    model.blocks[0].register_forward_pre_hook(lambda _m, args: states.append(args[0]))
+    for block in model.blocks:
+        block.register_forward_hook(lambda _m, _a, out: states.append(out))
+    with torch.no_grad():
+        model.forward_features(images)
+    for block in model.blocks:
+        block._forward_hooks.clear()
+        block._forward_pre_hooks.clear()
+    return states
+
+
+def hf_reference(model, batch) -> tuple[torch.Tensor, ...]:
+    with torch.no_grad():
+        return model(**batch, output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("depth", range(DEPTH + 1))
+def test_vit_truncation_matches_full_model(vit, depth):
+    model, images = vit
+    reference = vit_reference(model, images)
+    with torch.no_grad():
+        truncated = TruncatedForward(model, "vit", depth)(images)
+    torch.testing.assert_close(truncated, reference[depth], rtol=1e-5, atol=1e-6)
+    assert len(model.blocks) == DEPTH, "truncation must not change the original model"
+
+
+def test_vit_block_outputs_match_forward_intermediates(vit):
+    model, images = vit
+    with torch.no_grad():
+        own = model.forward_intermediates(
+            images, indices=[0, 1], norm=False, output_fmt="NLC", intermediates_only=True,
+            return_prefix_tokens=True,
+        )
+        for depth, (patches, prefix) in zip((1, 2), own, strict=True):
+            ours = TruncatedForward(model, "vit", depth)(images)
+            torch.testing.assert_close(ours, torch.cat([prefix, patches], dim=1))
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+@pytest.mark.parametrize("depth", range(DEPTH))
+def test_text_truncation_matches_hidden_states(family, depth, request):
+    model, batch = request.getfixturevalue(family)
+    reference = hf_reference(model, batch)
+    with torch.no_grad():
+        truncated = TruncatedForward(model, family, depth)(batch)
+    torch.testing.assert_close(truncated, reference[depth], rtol=1e-5, atol=1e-6)
+
+
+def test_text_truncation_leaves_model_whole(bert, gpt2):
+    TruncatedForward(bert[0], "bert", 1)
+    TruncatedForward(gpt2[0], "gpt2", 1)
+    assert len(bert[0].encoder.layer) == DEPTH and bert[0].pooler is not None
+    assert len(gpt2[0].h) == DEPTH and isinstance(gpt2[0].ln_f, torch.nn.LayerNorm)
+
+
+def test_gpt2_last_layer_is_the_raw_block_output(gpt2):
+    """hidden_states[L] of GPT-2 has ln_f applied; layer L is the block output before it."""
+    model, batch = gpt2
+    reference = hf_reference(model, batch)
+    with torch.no_grad():
+        ours = TruncatedForward(model, "gpt2", DEPTH)(batch)
+        torch.testing.assert_close(model.ln_f(ours), reference[DEPTH], rtol=1e-5, atol=1e-6)
+
+
+def test_random_attention_matches_its_definition():
+    torch.manual_seed(1)
+    x = torch.randn(2, 5, 8)
+    layer = RandomAttention(8, seed=3)
+    assert not list(layer.norm.parameters()), "the LayerNorm has no affine parameters"
+    z = torch.nn.functional.layer_norm(x, (8,))
+    attn = layer.attention
+    wq, wk, wv = attn.in_proj_weight.chunk(3)
+    bq, bk, bv = attn.in_proj_bias.chunk(3)
+    scores = (z @ wq.T + bq) @ (z @ wk.T + bk).transpose(1, 2) / 8**0.5  # (B, n, n)
+    mixed = torch.softmax(scores, dim=-1) @ (z @ wv.T + bv)
+    expected = z + attn.out_proj(mixed)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_random_attention_is_seeded():
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        same = RandomAttention(8, seed=3)(x), RandomAttention(8, seed=3)(x)
+        other = RandomAttention(8, seed=4)(x)
+    torch.testing.assert_close(*same, rtol=0, atol=0)
+    assert not torch.allclose(same[0], other)
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "gpt2"])
+def test_random_attention_reads_layer_zero(family, request):
+    model, batch = request.getfixturevalue(family)
+    extractor = LayerExtractor(model, family, RANDOM_ATTENTION, seed=0)
+    with torch.no_grad():
+        embeddings = TruncatedForward(model, family, 0)(batch)
+        torch.testing.assert_close(extractor(batch), RandomAttention(32, seed=0)(embeddings))
+    assert blocks_needed(RANDOM_ATTENTION) == 0 and blocks_needed(2) == 2

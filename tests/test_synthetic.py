@@ -1,0 +1,165 @@
+"""Synthetic sweeps: config checks, orchestration, capacity estimates and fits."""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from snakemake.utils import validate
+
+from memcap.synthetic import StageSettings, run_sweep
+from memcap.synthetic_analysis import capacity_table, fit_table, linear_fit, saturation_table
+from memcap.synthetic_config import check_synthetic_config, enabled_sweeps, sweep_spec
+from memcap.validation import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _config(name: str = "configs/test.yaml") -> dict:
+    config = yaml.safe_load((ROOT / name).read_text())
+    validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
+    return config
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/test.yaml", "configs/paper.yaml"])
+def test_shipped_configs_pass(name):
+    config = _config(name)
+    check_synthetic_config(config)
+    assert enabled_sweeps(config["synthetic"]) == ["heads", "context_size", "head_dim"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key", "message"),
+    [
+        (("sweeps", "heads", "values"), [], "synthetic.sweeps.heads.values", "empty"),
+        (("sweeps", "head_dim", "values"), [0, 2], "synthetic.sweeps.head_dim.values", "below 1"),
+        (("sweeps", "heads", "examples"), [16, 8], "synthetic.sweeps.heads.examples", "increasing"),
+        (("sweeps", "heads", "examples"), [8, 8], "synthetic.sweeps.heads.examples", "repeats"),
+        (("sweeps", "context_size", "values"), [2, 9], "synthetic.sweeps.context_size.values", "d=6"),
+        (("sweeps", "head_dim", "n"), 7, "synthetic.sweeps.head_dim.n", "exceeds d"),
+        (("sweeps", "heads", "contexts"), [], "synthetic.sweeps.heads.contexts", "non-empty"),
+        (("saturation_threshold",), 0.3, "synthetic.saturation_threshold", "one-hot"),
+    ],
+)
+def test_bad_sweep_config_names_the_key(path, value, key, message):
+    config = _config()
+    section = config["synthetic"]
+    for part in path[:-1]:
+        section = section[part]
+    section[path[-1]] = value
+    with pytest.raises(ConfigError, match=message) as err:
+        check_synthetic_config(config)
+    assert err.value.key == key
+
+
+def test_all_sweeps_disabled_is_an_error_unless_the_stage_is_off():
+    config = _config()
+    for sweep in config["synthetic"]["sweeps"].values():
+        sweep["enabled"] = False
+    with pytest.raises(ConfigError, match="every sweep is disabled"):
+        check_synthetic_config(config)
+    config["synthetic"]["enabled"] = False
+    check_synthetic_config(config)
+
+
+def _tiny_section(group_by: list[str]) -> dict:
+    section = copy.deepcopy(_config()["synthetic"])
+    section["group_by"] = group_by
+    section["train"].update(steps=150, lr=0.05, eval_every=25)
+    section["sweeps"]["heads"].update(values=[1, 2], examples=[4, 24])
+    return section
+
+
+def test_sweep_rows_cover_both_tasks_and_contexts():
+    section = _tiny_section(["examples"])
+    spec = sweep_spec(section, "heads")
+    result = run_sweep(spec, StageSettings.from_config(section), 0, torch.device("cpu"))
+    table = result.table
+    assert len(table) == 2 * 2 * 2 * 2  # H values × contexts × tasks × T grid (one seed)
+    assert set(table["task"]) == {"classification", "regression"}
+    assert set(table["context"]) == {"shared", "random"}
+    assert (table["memorized"] <= table["T"]).all()
+    np.testing.assert_allclose(table["accuracy"], table["memorized"] / table["T"])
+    assert (table["certified"] <= table["T"]).all()
+    shared = table[table["context"] == "shared"]
+    assert (shared["certified"] <= shared["bound"]).all()
+    assert (shared["certified_trained"] <= shared["bound"]).all()
+    # Four examples are easy: classification memorizes them all.
+    easy = table[(table["T"] == 4) & (table["task"] == "classification")]
+    assert (easy["memorized"] == 4).all()
+    assert set(result.saturation["head"]) == {0, 1}
+    assert result.saturation["saturation"].between(0, 1).all()
+
+
+def test_grouping_does_not_change_results():
+    tables = []
+    for group_by in ([], ["shape", "examples"]):
+        section = _tiny_section(group_by)
+        section["sweeps"]["heads"]["tasks"] = ["classification"]
+        # Early stop ends a group once all of it fits; a gentle lr keeps float rounding
+        # (different batch shapes reduce in different orders) from being amplified.
+        section["train"].update(early_stop=False, lr=0.01, steps=100)
+        spec = sweep_spec(section, "heads")
+        result = run_sweep(spec, StageSettings.from_config(section), 0, torch.device("cpu"))
+        tables.append(result.table.sort_values(["H", "context", "T"]).reset_index(drop=True))
+    masked, grouped = tables
+    pd.testing.assert_series_equal(masked["memorized"], grouped["memorized"])
+    pd.testing.assert_series_equal(masked["certified"], grouped["certified"])
+    np.testing.assert_allclose(masked["loss"], grouped["loss"], rtol=1e-3, atol=1e-5)
+
+
+def _summary_rows() -> pd.DataFrame:
+    rows = []
+    for heads in (1, 2, 3):
+        for examples, memorized in ((8, 8), (16, 10 + heads), (32, 9 + 2 * heads)):
+            rows.append(
+                {
+                    "sweep": "heads", "swept": "H", "value": heads, "H": heads, "n": 4, "d_h": 4,
+                    "context": "shared", "task": "classification", "seed": 0,
+                    "bound": 3 * heads + 1, "T": examples, "memorized": memorized,
+                    "accuracy": memorized / examples, "certified": min(examples, 3 * heads + 1),
+                    "certified_trained": min(examples, 3 * heads),
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_capacity_is_the_largest_memorized_count_and_fits_are_exact_on_a_line():
+    capacity = capacity_table(_summary_rows())
+    assert capacity["capacity"].tolist() == [11, 13, 15]
+    assert capacity["T_at_capacity"].tolist() == [16, 32, 32]  # the first T reaching it
+    assert capacity["fitted_T"].tolist() == [8, 8, 8]
+    assert capacity["certified"].tolist() == [4, 7, 10]
+    assert not capacity["censored"].any()
+    fits = fit_table(capacity).set_index("quantity")
+    assert fits.loc["capacity", "slope"] == pytest.approx(2.0)
+    assert fits.loc["capacity", "r2"] == pytest.approx(1.0)
+    assert fits.loc["certified", "slope"] == pytest.approx(3.0)  # n - 1
+    assert fits.loc["certified", "intercept"] == pytest.approx(1.0)
+
+
+def test_linear_fit_r2_drops_with_noise_and_head_dim_fits_stop_at_n():
+    x = np.arange(10.0)
+    assert linear_fit(x, 2 * x + 1) == pytest.approx((2.0, 1.0, 1.0))
+    assert linear_fit(x, np.where(x % 2 == 0, 0.0, 5.0))[2] < 0.1
+    capacity = capacity_table(_summary_rows()).assign(sweep="head_dim", swept="d_h")
+    capacity["d_h"] = capacity["value"] = [2, 4, 8]
+    fit = fit_table(capacity).iloc[0]
+    assert (fit["points"], fit["x_max"]) == (2, 4)
+
+
+def test_saturation_table_aggregates_heads_and_seeds():
+    rows = pd.DataFrame(
+        {
+            "sweep": "heads", "H": 2, "n": 4, "d_h": 4, "context": "shared",
+            "task": "classification", "T": 8, "seed": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+            "saturation": [0.0, 0.5, 1.0, 0.5],
+        }
+    )  # fmt: skip
+    table = saturation_table(rows)
+    assert table[["saturation_mean", "saturation_min", "saturation_max"]].values.tolist() == [
+        [0.5, 0.0, 1.0]
+    ]

@@ -1,0 +1,118 @@
+"""Paper A's replica-batched MHA model and the synthetic data."""
+
+import numpy as np
+import pytest
+import torch
+
+from memcap.mha import MHAShape, ReplicaMHA
+from memcap.synthetic_data import derive_seed, make_dataset
+from memcap.train import ReplicaData, TrainConfig, train_replicas
+
+D = 6
+EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on its batch
+
+
+def _inputs(replicas: int, batch: int, n: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(replicas, batch, D, generator=g), torch.rand(replicas, batch, n, D, generator=g)
+
+
+def test_shapes_of_every_output():
+    shapes = [MHAShape(D, 3, 2, 4, classes=5), MHAShape(D, 5, 3, 2, classes=5)]
+    model = ReplicaMHA(shapes, [0, 1])
+    query, context = _inputs(2, 7, 5)
+    assert model(query, context).shape == (2, 7, 5)
+    assert model.attention(query, context).shape == (2, 7, 3, 5)
+    assert model.layer_output(query, context).shape == (2, 7, D)
+    assert model.forward_all(query, context).shape == (2, 7, 6, D)
+    regression = ReplicaMHA([MHAShape(D, 3, 2, 4)], [0])
+    assert regression(*_inputs(1, 7, 3)).shape == (1, 7)
+
+
+def test_no_position_attends_to_the_query_token():
+    model = ReplicaMHA([MHAShape(D, 4, 3, 4, classes=5)] * 2, [0, 1])
+    query, context = _inputs(2, 5, 4)
+    before = model.forward_all(query, context)
+    after = model.forward_all(query + torch.randn_like(query), context)
+    torch.testing.assert_close(after[:, :, 1:], before[:, :, 1:])
+    assert not torch.allclose(after[:, :, 0], before[:, :, 0])
+
+
+def test_query_output_is_a_convex_combination_of_its_context():
+    model = ReplicaMHA([MHAShape(D, 4, 3, 4, value_dim=2, classes=5)], [3])
+    query, context = _inputs(1, 5, 4)
+    attention = model.attention(query, context)  # (1, 5, H, n)
+    assert (attention >= 0).all()
+    torch.testing.assert_close(attention.sum(-1), torch.ones(1, 5, 3))
+    _, embedded = model.embed(query, context)
+    mixed = torch.einsum("rbhn,rbnd->rbhd", attention, embedded)
+    values = torch.einsum("rbhd,rhdv->rbhv", mixed, model.w_value)
+    expected = torch.einsum("rbhv,rhvd->rbd", values, model.w_out) + model.b_out[:, None]
+    torch.testing.assert_close(model.layer_output(query, context), expected)
+    torch.testing.assert_close(model.forward_all(query, context)[:, :, 0], expected)
+    # Identical context tokens: the output cannot depend on the query at all.
+    same = context[:, :, :1].expand_as(context).clone()
+    model.positions.zero_()
+    out = model.layer_output(query, same)
+    torch.testing.assert_close(model.layer_output(torch.rand_like(query), same), out)
+
+
+def test_padded_replica_equals_its_own_model_and_padding_gets_no_gradient():
+    small, large = MHAShape(D, 3, 2, 2, classes=4), MHAShape(D, 5, 4, 6, classes=4)
+    padded = ReplicaMHA([small, large], [11, 12])
+    alone = ReplicaMHA([small], [11])
+    query, context = _inputs(2, 6, 5)
+    context_small = context[:1, :, :3]
+    torch.testing.assert_close(padded(query, context)[:1], alone(query[:1], context_small))
+    context[0, :, 3:] = 100.0  # positions beyond the replica's n are never read
+    torch.testing.assert_close(padded(query, context)[:1], alone(query[:1], context_small))
+    padded(query, context).sum().backward()
+    assert padded.w_query.grad[0, 2:].abs().sum() == 0  # heads beyond H = 2
+    assert padded.w_key.grad[0, :, :, 2:].abs().sum() == 0  # dimensions beyond d_h = 2
+    assert padded.w_out.grad[0, 2:].abs().sum() == 0
+
+
+def _replica_data(shapes, seeds, sizes, task):
+    n_max = max(s.n for s in shapes)
+    queries, contexts, targets = [], [], []
+    for shape, seed in zip(shapes, seeds, strict=True):
+        data = make_dataset(EXAMPLES, shape.n, D, "random", task, 4, seed).head(max(sizes))
+        queries.append(data.queries)
+        contexts.append(torch.nn.functional.pad(data.contexts, (0, 0, 0, n_max - shape.n)))
+        targets.append(data.targets)
+    inputs = (torch.stack(queries), torch.stack(contexts))
+    return ReplicaData(inputs, torch.stack(targets), torch.tensor(sizes))
+
+
+@pytest.mark.parametrize(
+    ("task", "batch_size"), [("classification", None), ("classification", 8), ("regression", None)]
+)
+def test_batched_training_equals_one_model_at_a_time(task, batch_size):
+    classes = 4 if task == "classification" else None
+    shapes = [MHAShape(D, 3, 1, 3, classes=classes), MHAShape(D, 4, 3, 2, classes=classes)]
+    seeds, sizes = [5, 6], [12, 20]
+    cfg = TrainConfig(steps=40, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
+    batched = train_replicas(
+        ReplicaMHA(shapes, seeds), _replica_data(shapes, seeds, sizes, task), task, cfg, seeds
+    )
+    for r, (shape, seed, size) in enumerate(zip(shapes, seeds, sizes, strict=True)):
+        data = _replica_data([shape], [seed], [size], task)
+        single = train_replicas(ReplicaMHA([shape], [seed]), data, task, cfg, [seed])
+        np.testing.assert_allclose(batched.loss_curve[:, r], single.loss_curve[:, 0], rtol=1e-4)
+        assert batched.memorized[r] == single.memorized[0]
+
+
+def test_datasets_are_seeded_and_shared_contexts_are_shared():
+    shared = make_dataset(10, 3, D, "shared", "classification", 7, seed=4)
+    assert shared.contexts.shape == (10, 3, D)
+    assert (shared.contexts == shared.contexts[0]).all()
+    assert shared.targets.dtype == torch.int64 and int(shared.targets.max()) < 7
+    random = make_dataset(10, 3, D, "random", "regression", 7, seed=4)
+    assert not torch.equal(random.contexts[0], random.contexts[1])
+    assert random.targets.is_floating_point()
+    assert ((0 <= random.queries) & (random.queries <= 1)).all()
+    again = make_dataset(10, 3, D, "random", "regression", 7, seed=4)
+    torch.testing.assert_close(again.contexts, random.contexts)
+    assert random.head(4).queries.shape == (4, D)
+    assert derive_seed(0, "data", 1) != derive_seed(0, "data", 2)
+    assert derive_seed(0, "data", 1) == derive_seed(0, "data", 1)

@@ -1,0 +1,25 @@
+# ruff: noqa: F821 - `snakemake` is injected by Snakemake
+"""Snakemake adapter: merge the sweeps into summary, capacity, fit and saturation tables."""
+
+import pandas as pd
+
+from memcap.logs import setup_logging
+
+log = setup_logging(snakemake.log[0])
+
+from memcap.synthetic_analysis import (  # noqa: E402
+    capacity_table,
+    describe_fits,
+    fit_table,
+    saturation_table,
+)
+
+summary = pd.concat([pd.read_csv(path) for path in snakemake.input.tables], ignore_index=True)
+saturation = pd.concat([pd.read_csv(path) for path in snakemake.input.saturation])
+capacity = capacity_table(summary)
+fits = fit_table(capacity)
+summary.to_csv(snakemake.output.summary, index=False)
+capacity.to_csv(snakemake.output.capacity, index=False)
+fits.to_csv(snakemake.output.fits, index=False)
+saturation_table(saturation).to_csv(snakemake.output.saturation, index=False)
+log.info("%d replicas, %d settings; fits:\n%s", len(summary), len(capacity), describe_fits(fits))
