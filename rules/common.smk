@@ -43,10 +43,65 @@ def gpu_request(wildcards=None):
 
 # --- extract -------------------------------------------------------------------------------------
 
+import re
+
+# What each (model, layer) job writes under results/extract/{model}/{layer}/.
+EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json")
+# Resident memory of an extraction job besides its batch: interpreter, torch, data and one
+# base-size model (measured peak 1.6 GB for ViT-B/16 at batch 32; see README).
+EXTRACT_BASE_MB = 2000
+# Activations of one example (MB) of a base-size model, with room for n up to 512 tokens.
+EXTRACT_MB_PER_EXAMPLE = 20
+
+
+def extract_models():
+    """Names of the configured models: the {model} wildcard values."""
+    return [entry["name"] for entry in config["extract"]["models"]]
+
+
+def extract_entry(name):
+    """The (schema-defaulted) config entry of model `name`."""
+    for entry in config["extract"]["models"]:
+        if entry["name"] == name:
+            return entry
+    raise ValueError(f"no model named {name!r} in extract.models")
+
+
+def model_layers(name):
+    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention"."""
+    return [str(layer) for layer in extract_entry(name)["layers"]]
+
 
 def extract_targets():
-    """Final outputs of the extract stage."""
-    return []
+    """Final outputs of the extract stage: three files per (model, layer)."""
+    if not stage_enabled("extract"):
+        return []
+    return [
+        f"results/extract/{name}/{layer}/{filename}"
+        for name in extract_models()
+        for layer in model_layers(name)
+        for filename in EXTRACT_FILES
+    ]
+
+
+def extract_model_pattern():
+    """Regex of the {model} wildcard: exactly the configured names."""
+    return "|".join(re.escape(name) for name in extract_models()) or "(?!)"
+
+
+def extract_entry_param(wildcards):
+    """Config entry of the job's model."""
+    return extract_entry(wildcards.model)
+
+
+def extract_index_param(wildcards):
+    """Position of the job's model in extract.models, for error messages."""
+    return extract_models().index(wildcards.model)
+
+
+def extract_mem_mb(wildcards):
+    """Memory request: a fixed base plus the activations of one batch (not T x n x d)."""
+    return EXTRACT_BASE_MB + EXTRACT_MB_PER_EXAMPLE * config["extract"]["batch_size"]
 
 
 # --- assumptions ---------------------------------------------------------------------------------

@@ -47,7 +47,12 @@ def gpt2():
 
     torch.manual_seed(0)
     config = GPT2Config(
-        n_embd=32, n_layer=DEPTH, n_head=2, n_positions=32, vocab_size=100, bos_token_id=0,
+        n_embd=32,
+        n_layer=DEPTH,
+        n_head=2,
+        n_positions=32,
+        vocab_size=100,
+        bos_token_id=0,
         eos_token_id=0,
     )
     return GPT2Model(config).eval(), {"input_ids": torch.randint(0, 100, (3, 12))}
@@ -86,7 +91,11 @@ def test_vit_block_outputs_match_forward_intermediates(vit):
     model, images = vit
     with torch.no_grad():
         own = model.forward_intermediates(
-            images, indices=[0, 1], norm=False, output_fmt="NLC", intermediates_only=True,
+            images,
+            indices=[0, 1],
+            norm=False,
+            output_fmt="NLC",
+            intermediates_only=True,
             return_prefix_tokens=True,
         )
         for depth, (patches, prefix) in zip((1, 2), own, strict=True):

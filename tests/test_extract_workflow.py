@@ -62,7 +62,13 @@ def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
     offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     target = "results/extract/bert-hub/0/provenance.json"
     result = snakemake(
-        tmp_path, "--cores", "1", "--configfile", "offline.yaml", target, env=offline
+        tmp_path,
+        target,
+        "--cores",
+        "1",
+        "--configfile",
+        str(tmp_path / "offline.yaml"),
+        env=offline,
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0

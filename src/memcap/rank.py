@@ -37,6 +37,8 @@ _logger = logging.getLogger(__name__)
 GRAM_RESOLUTION = 1e3
 # Gathered prefix Gram matrices per batch are kept below this many bytes.
 BATCH_BYTES = 2**28
+# Orderings in the first batch, whose outcome guides the search in the others.
+FIRST_BATCH = 8
 # Row blocks of the all-pairs check.
 PAIR_BLOCK = 1024
 
@@ -335,13 +337,17 @@ def _sample_prefixes(
     generator = torch.Generator().manual_seed(seed)
     out = np.empty(samples, dtype=np.int64)
     witness: list[int] = []
-    starts = range(0, samples, batch)
-    for start in tqdm(starts, disable=not progress, mininterval=5, desc="orderings"):
-        size = min(batch, samples - start)
+    hint = None
+    # A small first batch teaches the search where prefixes turn dependent.
+    starts = [0, *range(min(FIRST_BATCH, batch, samples), samples, batch)]
+    bounds = zip(starts, [*starts[1:], samples], strict=True)
+    for start, stop in tqdm(list(bounds), disable=not progress, mininterval=5, desc="batches"):
+        size = stop - start
         # float64 keys: ties (which would bias the ordering) have probability ~T²·2⁻⁵³.
         keys = torch.rand(size, t, generator=generator, dtype=torch.float64)
         order = torch.argsort(keys, dim=1)[:, :kmax].to(problem.x.device)
-        m = _prefix_rank.leading_independent(problem, order).cpu().numpy()
+        m, hint = _prefix_rank.leading_independent(problem, order, hint)
+        m = m.cpu().numpy()
         out[start : start + size] = m
         worst = int(np.argmin(m))
         if m[worst] < kmax and (not witness or m[worst] + 1 < len(witness)):

@@ -32,7 +32,7 @@ write_provenance(
     device=str(device),
     threads=snakemake.threads,
     sweep_config=aot["sweeps"][sweep],
-    training={k: v for k, v in aot.items() if k != "sweeps"},
+    training=stats["training"],
     groups=stats["groups"],
     wall_seconds=round(wall, 2),
 )

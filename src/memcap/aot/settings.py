@@ -159,7 +159,7 @@ def sweep_memory_mb(name: str, spec: Mapping[str, Any], seeds: int) -> int:
     """Rough peak memory of one sweep job: its largest padded replica group's activations."""
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
-        groups.setdefault((s.N, s.S, s.model), []).append(s)
+        groups.setdefault((s.N, s.S, s.model, s.width), []).append(s)
     peak = 0
     for members in groups.values():
         first = members[0]

@@ -1,12 +1,13 @@
 """Train every setting × seed of one AoT sweep through the shared training loop.
 
-Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model);
-within a group, shapes (H, d_h, d, w) differ and are zero-padded and masked (see
+Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
+MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked (see
 :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -51,6 +52,11 @@ class AotTrainSettings:
             pad_replicas=aot["pad_replicas"],
             **{k: aot[k] for k in keys},
         )
+
+    def for_sweep(self, spec: Mapping[str, Any]) -> AotTrainSettings:
+        """These settings with the sweep's own ``epochs`` / ``lr`` where it sets them."""
+        overrides = {k: spec[k] for k in ("epochs", "lr") if spec.get(k) is not None}
+        return dataclasses.replace(self, **overrides)
 
     def replica_seeds(self) -> list[int]:
         return [self.base_seed * 1000 + k for k in range(self.seeds)]
@@ -104,7 +110,8 @@ def group_replicas(
     """Replicas that can share one batched model, in first-seen order."""
     groups: dict[tuple, list[tuple[Setting, int]]] = {}
     for setting, seed in replicas:
-        key = (setting.task, setting.N, setting.S, setting.depth, setting.model)
+        # MLP widths stay apart: padding a narrow MLP to a wide one costs more than a run
+        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.width)
         if not pad:
             key = key + setting.shape_key()
         groups.setdefault(key, []).append((setting, seed))
@@ -116,6 +123,7 @@ def run_sweep(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
     settings = expand_sweep(name, spec)
+    train = train.for_sweep(spec)
     replicas = [(s, seed) for s in settings for seed in train.replica_seeds()]
     groups = group_replicas(replicas, train.pad_replicas)
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
@@ -133,7 +141,8 @@ def run_sweep(
         rows += _train_group(group, group_tasks, train, device, labels)
         timings.append({"replicas": len(group), "seconds": time.perf_counter() - start})
         _logger.info("group of %d replicas took %.1f s", len(group), timings[-1]["seconds"])
-    return pd.DataFrame(rows), {"groups": timings, "replicas": len(replicas)}
+    stats = {"groups": timings, "replicas": len(replicas), "training": dataclasses.asdict(train)}
+    return pd.DataFrame(rows), stats
 
 
 def _train_group(

@@ -158,7 +158,9 @@ def image_batches(
 ) -> Iterator[torch.Tensor]:
     """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order."""
     for start in range(0, len(plan), batch_size):
-        tensors = [transform(render_input(source, item)) for item in plan[start : start + batch_size]]
+        tensors = [
+            transform(render_input(source, item)) for item in plan[start : start + batch_size]
+        ]
         yield torch.stack(tensors)
 
 

@@ -161,9 +161,9 @@ def size_warnings(T: int, n: int, d: int) -> list[str]:
     warnings = []
     if n > d:
         warnings.append(f"n = {n} > d = {d}: no context matrix can have rank n (Assumption 2)")
-    if T < n:
+    if n > T:
         warnings.append(f"T = {T} < n = {n}: the Kruskal rank at k = n cannot be tested")
-    if T < d:
+    if d > T:
         warnings.append(f"T = {T} < d = {d}: general position (k = d) cannot be tested")
     return warnings
 

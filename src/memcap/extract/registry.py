@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from importlib import metadata
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,7 @@ def create_model(entry: ModelEntry) -> LoadedModel:
     Raises:
         ConfigError: unknown model name, wrong family, or weights that cannot be reached.
     """
-    if entry.family == "vit":
-        loaded = _create_vit(entry)
-    else:
-        loaded = _create_text_model(entry)
+    loaded = _create_vit(entry) if entry.family == "vit" else _create_text_model(entry)
     loaded.module.eval()
     _logger.info(
         "built %s (%s, %s): depth %d, width %d, %d tokens",
@@ -69,7 +66,9 @@ def create_model(entry: ModelEntry) -> LoadedModel:
 
 def parameter_checksum(module: nn.Module) -> str:
     """SHA-256 over every parameter and buffer, in ``state_dict`` order."""
-    return array_checksum(t.detach().cpu().contiguous().numpy() for t in module.state_dict().values())
+    return array_checksum(
+        t.detach().cpu().contiguous().numpy() for t in module.state_dict().values()
+    )
 
 
 def local_weights_path(entry: ModelEntry) -> Path | None:
@@ -106,7 +105,9 @@ def _create_vit(entry: ModelEntry) -> LoadedModel:
         source = "pretrained (timm / Hugging Face hub)"
     else:
         checkpoint = _checkpoint_file(entry, local)
-        model = timm.create_model(entry.model, pretrained=False, checkpoint_path=checkpoint, **kwargs)
+        model = timm.create_model(
+            entry.model, pretrained=False, checkpoint_path=checkpoint, **kwargs
+        )
         source = f"local checkpoint {_describe(entry)}"
     if not isinstance(model, VisionTransformer):
         raise ConfigError(

@@ -208,7 +208,9 @@ def text_inputs(
     return {"input_ids": input_ids, "token_type_ids": token_type_ids}
 
 
-def text_batches(inputs: dict[str, np.ndarray], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+def text_batches(
+    inputs: dict[str, np.ndarray], batch_size: int
+) -> Iterator[dict[str, torch.Tensor]]:
     """Batches of the (T, n) input arrays as int64 tensors."""
     total = len(inputs["input_ids"])
     for start in range(0, total, batch_size):

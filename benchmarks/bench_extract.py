@@ -1,0 +1,70 @@
+"""Truncated forward (ours) vs the full-depth model (naive) for one layer, same inputs.
+
+The naive way runs every block of the model and keeps block k's output with a hook (what
+``output_hidden_states`` / a feature hook costs); ours runs the embeddings and the first k
+blocks only. Both run on the same batches in one process; the last line is
+``RATIO <naive seconds / ours seconds>``.
+
+    .venv/bin/python benchmarks/bench_extract.py --examples 32 --layer 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from memcap.extract.config import model_entry
+from memcap.extract.job import prepare_inputs
+from memcap.extract.layers import LayerExtractor
+from memcap.extract.registry import create_model
+
+
+def full_depth_layer(model: torch.nn.Module, images: torch.Tensor, layer: int) -> torch.Tensor:
+    """Run the whole ViT and keep block ``layer``'s output through a forward hook."""
+    kept: list[torch.Tensor] = []
+    hook = model.blocks[layer - 1].register_forward_hook(lambda _m, _a, out: kept.append(out))
+    try:
+        model.forward_features(images)
+    finally:
+        hook.remove()
+    return kept[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="vit_base_patch16_224", help="timm ViT name")
+    parser.add_argument("--layer", type=int, default=1, help="block whose output is wanted")
+    parser.add_argument("--examples", type=int, default=32, help="images per run")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.examples}}
+    entry = model_entry(raw, 0, 0)
+    loaded = create_model(entry)
+    batches = list(prepare_inputs(entry, loaded, loaded.max_tokens, args.batch_size).batches)
+    ours = LayerExtractor(loaded.module, "vit", args.layer, seed=0).eval()
+
+    with torch.inference_mode():
+        ours(batches[0][:2])  # warm-up of both code paths (allocator, kernels)
+        full_depth_layer(loaded.module, batches[0][:2], args.layer)
+        start = time.perf_counter()
+        truncated = [ours(batch) for batch in batches]
+        ours_s = time.perf_counter() - start
+        start = time.perf_counter()
+        full = [full_depth_layer(loaded.module, batch, args.layer) for batch in batches]
+        naive_s = time.perf_counter() - start
+
+    same = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(truncated, full, strict=True))
+    print(f"model {args.model}: depth {loaded.depth}, layer {args.layer}, {args.examples} images")
+    print(f"truncated forward (ours): {ours_s:.2f} s, {args.examples / ours_s:.1f} images/s")
+    print(f"full-depth model (naive): {naive_s:.2f} s, {args.examples / naive_s:.1f} images/s")
+    print(f"outputs equal (allclose): {same}")
+    print(f"RATIO {naive_s / ours_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()

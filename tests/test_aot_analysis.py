@@ -1,0 +1,126 @@
+"""Paper B's bounds, the scaling-law fits, a tiny sweep end to end, summary and figure."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from memcap.aot import bounds
+from memcap.aot.figures import plot_sweep
+from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
+from memcap.aot.sweep import AotTrainSettings, group_replicas, run_sweep, x_axis
+from memcap.aot.settings import expand_sweep
+
+
+def test_lower_bound_formulas():
+    # N = 50, T0 = 2500, H = 1, d = d_h = 10: (H d_h + d) = 20 and H(d - 1) + 1 = 10
+    assert bounds.chance(50) == pytest.approx(0.02)
+    assert bounds.our_lower_bound(50, 2500, 1, 10, 10) == pytest.approx(0.02 + 0.98 * 20 / 2500)
+    assert bounds.previous_lower_bound(50, 2500, 1, 10) == pytest.approx(0.02 + 0.98 * 10 / 2500)
+    # d_h < d: ours uses H d_h + d, the previous bound H(d - 1) + 1
+    assert bounds.our_lower_bound(50, 2500, 20, 3, 10) == pytest.approx(0.02 + 0.98 * 70 / 2500)
+    assert bounds.previous_lower_bound(50, 2500, 20, 10) == pytest.approx(0.02 + 0.98 * 181 / 2500)
+    # clipped at 1 once the bound exceeds T0 memorized examples; vectorised over H
+    assert bounds.our_lower_bound(10, 100, 60, 2, 2) == 1.0
+    np.testing.assert_allclose(
+        bounds.our_lower_bound(10, 100, np.array([1, 49]), 2, 2), [0.1 + 0.9 * 0.04, 1.0]
+    )
+
+
+def test_fits_recover_known_laws():
+    x = np.arange(1.0, 8.0)
+    line = bounds.fit(x, 0.1 + 0.03 * x, "linear")
+    assert line.slope == pytest.approx(0.03) and line.r2 == pytest.approx(1.0)
+    quad = bounds.fit(x, 0.2 + 0.01 * x + 0.004 * x**2, "quadratic")
+    assert quad.slope == pytest.approx(0.004) and quad.r2 == pytest.approx(1.0)
+    hinge_y = np.where(x < 4, 0.1 * x, 0.4 + 0.01 * (x - 4))
+    hinge = bounds.fit(x, hinge_y, "hinge", knot=4.0)
+    np.testing.assert_allclose(hinge.coefficients, [0.0, 0.1, -0.09], atol=1e-10)
+    np.testing.assert_allclose(hinge.predict(x), hinge_y, atol=1e-10)
+    noisy = bounds.fit(x, 0.1 * x + np.array([0.1, -0.1] * 3 + [0.1]), "linear")
+    assert 0 < noisy.r2 < 1
+
+
+def test_fit_skips_points_after_saturation():
+    xs, ys = bounds.unsaturated([31, 1, 11, 21], [1.0, 0.1, 0.5, 0.97])
+    assert xs.tolist() == [1, 11, 21] and ys.tolist() == [0.1, 0.5, 0.97]
+    xs, _ = bounds.unsaturated([1, 2], [0.1, 0.2])
+    assert xs.tolist() == [1, 2]
+
+
+def _spec(**overrides):
+    spec = {
+        "task": "association",
+        "models": ["aot"],
+        "N": 4,
+        "S": 2,
+        "d": 4,
+        "d_h": "d",
+        "H": [1, 2, 3],
+        "depth": 1,
+        "cap_d_h": False,
+        "temperature": 1.0,
+    }
+    return {**spec, **overrides}
+
+
+def test_expand_sweep_and_groups():
+    settings = expand_sweep("cmp", _spec(models=["aot", "mlp"], d=[3, 4], H=[1, 3]))
+    assert len(settings) == 8
+    mlp = [s for s in settings if s.model == "mlp"]
+    assert {(s.d, s.H, s.width) for s in mlp} == {(3, 1, 0), (3, 1, 12), (4, 1, 0), (4, 1, 16)}
+    capped = expand_sweep("d", _spec(d=[3, 5], d_h=4, cap_d_h=True, H=2))
+    assert [(s.d, s.d_h) for s in capped] == [(3, 3), (5, 4)]
+    replicas = [(s, seed) for s in settings for seed in (0, 1)]
+    padded = group_replicas(replicas, pad=True)
+    # one AoT group (4 settings x 2 seeds); MLP replicas grouped by width (0, 12, 16)
+    assert sorted(len(g) for g in padded) == [2, 2, 4, 8]
+    assert len(group_replicas(replicas, pad=False)) == 8
+    assert x_axis(_spec()) == "H" and x_axis(_spec(models=["aot", "mlp"])) == "params"
+    assert x_axis(_spec(H=2, d_h=[1, 2])) == "d_h"
+
+
+@pytest.fixture(scope="module")
+def tiny_summary():
+    train = AotTrainSettings(seeds=2, lr=0.05, epochs=30, eval_every=10)
+    frames = []
+    for name, spec in {
+        "heads": _spec(),
+        "dist": _spec(task="distribution", N=3, H=[1, 2]),
+    }.items():
+        table, stats = run_sweep(name, spec, train, torch.device("cpu"))
+        assert stats["replicas"] == len(table)
+        frames.append(table)
+    return summarize(frames)
+
+
+def test_tiny_sweep_rows_and_columns(tiny_summary):
+    assert list(tiny_summary.columns) == SUMMARY_COLUMNS
+    heads = tiny_summary[tiny_summary["sweep"] == "heads"]
+    assert len(heads) == 6 and sorted(heads["seed"].unique()) == [0, 1]
+    assert (heads["accuracy"] > heads["chance"]).all()
+    assert heads["kl"].isna().all()
+    dist = tiny_summary[tiny_summary["sweep"] == "dist"]
+    assert (dist["kl"] > 0).all() and (dist["entropy"] > 0).all()
+    np.testing.assert_allclose(dist["cross_entropy"], dist["kl"] + dist["entropy"])
+    assert (tiny_summary["params"] > 0).all()
+
+
+def test_fit_table_and_figures(tiny_summary):
+    fits = fit_table(tiny_summary)
+    assert set(fits["sweep"]) == {"heads", "dist"}
+    assert (fits["form"] == "linear").all()
+    assert fits["r2"].between(0, 1).all() or fits["r2"].isna().any()
+    for name, rows in tiny_summary.groupby("sweep"):
+        fig = plot_sweep(rows)
+        assert len(fig.axes) == (2 if name == "dist" else 1)
+        labels = [line.get_label() for line in fig.axes[0].lines]
+        assert {"chance 1/N", "our lower bound", "previous lower bound"} <= set(labels)
+        assert any(label.startswith("fit:") for label in labels)
+        plt.close(fig)
+
+
+def test_summarize_rejects_tables_without_the_contract_columns():
+    with pytest.raises(ValueError, match="lack columns"):
+        summarize([pd.DataFrame({"sweep": ["x"]})])

@@ -1,0 +1,111 @@
+"""The aot config: schema defaults, the cross-field checker, and the rules' dry run."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from memcap.aot.settings import check_aot_config, sweep_memory_mb
+from memcap.validation import ConfigError, check_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
+
+
+def _config(aot: dict) -> dict:
+    config = {"seed": 0, "device": "cpu", "aot": copy.deepcopy(aot)}
+    validate(config, SCHEMA)
+    return config
+
+
+def test_schema_fills_defaults_in_every_sweep():
+    config = _config({"sweeps": {"mine": {"H": [1, 2]}}})
+    aot = config["aot"]
+    assert aot["lr"] > 0 and aot["seeds"] >= 1 and aot["batch_size"] is None
+    spec = aot["sweeps"]["mine"]
+    assert spec == {
+        "task": "association",
+        "models": ["aot"],
+        "N": 50,
+        "S": 2,
+        "d": 10,
+        "d_h": "d",
+        "H": [1, 2],
+        "depth": 1,
+        "cap_d_h": False,
+        "temperature": 1.0,
+        "epochs": None,
+        "lr": None,
+    }
+    check_aot_config(config)
+    assert list(_config({})["aot"]["sweeps"]) == ["heads"]
+
+
+@pytest.mark.parametrize("path", ["config.yaml", "configs/test.yaml", "configs/paper.yaml"])
+def test_shipped_configs_pass(path):
+    config = yaml.safe_load((ROOT / path).read_text())
+    validate(config, SCHEMA)
+    check_config(config)
+
+
+@pytest.mark.parametrize(
+    ("sweep", "key", "message"),
+    [
+        ({"d": 8, "d_h": 10}, "aot.sweeps.bad.d_h", "exceeds the embedding dimension"),
+        ({"d": [4, 8], "d_h": 6}, "aot.sweeps.bad.d_h", "d_h = 6"),
+        ({"N": 50, "S": 4}, "aot.sweeps.bad.S", "too many to enumerate"),
+        ({"N": 1}, "aot.sweeps.bad.N", "N = 1"),
+    ],
+)
+def test_impossible_sweeps_name_the_key(sweep, key, message):
+    config = _config({"sweeps": {"bad": sweep}})
+    with pytest.raises(ConfigError, match=message) as err:
+        check_aot_config(config)
+    assert err.value.key == key
+
+
+def test_cap_d_h_makes_d_below_d_h_valid():
+    check_aot_config(_config({"sweeps": {"d": {"d": [5, 15], "d_h": 10, "cap_d_h": True}}}))
+
+
+def test_empty_sweeps_and_empty_lists_are_rejected():
+    config = _config({"sweeps": {}})
+    with pytest.raises(ConfigError) as err:
+        check_aot_config(config)
+    assert err.value.key == "aot.sweeps"
+    check_aot_config(_config({"enabled": False, "sweeps": {}}))  # a disabled stage is fine
+    config = _config({"sweeps": {"x": {}}})
+    config["aot"]["sweeps"]["x"]["H"] = []
+    with pytest.raises(ConfigError) as err:
+        check_aot_config(config)
+    assert err.value.key == "aot.sweeps.x.H"
+    config["aot"]["sweeps"]["x"]["H"] = 0
+    with pytest.raises(ConfigError, match="H >= 1"):
+        check_aot_config(config)
+
+
+def test_schema_rejects_unknown_keys_and_bad_values():
+    for aot in ({"sweeps": {"x": {"heads": 3}}}, {"lr": 0}, {"sweeps": {"x": {"H": [0]}}}):
+        with pytest.raises(Exception, match="validat|not valid|is less than|Additional"):
+            _config(aot)
+
+
+def test_memory_request_grows_with_the_sweep():
+    small = {"N": 10, "S": 2, "d": 4, "d_h": 4, "H": [1], "models": ["aot"], "cap_d_h": False}
+    small |= {"task": "association", "depth": 1, "temperature": 1.0}
+    big = small | {"N": 70, "H": [1, 31]}
+    assert sweep_memory_mb("s", small, 1) < sweep_memory_mb("b", big, 4)
+
+
+def test_dry_run_of_the_aot_targets(tmp_path):
+    targets = ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/figures/heads.png"]
+    cmd = [sys.executable, "-m", "snakemake", *targets, "-n", "-s", str(ROOT / "Snakefile")]
+    cmd += ["--directory", str(tmp_path), "--configfile", str(ROOT / "configs/test.yaml")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    for rule in ("train_aot_sweep", "summarize_aot", "plot_aot_sweep"):
+        assert rule in done.stdout
