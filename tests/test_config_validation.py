@@ -1,0 +1,124 @@
+"""Bad configs stop the run before any job, with a message naming the key."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from memcap.validation import ConfigError, check_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _default() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def _check(config: dict) -> None:
+    """What the Snakefile does at start-up: schema validation, then cross-field checks."""
+    validate(config, str(SCHEMA))
+    check_config(config)
+
+
+def _set(config: dict, path: list, value) -> dict:
+    node = config
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return config
+
+
+# (case id, path to change, new value, text the error must contain)
+BAD = [
+    ("wrong type of seed", ["seed"], "zero", "seed"),
+    ("negative seed", ["seed"], -1, "seed"),
+    ("unknown top-level key", ["colour"], "blue", "colour"),
+    ("unknown device", ["device"], "tpu", "device"),
+    ("unknown key in a model entry", ["extract", "models", 0, "wieghts"], "random", "wieghts"),
+    ("unknown model family", ["extract", "models", 0, "family"], "llama", "family"),
+    ("T of zero examples", ["extract", "models", 0, "data", "T"], 0, "T"),
+    ("layer that is not a layer", ["extract", "models", 0, "layers"], ["banana"], "layers"),
+    ("non-integer batch size", ["extract", "batch_size"], 2.5, "batch_size"),
+    ("unknown synthetic sweep key", ["synthetic", "sweeps", "heads", "valeus"], [1], "valeus"),
+    ("empty synthetic sweep", ["synthetic", "sweeps", "heads", "values"], [], "values"),
+    (
+        "synthetic T grid not increasing",
+        ["synthetic", "sweeps", "heads", "examples"],
+        [64, 32],
+        "synthetic.sweeps.heads.examples",
+    ),
+    ("negative learning rate", ["aot", "lr"], -0.1, "lr"),
+    ("aot head dim above d", ["aot", "sweeps", "heads", "d_h"], 12, "aot.sweeps.heads.d_h"),
+    ("aot without heads", ["aot", "sweeps", "heads", "H"], [0], "H"),
+    ("unknown aot schedule", ["aot", "schedule"], "exponential", "schedule"),
+    ("stage switch that is not a boolean", ["aot", "enabled"], "yes", "enabled"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_config_is_rejected_naming_the_key(path, value, key):
+    config = _set(copy.deepcopy(_default()), path, value)
+    with pytest.raises(Exception) as excinfo:  # noqa: PT011 - jsonschema or ConfigError
+        _check(config)
+    assert key in str(excinfo.value) + repr(getattr(excinfo.value, "args", ""))
+
+
+def test_duplicate_model_names_are_rejected():
+    config = _default()
+    config["extract"]["models"].append(copy.deepcopy(config["extract"]["models"][0]))
+    validate(config, str(SCHEMA))
+    with pytest.raises(ConfigError, match=r"extract\.models\[\d\]\.name"):
+        check_config(config)
+
+
+@pytest.mark.parametrize("configfile", ["config.yaml", "configs/test.yaml"])
+def test_shipped_configs_are_valid(configfile):
+    _check(yaml.safe_load((ROOT / configfile).read_text()))
+
+
+def test_schema_gives_every_key_a_description_and_every_optional_key_a_default():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    missing = []
+
+    def walk(node, where):
+        if not isinstance(node, dict):
+            return
+        for name, sub in node.get("properties", {}).items():
+            if isinstance(sub, dict) and "$ref" not in sub:
+                if "description" not in sub:
+                    missing.append(f"{where}.{name}: description")
+                if "default" not in sub and name not in node.get("required", []):
+                    missing.append(f"{where}.{name}: default")
+            walk(sub, f"{where}.{name}")
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), f"{where}[]")
+        for name, sub in node.get("$defs", {}).items():
+            walk(sub, f"$defs.{name}")
+
+    walk(schema, "config")
+    assert not missing, missing
+
+
+def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path):
+    config = _default()
+    config["aot"]["sweeps"]["heads"]["d_h"] = 12
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    snakemake = Path(sys.executable).parent / "snakemake"
+    result = subprocess.run(
+        [str(snakemake), "-n", "--configfile", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "aot.sweeps.heads.d_h" in output
+    assert "Job stats" not in output
+    assert "Traceback" not in output
