@@ -107,17 +107,134 @@ def extract_mem_mb(wildcards):
 # --- assumptions ---------------------------------------------------------------------------------
 
 
+ASSUMPTIONS_DIR = "results/assumptions/{model}/{layer}"
+# Resident memory of an assumptions job besides its arrays: interpreter, torch, pandas.
+ASSUMPTIONS_BASE_MB = 1000
+# Batched prefix Gram matrices of the Kruskal search (memcap.rank.BATCH_BYTES) and slack.
+KRUSKAL_BATCH_MB = 1024
+# Largest n * d of one context assumed when sizing context-rank chunks (n = 512, d = 1024).
+CONTEXT_MAX_ND = 512 * 1024
+
+
+def assumptions_model_layers():
+    """(model, layer) pairs the stage checks: every extracted model and layer."""
+    return [(name, layer) for name in extract_models() for layer in model_layers(name)]
+
+
+def assumptions_outputs(pattern):
+    """``pattern`` expanded over every (model, layer) pair."""
+    return [pattern.format(model=m, layer=l) for m, l in assumptions_model_layers()]
+
+
 def assumptions_targets():
-    """Final outputs of the assumptions stage."""
-    return []
+    """Final outputs of the assumptions stage: summary table and per model x layer figures."""
+    if not stage_enabled("assumptions"):
+        return []
+    return (
+        ["results/assumptions/summary.csv"]
+        + assumptions_outputs(ASSUMPTIONS_DIR + "/kruskal_profile.png")
+        + assumptions_outputs(ASSUMPTIONS_DIR + "/context_rank.png")
+    )
+
+
+def assumptions_settings(wildcards=None):
+    """The validated assumptions section, with the seed resolved."""
+    section = dict(config["assumptions"])
+    if section.get("seed") is None:
+        section["seed"] = config["seed"]
+    return section
+
+
+def kruskal_mem_mb(wildcards):
+    """Memory of a Kruskal job: the T x T float64 Gram matrix plus the batch buffers."""
+    t = extract_entry(wildcards.model)["data"]["T"]
+    return ASSUMPTIONS_BASE_MB + KRUSKAL_BATCH_MB + 3 * t * t * 8 // 2**20
+
+
+def context_rank_mem_mb(wildcards):
+    """Memory of a context-rank job: three float64 copies of one chunk of contexts."""
+    chunk = config["assumptions"]["context_chunk"]
+    return ASSUMPTIONS_BASE_MB + 3 * chunk * CONTEXT_MAX_ND * 8 // 2**20
+
+
+def assumptions_kruskal_jsons(wildcards):
+    """Every (model, layer) Kruskal summary, in config order."""
+    return assumptions_outputs(ASSUMPTIONS_DIR + "/kruskal.json")
+
+
+def assumptions_context_jsons(wildcards):
+    """Every (model, layer) context-rank summary, in config order."""
+    return assumptions_outputs(ASSUMPTIONS_DIR + "/context_rank.json")
 
 
 # --- synthetic -----------------------------------------------------------------------------------
 
+import memcap.synthetic_config as synthetic_config
+
+# Peak memory of certify_real_capacity for T <= 1024, n <= 512, d <= 1024 (float64 Z, chunks).
+REAL_CAPACITY_MB = 4000
+
+
+def synthetic_sweeps():
+    """The {sweep} wildcard values the config switches on."""
+    return synthetic_config.enabled_sweeps(config["synthetic"])
+
+
+def synthetic_sweep_pattern():
+    """Regex of the {sweep} wildcard of the synthetic stage."""
+    return "|".join(synthetic_config.SWEEPS)
+
+
+def real_capacity_enabled():
+    """Certified capacity on real embeddings needs the extract stage."""
+    return config["synthetic"]["real_capacity"]["enabled"] and stage_enabled("extract")
+
 
 def synthetic_targets():
-    """Final outputs of the synthetic stage."""
-    return []
+    """Final outputs of the synthetic stage: tables, figures, real-data capacity."""
+    if not stage_enabled("synthetic"):
+        return []
+    targets = ["results/synthetic/summary.csv", "results/synthetic/saturation.png"]
+    targets += expand(
+        "results/synthetic/memorized_{sweep}.png", sweep=synthetic_sweeps()
+    )
+    if real_capacity_enabled():
+        targets += ["results/capacity/real.csv", "results/capacity/real.png"]
+    return targets
+
+
+def synthetic_section(wildcards):
+    """The validated synthetic config section."""
+    return config["synthetic"]
+
+
+def real_capacity_settings(wildcards):
+    """The validated synthetic.real_capacity settings."""
+    return config["synthetic"]["real_capacity"]
+
+
+def synthetic_sweep_tables(wildcards):
+    """One result table per enabled sweep."""
+    return expand("results/synthetic/{sweep}.csv", sweep=synthetic_sweeps())
+
+
+def synthetic_saturation_tables(wildcards):
+    """One saturation table per enabled sweep."""
+    return expand("results/synthetic/{sweep}_saturation.csv", sweep=synthetic_sweeps())
+
+
+def real_capacity_tables(wildcards):
+    """One certified-capacity table per extracted model and layer."""
+    return [
+        f"results/capacity/{model}/{layer}.csv"
+        for model in extract_models()
+        for layer in model_layers(model)
+    ]
+
+
+def synthetic_sweep_mem_mb(wildcards):
+    """Memory of a sweep job: its largest batched model's data and activations."""
+    return synthetic_config.sweep_memory_mb(config["synthetic"], wildcards.sweep)
 
 
 # --- aot -----------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ def _shared(examples: int, n: int, d: int, seed: int = 0):
     return rng.random((examples, d)), np.broadcast_to(context, (examples, n, d))
 
 
-@pytest.mark.parametrize(("heads", "n", "d", "head_dim"), [(1, 4, 8, 4), (3, 4, 8, 6), (4, 6, 10, 6)])
+@pytest.mark.parametrize(
+    ("heads", "n", "d", "head_dim"), [(1, 4, 8, 4), (3, 4, 8, 6), (4, 6, 10, 6)]
+)
 def test_shared_context_reaches_exactly_the_bound_when_head_dim_covers_n(heads, n, d, head_dim):
     bound = theory_bound(heads, n)
     queries, contexts = _shared(bound + 15, n, d)
@@ -35,7 +37,9 @@ def test_shared_context_reaches_exactly_the_bound_when_head_dim_covers_n(heads, 
 def test_shared_context_never_exceeds_the_bound(head_dim):
     queries, contexts = _shared(60, 5, 12, seed=3)
     for heads in (1, 2, 5, 9):
-        assert certified_capacity(queries, contexts, heads, head_dim, seed=2) <= theory_bound(heads, 5)
+        assert certified_capacity(queries, contexts, heads, head_dim, seed=2) <= theory_bound(
+            heads, 5
+        )
 
 
 def test_random_contexts_fill_every_column_or_example():
@@ -87,7 +91,9 @@ def test_real_capacity_rows_follow_the_bound_and_the_ceiling():
     rng = np.random.default_rng(0)
     queries = rng.random((30, 8)).astype(np.float32)
     contexts = np.broadcast_to(rng.random((3, 8)), (30, 3, 8)).astype(np.float32)
-    rows = real_capacity_rows(queries, contexts, max_heads=4, head_dim=None, max_examples=25, seed=1)
+    rows = real_capacity_rows(
+        queries, contexts, max_heads=4, head_dim=None, max_examples=25, seed=1
+    )
     assert [r["H"] for r in rows] == [1, 2, 3, 4]
     assert all(r["T"] == 25 and r["T_total"] == 30 and r["d_h"] == 3 for r in rows)
     assert [r["certified"] for r in rows] == [r["bound"] for r in rows] == [3, 5, 7, 9]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -84,10 +87,19 @@ def test_files_corpus_reads_a_directory(tmp_path):
 
 
 def test_window_offsets_are_distinct_and_bounded():
-    offsets = window_offsets(n_tokens=50, length=10, T=41, seed=0)
+    offsets = window_offsets(np.arange(50), length=10, T=41, seed=0)
     assert len(set(offsets.tolist())) == 41 and offsets.max() <= 40
     with pytest.raises(ValueError, match="only 41 distinct windows"):
-        window_offsets(n_tokens=50, length=10, T=42, seed=0)
+        window_offsets(np.arange(50), length=10, T=42, seed=0)
+
+
+def test_windows_with_repeated_contents_are_skipped():
+    ids = np.tile(np.arange(5), 20)  # period 5: only 5 distinct windows exist
+    offsets = window_offsets(ids, length=7, T=5, seed=0)
+    windows = {ids[o : o + 7].tobytes() for o in offsets}
+    assert len(windows) == 5
+    with pytest.raises(ValueError, match="only 5 distinct windows"):
+        window_offsets(ids, length=7, T=6, seed=0)
 
 
 def fake_tokenizer() -> TextTokenizer:
@@ -155,3 +167,22 @@ def test_chunked_writer_rejects_bad_chunks(tmp_path):
         writer.write(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="wrote 3 of 4 rows"):
         writer.close()
+
+
+def test_chunked_writer_memory_does_not_grow_with_the_array(tmp_path):
+    """Writing 400 MB in 4 MB chunks must not raise the peak RSS by more than a few chunks."""
+    code = f"""
+import resource, numpy as np
+from memcap.extract.store import ChunkedArrayWriter
+chunk = np.ones((32, 197, 160), np.float32)  # 4 MB
+writer = ChunkedArrayWriter({str(tmp_path / "big.npy")!r}, (3200, 197, 160))
+writer.write(chunk)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for _ in range(99):
+    writer.write(chunk)
+writer.close()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) < 40, f"peak RSS grew by {result.stdout.strip()} MB"

@@ -38,7 +38,12 @@ def test_shipped_configs_pass(name):
         (("sweeps", "head_dim", "values"), [0, 2], "synthetic.sweeps.head_dim.values", "below 1"),
         (("sweeps", "heads", "examples"), [16, 8], "synthetic.sweeps.heads.examples", "increasing"),
         (("sweeps", "heads", "examples"), [8, 8], "synthetic.sweeps.heads.examples", "repeats"),
-        (("sweeps", "context_size", "values"), [2, 9], "synthetic.sweeps.context_size.values", "d=6"),
+        (
+            ("sweeps", "context_size", "values"),
+            [2, 9],
+            "synthetic.sweeps.context_size.values",
+            "d=6",
+        ),
         (("sweeps", "head_dim", "n"), 7, "synthetic.sweeps.head_dim.n", "exceeds d"),
         (("sweeps", "heads", "contexts"), [], "synthetic.sweeps.heads.contexts", "non-empty"),
         (("saturation_threshold",), 0.3, "synthetic.saturation_threshold", "one-hot"),

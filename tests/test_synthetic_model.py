@@ -14,7 +14,9 @@ EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on 
 
 def _inputs(replicas: int, batch: int, n: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    return torch.rand(replicas, batch, D, generator=g), torch.rand(replicas, batch, n, D, generator=g)
+    return torch.rand(replicas, batch, D, generator=g), torch.rand(
+        replicas, batch, n, D, generator=g
+    )
 
 
 def test_shapes_of_every_output():
@@ -110,7 +112,7 @@ def test_datasets_are_seeded_and_shared_contexts_are_shared():
     random = make_dataset(10, 3, D, "random", "regression", 7, seed=4)
     assert not torch.equal(random.contexts[0], random.contexts[1])
     assert random.targets.is_floating_point()
-    assert ((0 <= random.queries) & (random.queries <= 1)).all()
+    assert ((random.queries >= 0) & (random.queries <= 1)).all()
     again = make_dataset(10, 3, D, "random", "regression", 7, seed=4)
     torch.testing.assert_close(again.contexts, random.contexts)
     assert random.head(4).queries.shape == (4, D)

@@ -29,7 +29,7 @@ import torch
 from scipy import stats
 from tqdm import tqdm
 
-from memcap import _prefix_rank
+from memcap import _prefix_rank, _shifted_search
 
 _logger = logging.getLogger(__name__)
 
@@ -332,6 +332,8 @@ def _sample_prefixes(
     Also returns the smallest dependent prefix met (its row indices; empty if none).
     """
     t = problem.x.shape[0]
+    if kmax == 0:  # every single vector is zero (or the tolerance exceeds 1)
+        return np.zeros(samples, dtype=np.int64), []
     per_sample = 8 * max(kmax * kmax, kmax * problem.x.shape[1])
     batch = int(min(samples, max(1, BATCH_BYTES // max(per_sample, 1)), 512))
     generator = torch.Generator().manual_seed(seed)
@@ -343,16 +345,29 @@ def _sample_prefixes(
     bounds = zip(starts, [*starts[1:], samples], strict=True)
     for start, stop in tqdm(list(bounds), disable=not progress, mininterval=5, desc="batches"):
         size = stop - start
-        # float64 keys: ties (which would bias the ordering) have probability ~T²·2⁻⁵³.
-        keys = torch.rand(size, t, generator=generator, dtype=torch.float64)
-        order = torch.argsort(keys, dim=1)[:, :kmax].to(problem.x.device)
-        m, hint = _prefix_rank.leading_independent(problem, order, hint)
-        m = m.cpu().numpy()
+        order = _orderings(generator, size, t, kmax).to(problem.x.device)
+        if problem.route == "gram":
+            found, hint = _shifted_search.search(problem, order, hint)
+        else:
+            found = _prefix_rank.search_qr(problem, order)
+        m = found.cpu().numpy()
         out[start : start + size] = m
         worst = int(np.argmin(m))
         if m[worst] < kmax and (not witness or m[worst] + 1 < len(witness)):
             witness = order[worst, : m[worst] + 1].tolist()
     return out, witness
+
+
+def orderings(t: int, samples: int, seed: int, size: int) -> torch.Tensor:
+    """The first ``size`` entries of the ``samples`` orderings :func:`kruskal_profile` draws."""
+    return _orderings(torch.Generator().manual_seed(seed), samples, t, size)
+
+
+def _orderings(generator: torch.Generator, count: int, t: int, size: int) -> torch.Tensor:
+    # float64 keys: ties (which would bias an ordering) have probability ~T²·2⁻⁵³. Keys drawn
+    # batch by batch are the keys drawn all at once, so batching never changes the samples.
+    keys = torch.rand(count, t, generator=generator, dtype=torch.float64)
+    return torch.argsort(keys, dim=1)[:, :size]
 
 
 def _certificates(

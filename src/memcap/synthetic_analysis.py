@@ -45,14 +45,14 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Least-squares slope, intercept and R² of y on x (R² = 1 for an exact fit)."""
+    """Least-squares slope, intercept and R² of y on x (R² is NaN when y is constant)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(np.unique(x)) < 2:
         return float("nan"), float("nan"), float("nan")
     slope, intercept = np.polyfit(x, y, 1)
     residual = float(((y - (slope * x + intercept)) ** 2).sum())
     total = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - residual / total if total > 0 else float(residual == 0.0)
+    r2 = 1.0 - residual / total if total > 0 else float("nan")  # undefined for constant y
     return float(slope), float(intercept), r2
 
 

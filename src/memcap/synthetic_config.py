@@ -80,6 +80,26 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
     )
 
 
+def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) -> int:
+    """Host memory a sweep job needs: the largest batched model's data and activations.
+
+    A batched model holds every replica of one group padded to the group's largest T and n;
+    a training step holds activations for the batch (or the full data), about 16 floats per
+    token and model dimension with gradients and evaluation copies.
+    """
+    spec = sweep_spec(section, name)
+    group_by = section["group_by"]
+    per_setting = len(spec.contexts) * len(section["seeds"])
+    replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
+    replicas *= 1 if "examples" in group_by else len(spec.examples)
+    tokens = max(setting.n for setting in spec.settings()) + 1
+    batch = section["train"]["batch_size"] or max(spec.examples)
+    token_bytes = tokens * section["d"] * 4
+    data = replicas * max(spec.examples) * token_bytes
+    activations = 16 * replicas * batch * token_bytes
+    return base_mb + 2 * (data + activations) // 2**20
+
+
 def enabled_sweeps(section: Mapping[str, Any]) -> list[str]:
     """Names of the sweeps the config switches on, in canonical order."""
     return [name for name in SWEEPS if section["sweeps"][name].get("enabled", True)]

@@ -136,21 +136,22 @@ class ReplicaTransformer(nn.Module):
         R, N, S = self.embed.shape[0], self.N, self.S
         seq = self.sequences  # (T0, S)
         x_tab = w["embed"][:, None] + w["pos"][:, :, None]  # (R, S, N, d): token n at position s
-        q = torch.einsum("rhed,rnd->rhne", w["w_q"][:, 0], x_tab[:, -1])  # (R, H, N, dh)
+        # heads last throughout: the head contraction below then reads contiguous memory
+        q = torch.einsum("rhed,rnd->rnhe", w["w_q"][:, 0], x_tab[:, -1])  # (R, N, H, dh)
         q = q * self.scale.view(R, 1, 1, 1)
-        k = torch.einsum("rhed,rsnd->rhsne", w["w_k"][:, 0], x_tab)  # (R, H, S, N, dh)
-        v = torch.einsum("rhed,rsnd->rhsne", w["w_v"][:, 0], x_tab)
-        ov = torch.einsum("rhde,rhsne->rhsnd", w["w_o"][:, 0], v)  # (R, H, S, N, d)
-        H = q.shape[1]
-        grid = (R, H) + (N,) * S  # one axis per input position
+        k = torch.einsum("rhed,rsnd->rsnhe", w["w_k"][:, 0], x_tab)  # (R, S, N, H, dh)
+        v = torch.einsum("rhed,rsnd->rsnhe", w["w_v"][:, 0], x_tab)
+        ov = torch.einsum("rhde,rsnhe->rsnhd", w["w_o"][:, 0], v)  # (R, S, N, H, d)
+        H = q.shape[2]
+        grid = (R,) + (N,) * S + (H,)  # one axis per input position, then heads
         # score of the key at s < S-1 depends on its token and the query token (the last one)
-        cross = torch.einsum("rhqe,rhske->rhskq", q, k[:, :, :-1])  # (R, H, S-1, N_key, N_q)
+        cross = torch.einsum("rqhe,rsnhe->rsnqh", q, k[:, :-1])  # (R, S-1, N_key, N_q, H)
         scores = [
-            cross[:, :, s].reshape((R, H) + (1,) * s + (N,) + (1,) * (S - 2 - s) + (N,))
+            cross[:, s].reshape((R,) + (1,) * s + (N,) + (1,) * (S - 2 - s) + (N, H))
             for s in range(S - 1)
         ]
-        self_scores = (q * k[:, :, -1]).sum(-1)  # (R, H, N): the query attends to itself
-        scores.append(self_scores.reshape((R, H) + (1,) * (S - 1) + (N,)))
+        self_scores = (q * k[:, -1]).sum(-1)  # (R, N, H): the query attends to itself
+        scores.append(self_scores.reshape((R,) + (1,) * (S - 1) + (N, H)))
         if S == 2:
             first = torch.sigmoid(scores[0] - scores[1])
             attn = [first, 1 - first]
@@ -159,8 +160,8 @@ class ReplicaTransformer(nn.Module):
         out = 0.0
         for s in range(S):
             # grid axes (prefix before s, token at s, suffix after s): contract the heads
-            a = attn[s].reshape(R, H, N**s, N, N ** (S - 1 - s))
-            out = out + torch.einsum("rhpnq,rhnd->rpnqd", a, ov[:, :, s]).reshape(R, N**S, -1)
+            a = attn[s].reshape(R, N**s, N, N ** (S - 1 - s), H)
+            out = out + torch.einsum("rpnqh,rnhd->rpnqd", a, ov[:, s]).reshape(R, N**S, -1)
         last = torch.index_select(x_tab[:, -1], 1, seq[:, -1])  # (R, T0, d)
         x = last + out
         if self.has_mlp:

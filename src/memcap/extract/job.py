@@ -207,6 +207,7 @@ def run_extraction(
             queries.write(hidden[:, q].cpu().numpy())  # (B, d)
             bar.update(len(hidden))
     queries_sha, contexts_sha = queries.close(), contexts.close()
+    _logger.info("wrote queries (%d, %d) and contexts (%d, %d, %d)", T, d, T, n, d)
 
     return write_provenance(
         outputs.provenance,

@@ -3,8 +3,9 @@
 The builtin corpus is Python's reference documentation (``pydoc_data.topics``, about 65,000
 words of English prose that ships with every Python), the largest real English text that
 installs offline with the extract environment. The corpus is tokenized once; T windows start
-at distinct seeded offsets. BERT inputs follow its pre-training format, ``[CLS] A [SEP] B [SEP]``
-with segments A and B the two halves of a window; GPT-2 inputs are plain n-token windows.
+at seeded random offsets, with distinct contents. BERT inputs follow its pre-training format,
+``[CLS] A [SEP] B [SEP]`` with segments A and B the two halves of a window; GPT-2 inputs are
+plain n-token windows.
 """
 
 from __future__ import annotations
@@ -178,12 +179,23 @@ def _byte_bpe(family: str, corpus: Corpus, vocab_size: int) -> TextTokenizer:
     )
 
 
-def window_offsets(n_tokens: int, length: int, T: int, seed: int) -> np.ndarray:
-    """T distinct start offsets of ``length``-token windows in a stream of ``n_tokens``."""
-    starts = n_tokens - length + 1
-    if starts < T:
-        raise ValueError(f"{n_tokens} tokens hold only {max(starts, 0)} distinct windows")
-    return np.random.default_rng(seed).choice(starts, size=T, replace=False)
+def window_offsets(ids: np.ndarray, length: int, T: int, seed: int) -> np.ndarray:
+    """Start offsets of T ``length``-token windows of ``ids`` with distinct contents.
+
+    Offsets are visited in a seeded random order; a window whose tokens repeat an earlier
+    one (repeated passages in the corpus) is skipped, so no two examples are identical.
+    """
+    starts = len(ids) - length + 1
+    seen: set[bytes] = set()
+    chosen: list[int] = []
+    for offset in np.random.default_rng(seed).permutation(max(starts, 0)):
+        content = ids[offset : offset + length].tobytes()
+        if content not in seen:
+            seen.add(content)
+            chosen.append(int(offset))
+            if len(chosen) == T:
+                return np.asarray(chosen)
+    raise ValueError(f"{len(ids)} tokens hold only {len(chosen)} distinct windows")
 
 
 def text_inputs(
@@ -195,7 +207,7 @@ def text_inputs(
     [SEP], 1 after it); GPT-2: ``input_ids`` = n consecutive tokens.
     """
     length = n - BERT_SPECIAL_TOKENS if family == "bert" else n
-    offsets = window_offsets(len(ids), length, T, seed)
+    offsets = window_offsets(ids, length, T, seed)
     windows = ids[offsets[:, None] + np.arange(length)]  # (T, length)
     if family != "bert":
         return {"input_ids": windows}

@@ -1,0 +1,75 @@
+"""AoT training step: token tables + padded replicas (ours) vs the naive alternatives.
+
+One full-batch Adam step on paper B's H sweep (N = 50, S = 2, d = d_h = 10, H = 1, 6, ..., 31)
+for every replica, timed three ways in one process on the same replicas:
+
+- ours: one padded model for all shapes, first layer through the token tables;
+- per-shape: the token-table path, one model per distinct shape (no padding);
+- naive: one padded model through the per-example path (every example's q, k, v).
+
+The median of ``--repeats`` steps is printed for each; the last lines are
+``RATIO per-shape/ours`` and ``RATIO naive/ours``.
+
+    .venv/bin/python benchmarks/bench_aot.py --seeds 2 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from memcap.aot.model import ReplicaTransformer
+from memcap.aot.settings import Setting
+from memcap.aot.tasks import association_task
+
+
+def step_seconds(settings, seeds, per_example: bool, repeats: int) -> float:
+    """Median wall time of one full-batch training step of one batched model."""
+    model = ReplicaTransformer(settings, seeds)
+    tasks = [association_task(s.N, s.S, seed) for s, seed in zip(settings, seeds, strict=True)]
+    tokens = torch.stack([t.inputs for t in tasks])
+    targets = torch.stack([t.targets for t in tasks])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    times = []
+    for _ in range(repeats + 1):  # the first step warms up
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        logits = model.sequence_logits(tokens)[:, :, -1] if per_example else model(tokens)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=2, help="replicas per head count")
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps per variant")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    heads = [1, 6, 11, 16, 21, 26, 31]
+    settings = [Setting("bench", "association", "aot", 50, 2, 10, 10, h) for h in heads]
+    replicas = [(s, k) for s in settings for k in range(args.seeds)]
+    all_settings, all_seeds = [s for s, _ in replicas], [k for _, k in replicas]
+
+    ours = step_seconds(all_settings, all_seeds, per_example=False, repeats=args.repeats)
+    per_shape = sum(
+        step_seconds([s] * args.seeds, list(range(args.seeds)), False, args.repeats)
+        for s in settings
+    )
+    naive = step_seconds(all_settings, all_seeds, per_example=True, repeats=args.repeats)
+    print(f"replicas {len(replicas)}, T0 = 2500, threads {args.threads}")
+    print(f"ours (padded, token tables)  {1000 * ours:8.1f} ms/step")
+    print(f"per-shape (token tables)     {1000 * per_shape:8.1f} ms/step")
+    print(f"naive (per-example path)     {1000 * naive:8.1f} ms/step")
+    print(f"RATIO per-shape/ours {per_shape / ours:.2f}")
+    print(f"RATIO naive/ours {naive / ours:.2f}")
+
+
+if __name__ == "__main__":
+    main()

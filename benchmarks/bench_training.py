@@ -1,0 +1,90 @@
+"""Replicas of paper A's MHA model trained per second: batched vs one at a time.
+
+The default run's heads sweep at one dataset size (H = 1 … 6, shared and random contexts, two
+seeds: 24 replicas, d = 16, n = 8, d_h = 8, C = 50, T = 64 full batch), trained for the same
+number of steps (no early stop) through :func:`memcap.train.train_replicas` three ways in one
+process:
+
+- batched: one model for all replicas, padded heads masked (the pipeline's way);
+- per-shape: one batched model per head count (no masked work, more models);
+- one at a time: a separate model per replica (the naive way).
+
+Prints replicas per second for each; the last line is ``RATIO <batched / one-at-a-time>``.
+
+    .venv/bin/python benchmarks/bench_training.py --steps 200 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from memcap.mha import MHAShape, ReplicaMHA
+from memcap.synthetic_data import make_dataset
+from memcap.train import ReplicaData, TrainConfig, train_replicas
+
+D, N, HEAD_DIM, CLASSES = 16, 8, 8, 50
+
+
+def replicas(examples: int) -> list[tuple[MHAShape, int, object]]:
+    """(shape, seed, dataset) of every replica of the benchmark sweep."""
+    out = []
+    for heads in range(1, 7):
+        for context in ("shared", "random"):
+            for seed in (0, 1):
+                data = make_dataset(examples, N, D, context, "classification", CLASSES, seed)
+                out.append(
+                    (MHAShape(D, N, heads, HEAD_DIM, classes=CLASSES), 100 * heads + seed, data)
+                )
+    return out
+
+
+def train_seconds(members: list, cfg: TrainConfig) -> float:
+    """Wall time to build and train one batched model of ``members``."""
+    start = time.perf_counter()
+    shapes, seeds = [m[0] for m in members], [m[1] for m in members]
+    data = ReplicaData(
+        (
+            torch.stack([m[2].queries for m in members]),
+            torch.stack([m[2].contexts for m in members]),
+        ),
+        torch.stack([m[2].targets for m in members]),
+        torch.tensor([len(m[2].targets) for m in members]),
+    )
+    train_replicas(ReplicaMHA(shapes, seeds), data, "classification", cfg, seeds)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="training steps per replica")
+    parser.add_argument("--examples", type=int, default=64, help="T, full batch")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = TrainConfig(steps=args.steps, lr=0.03, eval_every=50, early_stop=False)
+    members = replicas(args.examples)
+    train_seconds(members[:1], TrainConfig(steps=5))  # warm-up: imports, allocator
+
+    batched = train_seconds(members, cfg)
+    by_shape = {}
+    for m in members:
+        by_shape.setdefault(m[0], []).append(m)
+    per_shape = sum(train_seconds(group, cfg) for group in by_shape.values())
+    single = sum(train_seconds([m], cfg) for m in members)
+
+    count = len(members)
+    print(f"{count} replicas, {args.steps} steps, T = {args.examples}, {args.threads} thread(s)")
+    for name, seconds in (
+        ("batched", batched),
+        ("per-shape", per_shape),
+        ("one-at-a-time", single),
+    ):
+        print(f"{name:<14} {seconds:7.2f} s  {count / seconds:7.2f} replicas/s")
+    print(f"RATIO {single / batched:.2f}")
+
+
+if __name__ == "__main__":
+    main()
