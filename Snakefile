@@ -3,7 +3,11 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# A --configfile from the command line replaces the default run instead of being merged
+# into it (merging would keep the default's extra models and sweeps); --config still extends.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 validate(config, workflow.source_path("workflow/schemas/config.schema.yaml"))

@@ -1,8 +1,9 @@
 """AoT stage: paper B's attention-only-transformer memorization sweeps.
 
 One job per sweep trains every setting x seed as batched models (memcap.train); summarize_aot
-merges the tables and fits the scaling laws; plot_aot_sweep draws each sweep with chance,
-both lower bounds and the fit. Functions live in the aot section of common.smk.
+merges the tables and fits the scaling laws; plot_aot draws every sweep with chance, both
+lower bounds and the fit into results/aot/figures/{sweep}.png (one import of the plotting
+stack for all sweeps). Functions live in the aot section of common.smk.
 """
 
 AOT_CATEGORY = "Attention-only transformers"
@@ -61,25 +62,24 @@ rule summarize_aot:
         "../workflow/scripts/summarize_aot.py"
 
 
-rule plot_aot_sweep:
+rule plot_aot:
     input:
         summary="results/aot/summary.csv",
     output:
-        figure=report(
-            "results/aot/figures/{sweep}.png",
+        figures=report(
+            directory("results/aot/figures"),
+            patterns=["{sweep}.png"],
             caption="../workflow/report/aot_sweep.rst",
             category=AOT_CATEGORY,
             subcategory="Sweeps",
             labels={"sweep": "{sweep}"},
         ),
     log:
-        "logs/plot_aot_sweep/{sweep}.log",
-    wildcard_constraints:
-        sweep="|".join(aot_sweeps()),
+        "logs/plot_aot/plot_aot.log",
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=1000,
     script:
-        "../workflow/scripts/plot_aot_sweep.py"
+        "../workflow/scripts/plot_aot.py"

@@ -8,9 +8,9 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
+from memcap.aot.settings import expand_sweep
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
 from memcap.aot.sweep import AotTrainSettings, group_replicas, run_sweep, x_axis
-from memcap.aot.settings import expand_sweep
 
 
 def test_lower_bound_formulas():

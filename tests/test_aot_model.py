@@ -163,6 +163,8 @@ def test_batched_padded_training_equals_single_replica_training(batch_size):
         ReplicaTransformer(settings, seeds), data([0, 1]), "classification", cfg, seeds
     )
     for r, (s, seed) in enumerate(zip(settings, seeds, strict=True)):
-        single = train_replicas(ReplicaTransformer([s], [seed]), data([r]), "classification", cfg, [seed])
+        single = train_replicas(
+            ReplicaTransformer([s], [seed]), data([r]), "classification", cfg, [seed]
+        )
         np.testing.assert_allclose(batched.loss_curve[:, r], single.loss_curve[:, 0], rtol=1e-4)
         assert batched.memorized[r] == single.memorized[0]

@@ -82,15 +82,19 @@ def _overlays(ax: plt.Axes, rows: pd.DataFrame, x: str) -> None:
     means = seed_means(aot if len(aot) else rows, x)
     ax.plot(means[x], means["chance"], ":", color="black", label="chance 1/N")
     ax.plot(means[x], means["bound_ours"], "-", color="grey", lw=2.2, label="our lower bound")
-    ax.plot(
-        means[x], means["bound_previous"], "-.", color="grey", label="previous lower bound"
-    )
+    ax.plot(means[x], means["bound_previous"], "-.", color="grey", label="previous lower bound")
 
 
 def _divergence_panel(ax: plt.Axes, rows: pd.DataFrame, x: str, palette: dict) -> None:
     for model, sub in rows.groupby("model", sort=False):
         means = sub.groupby(x, as_index=False)[["kl", "cross_entropy", "entropy"]].mean()
-        ax.plot(means[x], means["cross_entropy"], "o-", color=palette[model], label=f"{model}: cross-entropy")
+        ax.plot(
+            means[x],
+            means["cross_entropy"],
+            "o-",
+            color=palette[model],
+            label=f"{model}: cross-entropy",
+        )
         ax.plot(means[x], means["kl"], "s--", color=palette[model], label=f"{model}: KL(π ‖ model)")
     floor = rows.groupby(x, as_index=False)["entropy"].mean()
     ax.plot(floor[x], floor["entropy"], ":", color="black", label="entropy floor H(π)")

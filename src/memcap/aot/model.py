@@ -122,8 +122,10 @@ class ReplicaTransformer(nn.Module):
             return self.sequence_logits(tokens)[:, :, -1]
         rows = sequence_index(tokens, self.N)  # (R, B)
         table = self.all_logits()  # (R, N^S, N)
-        if rows.shape[1] == table.shape[1] and torch.equal(rows[0], self._row_ids) and bool(
-            (rows == rows[0]).all()
+        if (
+            rows.shape[1] == table.shape[1]
+            and torch.equal(rows[0], self._row_ids)
+            and bool((rows == rows[0]).all())
         ):
             return table  # the full data set in table order (full-batch training)
         return torch.gather(table, 1, rows[..., None].expand(-1, -1, self.N))
@@ -172,7 +174,9 @@ class ReplicaTransformer(nn.Module):
         """Logits (R, B, S, N) at every position, computed per example with a causal mask."""
         w = self.weights()
         R, B, S = tokens.shape
-        x = torch.gather(w["embed"], 1, tokens.reshape(R, B * S, 1).expand(-1, -1, w["embed"].shape[-1]))
+        x = torch.gather(
+            w["embed"], 1, tokens.reshape(R, B * S, 1).expand(-1, -1, w["embed"].shape[-1])
+        )
         x = x.view(R, B, S, -1) + w["pos"][:, None, :S]  # (R, B, S, d)
         causal = torch.ones(S, S, dtype=torch.bool, device=tokens.device).tril()
         for layer in range(self.depth):

@@ -186,4 +186,3 @@ def _train_group(
             }
         )
     return rows
-
