@@ -51,7 +51,7 @@ def test_float64_subspace_has_kruskal_rank_exactly_k(k):
 
 def test_float64_subspace_of_dimension_d_minus_one_at_larger_d():
     x = subspace_data(t=90, d=64, k=63, seed=3)
-    profile = kruskal_profile(x, samples=60, seed=0)
+    profile = kruskal_profile(x, samples=30, seed=0)
     assert profile.estimate == profile.upper_bound == 63
     assert profile.p[63] == 1.0 and profile.p[64] == 0.0
 
@@ -128,7 +128,7 @@ def test_scaling_the_data_does_not_change_the_answer(dtype):
         assert scaled.lower_bound == reference.lower_bound
 
 
-def anisotropic(t: int, d: int, seed: int, decay: float = 0.12) -> np.ndarray:
+def anisotropic(t: int, d: int, seed: int, decay: float = 0.3) -> np.ndarray:
     """Embedding-like float32 queries: a mean plus an exponentially decaying spectrum."""
     rng = np.random.default_rng(seed)
     spectrum = np.exp(-decay * np.arange(d))
@@ -143,7 +143,7 @@ def test_sampled_prefix_decisions_agree_with_direct_svd(method):
     x = anisotropic(t=120, d=48, seed=8)
     profile = kruskal_profile(x, samples=60, seed=5, method=method)
     # The data turn dependent well before d, gradually: a real test of the crossing search.
-    assert 10 < profile.m.min() and profile.m.max() < 48
+    assert profile.m.min() > 10 and profile.m.max() < 48
     order = orderings(120, 60, seed=5, size=min(48, profile.spectral_cap)).numpy()
     expected = [reference_m(x, o, profile.rtol) for o in order]
     np.testing.assert_array_equal(profile.m, expected)
@@ -153,7 +153,7 @@ def test_ill_conditioned_subsets_fall_under_the_tolerance_no_more_often_than_wit
     # Independent in exact arithmetic, but some n-subsets sit near the tolerance.
     rng = np.random.default_rng(9)
     d, t, n = 24, 80, 24
-    x = (rng.standard_normal((t, d)) * np.logspace(0, -5.2, d)).astype(np.float32)
+    x = (rng.standard_normal((t, d)) * np.logspace(0, -4.5, d)).astype(np.float32)
     profile = kruskal_profile(x, samples=300, seed=4)
     order = orderings(t, 300, seed=4, size=n).numpy()
     ours = profile.m >= n
@@ -174,7 +174,8 @@ def test_profile_api_and_confidence():
     assert profile.samples == 40
     assert profile.rtol == pytest.approx(matrix_rank_rtol(20, 20, np.float32))
     low, high = profile.interval(profile.estimate)
-    assert high == 1.0 and low == pytest.approx(0.05 ** (1 / 40) * 0 + clopper_pearson(40, 40)[0])
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 40))
+    assert clopper_pearson(0, 40) == (0.0, pytest.approx(1 - 0.025 ** (1 / 40)))
     # P(k) = 1 over S samples: the dependent fraction is below 1 − 0.05^(1/S) ≈ 3/S.
     assert profile.dependent_fraction_bound(profile.estimate) == pytest.approx(1 - 0.05 ** (1 / 40))
 

@@ -63,7 +63,7 @@ class ContextRanks:
     @property
     def margin_decades(self) -> np.ndarray:
         """log10(σ_min / tolerance): how far each context sits above (> 0) the tolerance."""
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             margin = np.log10(self.sigma_min) - np.log10(self.tolerance)
         return np.where(self.sigma_max > 0, margin, -np.inf)
 
@@ -94,8 +94,8 @@ def context_ranks(
     rank = np.empty(t, dtype=np.int64)
     checked = 0
     for start in tqdm(range(0, t, chunk), disable=not progress, mininterval=5, desc="contexts"):
-        block = torch.from_numpy(np.asarray(contexts[start : start + chunk]))
-        block = block.to(device=device, dtype=torch.float64)
+        block = torch.from_numpy(np.array(contexts[start : start + chunk], dtype=np.float64))
+        block = block.to(device)
         r, s_min, s_max, n_checked = _chunk_ranks(block, tau)
         stop = start + block.shape[0]
         rank[start:stop] = r.cpu().numpy()

@@ -1,0 +1,116 @@
+"""memcap.assumptions: settings, tables, summary rows (the contracted columns), figures."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from memcap import assumptions
+from memcap.context_rank import context_ranks
+from memcap.plotting import save_figure
+from memcap.rank import kruskal_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = [
+    "model",
+    "layer",
+    "T",
+    "n",
+    "d",
+    "samples",
+    "context_full_rank_frac",
+    "kruskal_p_n",
+    "general_position_p_d",
+    "kruskal_rank_estimate",
+]
+
+
+def test_settings_from_the_schema_defaults():
+    config = {}
+    validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    settings = assumptions.AssumptionsSettings.from_config(config["assumptions"])
+    assert settings == assumptions.AssumptionsSettings(seed=settings.seed)
+    assert settings.rtol is None and settings.context_rtol is None
+    for path in ("config.yaml", "configs/test.yaml", "configs/paper.yaml"):
+        section = yaml.safe_load((ROOT / path).read_text()).get("assumptions", {})
+        assert assumptions.AssumptionsSettings.from_config(section).samples >= 1
+
+
+@pytest.fixture(scope="module")
+def layer_results():
+    rng = np.random.default_rng(0)
+    queries = rng.standard_normal((40, 16)).astype(np.float32)
+    queries[5] = queries[2]  # a duplicate: Kruskal rank 1
+    contexts = rng.standard_normal((40, 6, 16)).astype(np.float32)
+    contexts[0, 3] = contexts[0, 0]
+    profile = kruskal_profile(queries, samples=50)
+    ranks = context_ranks(contexts, chunk=7)
+    return profile, ranks
+
+
+def test_profile_table(layer_results):
+    profile, _ = layer_results
+    table = assumptions.profile_table(profile)
+    assert list(table.columns) == [
+        "k", "p_full_rank", "independent", "samples", "p_low", "p_high", "dependent_bound",
+    ]  # fmt: skip
+    assert table["k"].tolist() == list(range(1, 17))
+    assert (table["p_low"] <= table["p_full_rank"]).all()
+    assert (table["p_full_rank"] <= table["p_high"]).all()
+    assert table.loc[0, "p_full_rank"] == 1.0 and table.loc[0, "independent"] == 50
+
+
+def test_records_and_summary_row_follow_the_contract(layer_results):
+    profile, ranks = layer_results
+    kruskal = assumptions.kruskal_record(profile, n=6)
+    context = assumptions.context_record(ranks)
+    assert kruskal["p_n"] == profile.p[6] and kruskal["p_d"] == profile.p[16]
+    assert kruskal["upper_bound"] == 1
+    assert context["contexts_checked"] == 40
+    assert context["full_rank_frac"] == pytest.approx(39 / 40)
+    assert context["worst_example"] == 0 and context["worst_margin"] < 0
+    assert context["rank_histogram"] == {"5": 1, "6": 39}
+    row = assumptions.summary_row("m", "random_attention", context, kruskal)
+    table = assumptions.summary_table([row, row])
+    assert list(table.columns[: len(CONTRACT)]) == CONTRACT
+    assert table.loc[0, "kruskal_rank_estimate"] == 1
+    assert table.loc[0, "kruskal_certificate"] == "dependent_pair"
+    assert table.loc[0, "duplicate_pairs"] == 1
+    assert list(assumptions.summary_table([]).columns) == CONTRACT
+
+
+def test_p_at_n_beyond_t_or_d():
+    x = np.random.default_rng(1).standard_normal((10, 8))
+    record = assumptions.kruskal_record(kruskal_profile(x, samples=5), n=9)
+    assert record["p_n"] == 0.0  # 9 vectors in R^8 are always dependent
+    x = np.random.default_rng(1).standard_normal((6, 8))
+    record = assumptions.kruskal_record(kruskal_profile(x, samples=5), n=4)
+    assert math.isnan(record["p_d"])  # T = 6 < d = 8: no d-subset to test
+    assert record["p_n"] == 1.0
+
+
+def test_figures_are_drawn(layer_results, tmp_path):
+    profile, ranks = layer_results
+    save_figure(
+        assumptions.plot_profile(assumptions.profile_table(profile), 6, 16, "profile"),
+        tmp_path / "profile.png",
+    )
+    save_figure(
+        assumptions.plot_context_ranks(assumptions.context_table(ranks), 6, "contexts"),
+        tmp_path / "contexts.png",
+    )
+    for name in ("profile.png", "contexts.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_context_table_round_trips_through_csv(layer_results, tmp_path):
+    _, ranks = layer_results
+    table = assumptions.context_table(ranks)
+    table.to_csv(tmp_path / "c.csv", index=False)
+    back = pd.read_csv(tmp_path / "c.csv")
+    assert back["rank"].tolist() == ranks.rank.tolist()
+    assert back["full_rank"].sum() == 39
