@@ -1,7 +1,8 @@
 """AoT training step: token tables + padded replicas (ours) vs the naive alternatives.
 
-One full-batch Adam step on paper B's H sweep (N = 50, S = 2, d = d_h = 10, H = 1, 6, ..., 31)
-for every replica, timed three ways in one process on the same replicas:
+One full-batch Adam step on paper B's H sweep (N = 50, S = 2, d = d_h = 10, H = 1, 6, ..., 31;
+``--N`` and ``--d`` change the setting) for every replica, timed three ways in one process on
+the same replicas:
 
 - ours: one padded model for all shapes, first layer through the token tables;
 - per-shape: the token-table path, one model per distinct shape (no padding);
@@ -50,10 +51,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="replicas per head count")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per variant")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--N", type=int, default=50, help="dictionary size (T0 = N^2)")
+    parser.add_argument("--d", type=int, default=10, help="embedding = head dimension")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     heads = [1, 6, 11, 16, 21, 26, 31]
-    settings = [Setting("bench", "association", "aot", 50, 2, 10, 10, h) for h in heads]
+    settings = [Setting("bench", "association", "aot", args.N, 2, args.d, args.d, h) for h in heads]
     replicas = [(s, k) for s in settings for k in range(args.seeds)]
     all_settings, all_seeds = [s for s, _ in replicas], [k for _, k in replicas]
 
@@ -63,7 +66,7 @@ def main() -> None:
         for s in settings
     )
     naive = step_seconds(all_settings, all_seeds, per_example=True, repeats=args.repeats)
-    print(f"replicas {len(replicas)}, T0 = 2500, threads {args.threads}")
+    print(f"replicas {len(replicas)}, T0 = {args.N**2}, threads {args.threads}")
     print(f"ours (padded, token tables)  {1000 * ours:8.1f} ms/step")
     print(f"per-shape (token tables)     {1000 * per_shape:8.1f} ms/step")
     print(f"naive (per-example path)     {1000 * naive:8.1f} ms/step")

@@ -26,7 +26,8 @@ rule train_aot_sweep:
         mem_mb=aot_sweep_mem_mb,
         gpu=gpu_request,
     params:
-        aot=aot_section,
+        training=aot_training,
+        spec=aot_sweep_spec,
         seed=config["seed"],
         device=config["device"],
     script:

@@ -254,9 +254,14 @@ def aot_targets():
     return ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/figures"]
 
 
-def aot_section(wildcards):
-    """The validated aot config section (training settings and sweeps)."""
-    return config["aot"]
+def aot_training(wildcards):
+    """The validated aot training settings (the aot section without its sweeps)."""
+    return {key: value for key, value in config["aot"].items() if key != "sweeps"}
+
+
+def aot_sweep_spec(wildcards):
+    """One validated sweep: editing another sweep does not rerun this one."""
+    return config["aot"]["sweeps"][wildcards.sweep]
 
 
 def aot_sweep_tables(wildcards):

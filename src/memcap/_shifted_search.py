@@ -29,6 +29,9 @@ _logger = logging.getLogger(__name__)
 
 # Shifted-Cholesky rounds before the remaining open orderings go to exact SVDs.
 MAX_ROUNDS = 16
+# Orderings per factorisation batch at least; a round splits its orderings into up to four
+# batches of similar length, so short runs do not pay for long ones.
+GROUP = 16
 
 
 @dataclass(frozen=True)
@@ -84,31 +87,49 @@ class _State:
 
 
 class _PrefixGrams:
-    """Gram matrices of the ordered prefixes, gathered (and grown) only as far as needed."""
+    """Gram matrices of each ordered prefix, gathered (and grown) only as far as needed."""
 
     def __init__(self, problem: pr.PrefixProblem, order: torch.Tensor) -> None:
         self.problem = problem
         self.order = order
-        self.data = torch.empty((order.shape[0], 0, 0), dtype=torch.float64, device=order.device)
+        empty = torch.empty((0, 0), dtype=torch.float64, device=order.device)
+        self.blocks = [empty] * order.shape[0]
 
-    def leading(self, rows: torch.Tensor, n: int) -> torch.Tensor:
-        """A fresh (len(rows), n, n) copy of the leading blocks."""
-        size = self.data.shape[-1]
-        if n > size:
-            size = min(self.order.shape[1], max(n, size + size // 2))
-            self.data = _gather_grams(self.problem, self.order[:, :size])
-        return self.data[rows, :n, :n]
+    def leading(self, rows: list[int], n: int) -> torch.Tensor:
+        """A fresh (len(rows), n, n) batch of the leading n × n blocks of orderings ``rows``."""
+        out = torch.empty((len(rows), n, n), dtype=torch.float64, device=self.order.device)
+        for i, b in enumerate(rows):
+            block = self.blocks[b]
+            if block.shape[0] < n:
+                size = min(self.order.shape[1], max(n, block.shape[0] * 3 // 2))
+                block = self.blocks[b] = _gram_block(self.problem, self.order[b, :size])
+            out[i] = block[:n, :n]
+        return out
 
 
-def _gather_grams(problem: pr.PrefixProblem, order: torch.Tensor) -> torch.Tensor:
-    """(B, K, K) Gram matrices of the ordered prefixes."""
+def _gram_block(problem: pr.PrefixProblem, idx: torch.Tensor) -> torch.Tensor:
+    """Gram matrix of the rows ``idx``, in that order."""
     if problem.gram is None:
-        rows = problem.x[order]  # (B, K, d)
-        return rows @ rows.transpose(1, 2)
-    out = problem.gram.new_empty((order.shape[0], order.shape[1], order.shape[1]))
-    for b, idx in enumerate(order):
-        torch.index_select(problem.gram.index_select(0, idx), 1, idx, out=out[b])
-    return out
+        rows = problem.x[idx]
+        return rows @ rows.T
+    return problem.gram.index_select(0, idx).index_select(1, idx)
+
+
+def _runs(
+    grams: _PrefixGrams, active: torch.Tensor, reach: torch.Tensor, shift: torch.Tensor
+) -> torch.Tensor:
+    """First breakdowns of shifted factorisations; orderings grouped by how far they must run.
+
+    Returns J per active ordering, or (its reach + 1) when none within its reach.
+    """
+    j = torch.empty_like(reach)
+    ranked = torch.argsort(reach)
+    groups = torch.tensor_split(ranked, max(1, min(4, ranked.numel() // GROUP)))
+    for group in groups:
+        n = int(reach[group].max())
+        found = first_breakdown(grams.leading(active[group].tolist(), n), shift[group])
+        j[group] = torch.where(found > reach[group], reach[group] + 1, found)
+    return j
 
 
 def first_breakdown(grams: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
@@ -140,9 +161,9 @@ def search(
         shift = tau2 * torch.where(dep, lo2, hi2)
         # Run far enough to see the breakdown: to the window's top, or well past t.
         reach = torch.where(hi_a < kmax, hi_a + 1, t + torch.clamp(t // 4, min=32))
-        n = int(torch.clamp(reach, max=kmax).max())
-        j = first_breakdown(grams.leading(active, n), shift)
-        failed = j <= n
+        reach = torch.clamp(reach, max=kmax)
+        j = _runs(grams, active, reach, shift)
+        failed = j <= reach
         # The other end each test can prove, checked against the bracket there.
         k2 = torch.where(dep, torch.minimum(j, t) - 1, torch.maximum(j, t + 1))
         lo2_k2, hi2_k2 = pr.smax2_bracket(problem, rows, k2.clamp(1, kmax))
@@ -204,10 +225,14 @@ def _plan(
     sharp = broke_early & (j_prev == lo + 1)
     t = torch.where(sharp, lo + 1, t)
     dep = dep | sharp
-    # After a test that narrowed nothing, bisect: an independence test below hi always does.
+    # A test that narrowed nothing: after an independence test (it broke at or below lo + 1,
+    # with the σ_max bracket too loose to prove that breakdown dependent), a dependence test
+    # at lo + 1; after a dependence test, bisection by an independence test below hi.
     stalled = st.stalled[active]
-    t = torch.where(stalled, torch.clamp((lo + hi + 1) // 2, max=hi - 1), t)
-    dep = dep & ~stalled
+    after_dep = stalled & st.dep[active]
+    t = torch.where(after_dep, torch.clamp((lo + hi + 1) // 2, max=hi - 1), t)
+    t = torch.where(stalled & ~after_dep, lo + 1, t)
+    dep = torch.where(stalled, ~after_dep, dep)
     edge = hi - lo == 1
     # On an edge: the likelier test first, then the other one (an edge can only close).
     first = st.edge[active] == 0

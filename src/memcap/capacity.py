@@ -124,25 +124,28 @@ def certified_capacity_curve(
     heads: Sequence[int],
     head_dim: int,
     seed: int = 0,
+    device: torch.device | None = None,
 ) -> list[Rank]:
     """Certified capacity for each head count in ``heads``, the heads nested (one draw).
 
     Builds Z once for max(heads) heads in example chunks, so ``contexts`` may be a
     memory-mapped array too large for memory in float64. Nested heads make the rank
     non-decreasing in H and it cannot exceed T: once it reaches T, larger H get rank T
-    without another SVD (their ``last_kept`` is NaN).
+    without another SVD (their ``last_kept`` is NaN). ``device`` (default CPU) computes Z
+    and its singular values there.
     """
     if not heads or min(heads) < 1 or head_dim < 1:
         raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
     examples, _, d = contexts.shape
     if tuple(queries.shape) != (examples, d):
         raise ValueError(f"queries {tuple(queries.shape)} do not match contexts {contexts.shape}")
-    weights = random_attention_weights(d, max(heads), head_dim, seed)
+    weights = random_attention_weights(d, max(heads), head_dim, seed).to(device)
     scale = _rms(contexts)
     blocks = []
     for start in range(0, examples, CHUNK):
         stop = min(examples, start + CHUNK)
-        x, e = _float64(queries[start:stop]) / scale, _float64(contexts[start:stop]) / scale
+        x = _float64(queries[start:stop]).to(device) / scale
+        e = _float64(contexts[start:stop]).to(device) / scale
         attn = random_attention(x, e, weights)
         blocks.append(attention_features(attn, e).view(stop - start, max(heads), d))
     features = torch.cat(blocks)  # (T, H_max, d)

@@ -125,9 +125,10 @@ class ReplicaMHA(nn.Module):
 
     def embed(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
         """Embedded query (R, B, d) and context (R, B, n_max, d), positions added."""
-        x = torch.einsum("rbi,rid->rbd", query, self.w_embed) + self.b_embed[:, None]
-        e = torch.einsum("rbni,rid->rbnd", context, self.w_embed) + self.b_embed[:, None, None]
-        return x + self.positions[0], e + self.positions[1 : self.max_n + 1]
+        offset = self.b_embed[:, None] + self.positions  # (R, 1 + n_max, d): one add per token
+        x = torch.einsum("rbi,rid->rbd", query, self.w_embed) + offset[:, None, 0]
+        e = torch.einsum("rbni,rid->rbnd", context, self.w_embed) + offset[:, None, 1:]
+        return x, e
 
     def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
         dims = self.dim_mask[:, None, None, :]

@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from memcap.capacity import (
-    certified_capacity,
+    certified_capacity_curve,
     certified_capacity_from_attention,
     saturation,
     theory_bound,
@@ -199,7 +199,7 @@ def _train_group(
         s, t = replica.setting, replica.examples
         own = datasets[_data_key(replica)].head(t)
         weights = attention[r, :t, : s.heads, : s.n]
-        per_head = saturation(weights, stage.saturation_threshold).numpy()
+        per_head = saturation(weights, stage.saturation_threshold).cpu().numpy()
         ids = {
             "sweep": spec.name,
             "H": s.heads,
@@ -220,13 +220,14 @@ def _train_group(
                 "classes": stage.classes if task == "classification" else 0,
                 "accuracy": float(result.accuracy[r]),
                 "memorized": int(result.memorized[r]),
-                "certified": certified_capacity(
+                "certified": certified_capacity_curve(
                     own.queries,
                     own.contexts,
-                    s.heads,
+                    [s.heads],
                     s.head_dim,
                     seed=derive_seed(base_seed, "certify", spec.name, replica.seed),
-                ),
+                    device=device,
+                )[0].rank,
                 "certified_trained": certified_capacity_from_attention(
                     weights, embedded[r, :t, : s.n]
                 ),
@@ -283,7 +284,7 @@ def _stack(
 def _trained_attention(
     model: ReplicaMHA, data: ReplicaData, chunk: int = 1024
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Trained query attention (R, T, H_max, n_max) and embedded contexts, float64 on the CPU.
+    """Trained query attention (R, T, H_max, n_max) and embedded contexts, in float64.
 
     Recomputed in float64: float32 weights sum to one only to ~1e-7, which the rank of Z
     would count as extra directions.
@@ -293,6 +294,6 @@ def _trained_attention(
     queries, contexts = (x.double() for x in data.inputs)
     for start in range(0, queries.shape[1], chunk):
         q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
-        attention.append(exact.attention(q, c).cpu())
-        embedded.append(exact.embed(q, c)[1].cpu())
+        attention.append(exact.attention(q, c))
+        embedded.append(exact.embed(q, c)[1])
     return torch.cat(attention, 1), torch.cat(embedded, 1)

@@ -79,14 +79,17 @@ def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
     for ax, sweep in zip(axes[0], sweeps, strict=True):
         part = saturation[saturation["sweep"] == sweep]
         swept = {"heads": "H", "context_size": "n", "head_dim": "d_h"}[sweep]
+        # Categorical hue, so the legend lists the swept values themselves.
+        order = [str(v) for v in sorted(part[swept].unique())]
         sns.lineplot(
-            data=part,
+            data=part.assign(**{swept: part[swept].astype(str)}),
             x="T",
             y="saturation",
             hue=swept,
+            hue_order=order,
             style="context",
             marker="o",
-            palette="viridis",
+            palette=sns.color_palette("viridis", len(order)),
             errorbar=None,
             ax=ax,
         )

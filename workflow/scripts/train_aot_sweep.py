@@ -15,11 +15,11 @@ from memcap.provenance import write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 sweep = snakemake.wildcards.sweep
-aot = snakemake.params.aot
+spec = snakemake.params.spec
 device = resolve_device(snakemake.params.device)
-train = AotTrainSettings.from_config(aot, snakemake.params.seed)
+train = AotTrainSettings.from_config(snakemake.params.training, snakemake.params.seed)
 start = time.perf_counter()
-table, stats = run_sweep(sweep, aot["sweeps"][sweep], train, device)
+table, stats = run_sweep(sweep, spec, train, device)
 wall = time.perf_counter() - start
 table.to_csv(snakemake.output.table, index=False)
 log.info("sweep %s: %d rows in %.1f s", sweep, len(table), wall)
@@ -31,7 +31,7 @@ write_provenance(
     replica_seeds=train.replica_seeds(),
     device=str(device),
     threads=snakemake.threads,
-    sweep_config=aot["sweeps"][sweep],
+    sweep_config=spec,
     training=stats["training"],
     groups=stats["groups"],
     wall_seconds=round(wall, 2),
