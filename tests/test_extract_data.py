@@ -186,3 +186,20 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert float(result.stdout) < 40, f"peak RSS grew by {result.stdout.strip()} MB"
+
+
+def test_imagefolder_source_reads_local_images(tmp_path):
+    from PIL import Image
+
+    from memcap.extract.images import datasets_images
+
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        pixels = rng.integers(0, 255, (20 + i, 30, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / f"img{i}.png")
+    data = DataConfig(source="imagefolder", T=5, seed=0, path=str(tmp_path))
+    source = datasets_images(data, "extract.models[0]")
+    assert len(source) == 3 and "imagefolder" in source.description
+    assert sorted(source.size(i) for i in range(3)) == [(30, 20), (30, 21), (30, 22)]
+    plan = plan_inputs(len(source), source.size, T=5, seed=0, crop_scale=(0.5, 1.0))
+    assert len(set(plan)) == 5 and render_input(source, plan[4]).mode == "RGB"
