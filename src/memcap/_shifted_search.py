@@ -32,6 +32,8 @@ MAX_ROUNDS = 16
 # Orderings per factorisation batch at least; a round splits its orderings into up to four
 # batches of similar length, so short runs do not pay for long ones.
 GROUP = 16
+# How far past the largest m seen so far (or the test point) a run looks for its breakdown.
+REACH = 24
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,12 @@ class SearchHint:
 
     Attributes:
         start: a typical m, the first test point.
+        top: the largest m seen.
         slope: a typical d log f / dk near the crossing (negative), or None.
     """
 
     start: int
+    top: int
     slope: float | None = None
 
 
@@ -87,32 +91,55 @@ class _State:
 
 
 class _PrefixGrams:
-    """Gram matrices of each ordered prefix, gathered (and grown) only as far as needed."""
+    """Gram matrices of each ordered prefix, gathered once (grown only when needed), and
+    reusable buffers for the factorisations: fresh large tensors cost page faults every run."""
 
-    def __init__(self, problem: pr.PrefixProblem, order: torch.Tensor) -> None:
+    def __init__(self, problem: pr.PrefixProblem, order: torch.Tensor, size: int) -> None:
         self.problem = problem
         self.order = order
-        empty = torch.empty((0, 0), dtype=torch.float64, device=order.device)
-        self.blocks = [empty] * order.shape[0]
+        self.size = min(size, order.shape[1])
+        self.blocks = _gram_blocks(problem, order[:, : self.size])  # (B, size, size)
+        self.grown: dict[int, torch.Tensor] = {}  # orderings that needed more than size
+        self.work = torch.empty(0, dtype=torch.float64, device=order.device)
+        self.factor = torch.empty(0, dtype=torch.float64, device=order.device)
 
-    def leading(self, rows: list[int], n: int) -> torch.Tensor:
-        """A fresh (len(rows), n, n) batch of the leading n × n blocks of orderings ``rows``."""
-        out = torch.empty((len(rows), n, n), dtype=torch.float64, device=self.order.device)
+    def shifted(self, rows: list[int], n: int, shift: torch.Tensor) -> torch.Tensor:
+        """(len(rows), n, n) leading blocks of orderings ``rows`` minus shift·I (a buffer)."""
+        out = _buffer(self, "work", len(rows) * n * n).view(len(rows), n, n)
         for i, b in enumerate(rows):
-            block = self.blocks[b]
-            if block.shape[0] < n:
-                size = min(self.order.shape[1], max(n, block.shape[0] * 3 // 2))
-                block = self.blocks[b] = _gram_block(self.problem, self.order[b, :size])
+            if n <= self.size:
+                out[i] = self.blocks[b, :n, :n]
+                continue
+            block = self.grown.get(b)
+            if block is None or block.shape[0] < n:
+                size = min(self.order.shape[1], max(n, self.size * 3 // 2))
+                block = self.grown[b] = _gram_blocks(self.problem, self.order[b : b + 1, :size])[0]
             out[i] = block[:n, :n]
+        out.diagonal(dim1=-2, dim2=-1).sub_(shift[:, None])
         return out
 
 
-def _gram_block(problem: pr.PrefixProblem, idx: torch.Tensor) -> torch.Tensor:
-    """Gram matrix of the rows ``idx``, in that order."""
+def _buffer(owner: _PrefixGrams, name: str, numel: int) -> torch.Tensor:
+    """The first ``numel`` entries of a reusable flat buffer, grown when too small."""
+    current = getattr(owner, name)
+    if current.numel() < numel:
+        current = torch.empty(numel, dtype=torch.float64, device=current.device)
+        setattr(owner, name, current)
+    return current[:numel]
+
+
+def _gram_blocks(problem: pr.PrefixProblem, order: torch.Tensor) -> torch.Tensor:
+    """(B, K, K) Gram matrices of the ordered prefixes."""
+    b, k = order.shape
     if problem.gram is None:
-        rows = problem.x[idx]
-        return rows @ rows.T
-    return problem.gram.index_select(0, idx).index_select(1, idx)
+        rows = problem.x[order]  # (B, K, d)
+        return rows @ rows.transpose(1, 2)
+    out = problem.gram.new_empty((b, k, k))
+    rows = problem.gram.new_empty((k, problem.gram.shape[0]))
+    for i, idx in enumerate(order):
+        torch.index_select(problem.gram, 0, idx, out=rows)
+        torch.index_select(rows, 1, idx, out=out[i])
+    return out
 
 
 def _runs(
@@ -127,19 +154,25 @@ def _runs(
     groups = torch.tensor_split(ranked, max(1, min(4, ranked.numel() // GROUP)))
     for group in groups:
         n = int(reach[group].max())
-        found = first_breakdown(grams.leading(active[group].tolist(), n), shift[group])
+        shifted = grams.shifted(active[group].tolist(), n, shift[group])
+        factor = _buffer(grams, "factor", shifted.numel()).view(shifted.shape).transpose(1, 2)
+        found = first_breakdown(shifted, factor)
         j[group] = torch.where(found > reach[group], reach[group] + 1, found)
     return j
 
 
-def first_breakdown(grams: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """First k (1-based) with λ_min(G_k) ≤ shift, per batch entry; n + 1 if none up to n.
+def first_breakdown(shifted: torch.Tensor, factor: torch.Tensor | None = None) -> torch.Tensor:
+    """First k (1-based) where the shifted Gram matrices G_k − cI stop being positive definite
+    (λ_min(G_k) ≤ c), per batch entry; n + 1 if they never do up to n.
 
-    ``grams`` must be a fresh copy: its diagonal is shifted in place.
+    ``factor`` is an optional (B, n, n) column-major buffer for the Cholesky factor.
     """
-    n = grams.shape[-1]
-    grams.diagonal(dim1=-2, dim2=-1).sub_(shift[:, None])
-    _, info = torch.linalg.cholesky_ex(grams)
+    n = shifted.shape[-1]
+    if factor is None:
+        _, info = torch.linalg.cholesky_ex(shifted)
+    else:
+        info = torch.empty(shifted.shape[0], dtype=torch.int32, device=shifted.device)
+        torch.linalg.cholesky_ex(shifted, out=(factor, info))
     return torch.where(info == 0, torch.full_like(info, n + 1), info).long()
 
 
@@ -148,7 +181,8 @@ def search(
 ) -> tuple[torch.Tensor, SearchHint]:
     """m for each ordering (B, K) of ``order``, and a hint for the next batch."""
     b, kmax = order.shape
-    grams = _PrefixGrams(problem, order)
+    # Gather as far as this batch will likely run: past the largest m seen so far.
+    grams = _PrefixGrams(problem, order, kmax if hint is None else hint.top + REACH)
     st = _State.start(b, kmax, order.device)
     tau2 = problem.tau2
     for round_ in range(MAX_ROUNDS):
@@ -160,7 +194,8 @@ def search(
         lo2, hi2 = pr.smax2_bracket(problem, rows, t)
         shift = tau2 * torch.where(dep, lo2, hi2)
         # Run far enough to see the breakdown: to the window's top, or well past t.
-        reach = torch.where(hi_a < kmax, hi_a + 1, t + torch.clamp(t // 4, min=32))
+        beyond = torch.maximum(t, torch.full_like(t, hint.top if hint else kmax)) + REACH
+        reach = torch.where(hi_a < kmax, hi_a + 1, beyond)
         reach = torch.clamp(reach, max=kmax)
         j = _runs(grams, active, reach, shift)
         failed = j <= reach
@@ -274,4 +309,5 @@ def _next_hint(st: _State, hint: SearchHint | None) -> SearchHint:
     slopes = (st.f_v[:, 1] - st.f_v[:, 0]) / (st.f_k[:, 1] - st.f_k[:, 0]).to(torch.float64)
     slopes = slopes[two & torch.isfinite(slopes) & (slopes < 0)]
     slope = float(slopes.median()) if slopes.numel() else (hint.slope if hint else None)
-    return SearchHint(start=int(st.lo.median()), slope=slope)
+    top = max(int(st.lo.max()), hint.top if hint else 0)
+    return SearchHint(start=int(st.lo.median()), top=top, slope=slope)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from memcap.context_rank import ContextRanks, rank_histogram
 from memcap.plotting import set_theme
@@ -25,7 +26,7 @@ from memcap.rank import KruskalProfile
 class AssumptionsSettings:
     """The ``assumptions`` config section (see the schema for each key)."""
 
-    samples: int = 1000  # random orderings S per model x layer
+    samples: int = 500  # random orderings S per model x layer
     seed: int = 0  # seed of the orderings
     rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
     context_rtol: float | None = None  # context tolerance; None = max(n, d)·eps
@@ -230,11 +231,12 @@ def plot_context_ranks(table: pd.DataFrame, n: int, title: str) -> plt.Figure:
     """Histogram of context ranks (n marked) and of their margins above the tolerance."""
     set_theme()
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
-    ranks = table["rank"].to_numpy()
-    bins = np.arange(ranks.min() - 0.5, max(ranks.max(), n) + 1.5) if ranks.size else 10
-    left.hist(ranks, bins=bins)
+    values, counts = np.unique(table["rank"].to_numpy(), return_counts=True)
+    left.bar(values, counts, width=0.8)
     left.axvline(n, color="0.3", linestyle="--", linewidth=1, label=f"n = {n}")
-    left.set(xlabel="numerical rank of E_t", ylabel="contexts")
+    low, high = min(values.min(initial=n), n), max(values.max(initial=n), n)
+    left.set(xlabel="numerical rank of E_t", ylabel="contexts", xlim=(low - 3, high + 3))
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.legend(loc="upper left")
     margins = table["margin_decades"].replace(-np.inf, np.nan).dropna()
     right.hist(margins, bins=30)

@@ -125,10 +125,13 @@ class ReplicaMHA(nn.Module):
 
     def embed(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
         """Embedded query (R, B, d) and context (R, B, n_max, d), positions added."""
+        replicas, batch, n, d = context.shape
         offset = self.b_embed[:, None] + self.positions  # (R, 1 + n_max, d): one add per token
-        x = torch.einsum("rbi,rid->rbd", query, self.w_embed) + offset[:, None, 0]
-        e = torch.einsum("rbni,rid->rbnd", context, self.w_embed) + offset[:, None, 1:]
-        return x, e
+        x = torch.bmm(query, self.w_embed) + offset[:, None, 0]
+        # bmm on (R, B·n, d) keeps the output contiguous; broadcasting the offset onto a
+        # permuted einsum output was the slowest op of a training step on the CPU.
+        e = torch.bmm(context.reshape(replicas, batch * n, d), self.w_embed)
+        return x, e.view(replicas, batch, n, d) + offset[:, None, 1:]
 
     def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
         dims = self.dim_mask[:, None, None, :]
