@@ -1,0 +1,52 @@
+"""`snakemake -n` lists the jobs each shipped config implies."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _job_counts(configfile: str) -> dict[str, int]:
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "snakemake"),
+            "-n",
+            "--forceall",
+            "--configfile",
+            configfile,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+@pytest.mark.parametrize("configfile", ["config.yaml", "configs/test.yaml"])
+def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
+    config = yaml.safe_load((ROOT / configfile).read_text())
+    model_layers = sum(len(m["layers"]) for m in config["extract"]["models"])
+    counts = _job_counts(configfile)
+    assert counts["extract_embeddings"] == model_layers
+    assert counts["check_context_rank"] == model_layers
+    assert counts["estimate_kruskal_profile"] == model_layers
+    assert counts["certify_real_capacity"] == model_layers
+    assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
+    assert counts["train_aot_sweep"] == len(config["aot"]["sweeps"])
+    for rule in (
+        "summarize_assumptions",
+        "summarize_synthetic",
+        "summarize_real_capacity",
+        "summarize_aot",
+        "render_report",
+        "all",
+    ):
+        assert counts[rule] == 1, rule
