@@ -12,7 +12,12 @@ from snakemake.utils import validate
 
 from memcap.synthetic import StageSettings, run_sweep
 from memcap.synthetic_analysis import capacity_table, fit_table, linear_fit, saturation_table
-from memcap.synthetic_config import check_synthetic_config, enabled_sweeps, sweep_spec
+from memcap.synthetic_config import (
+    check_synthetic_config,
+    enabled_sweeps,
+    sweep_memory_mb,
+    sweep_spec,
+)
 from memcap.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +73,15 @@ def test_all_sweeps_disabled_is_an_error_unless_the_stage_is_off():
         check_synthetic_config(config)
     config["synthetic"]["enabled"] = False
     check_synthetic_config(config)
+
+
+def test_memory_request_grows_with_the_largest_batched_model():
+    section = _config("config.yaml")["synthetic"]
+    per_t = sweep_memory_mb(section, "heads", base_mb=0)
+    section["group_by"] = []  # every T of the grid in one model, padded to the largest
+    everything = sweep_memory_mb(section, "heads", base_mb=0)
+    section["sweeps"]["heads"]["examples"] = [32, 64, 128, 2048]
+    assert 0 < per_t < everything < sweep_memory_mb(section, "heads", base_mb=0)
 
 
 def _tiny_section(group_by: list[str]) -> dict:
