@@ -107,7 +107,6 @@ def extract_mem_mb(wildcards):
 # --- assumptions ---------------------------------------------------------------------------------
 
 
-ASSUMPTIONS_DIR = "results/assumptions/{model}/{layer}"
 # Resident memory of an assumptions job besides its arrays: interpreter, torch, pandas.
 ASSUMPTIONS_BASE_MB = 1000
 # Batched prefix Gram matrices of the Kruskal search (memcap.rank.BATCH_BYTES) and slack.
@@ -116,14 +115,13 @@ KRUSKAL_BATCH_MB = 1024
 CONTEXT_MAX_ND = 512 * 1024
 
 
-def assumptions_model_layers():
-    """(model, layer) pairs the stage checks: every extracted model and layer."""
-    return [(name, layer) for name in extract_models() for layer in model_layers(name)]
-
-
 def assumptions_outputs(pattern):
-    """``pattern`` expanded over every (model, layer) pair."""
-    return [pattern.format(model=m, layer=l) for m, l in assumptions_model_layers()]
+    """``pattern`` expanded over every extracted (model, layer) pair, in config order."""
+    return [
+        pattern.format(model=name, layer=layer)
+        for name in extract_models()
+        for layer in model_layers(name)
+    ]
 
 
 def assumptions_targets():
@@ -132,8 +130,8 @@ def assumptions_targets():
         return []
     return (
         ["results/assumptions/summary.csv"]
-        + assumptions_outputs(ASSUMPTIONS_DIR + "/kruskal_profile.png")
-        + assumptions_outputs(ASSUMPTIONS_DIR + "/context_rank.png")
+        + assumptions_outputs("results/assumptions/{model}/{layer}/kruskal_profile.png")
+        + assumptions_outputs("results/assumptions/{model}/{layer}/context_rank.png")
     )
 
 
@@ -159,12 +157,12 @@ def context_rank_mem_mb(wildcards):
 
 def assumptions_kruskal_jsons(wildcards):
     """Every (model, layer) Kruskal summary, in config order."""
-    return assumptions_outputs(ASSUMPTIONS_DIR + "/kruskal.json")
+    return assumptions_outputs("results/assumptions/{model}/{layer}/kruskal.json")
 
 
 def assumptions_context_jsons(wildcards):
     """Every (model, layer) context-rank summary, in config order."""
-    return assumptions_outputs(ASSUMPTIONS_DIR + "/context_rank.json")
+    return assumptions_outputs("results/assumptions/{model}/{layer}/context_rank.json")
 
 
 # --- synthetic -----------------------------------------------------------------------------------
