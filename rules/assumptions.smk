@@ -1,52 +1,30 @@
-"""Assumptions stage: context ranks (Assumption 2), Kruskal profile (Assumption 1, general
-position) of every extracted model x layer, and one summary table.
+"""Assumptions stage: context ranks (Assumption 2) and the Kruskal profile (Assumption 1,
+general position) of every extracted model x layer, then one summary table.
 
-Its functions (targets, params, memory) live in the assumptions section of rules/common.smk.
+Both checks of a model x layer run in one job: importing torch, scipy and matplotlib costs
+more CPU than either check on the default data. Functions (targets, params, memory) live in
+the assumptions section of rules/common.smk.
 """
 
 
-rule check_context_rank:
+rule check_assumptions:
     input:
+        queries="results/extract/{model}/{layer}/queries.npy",
         contexts="results/extract/{model}/{layer}/contexts.npy",
         provenance="results/extract/{model}/{layer}/provenance.json",
     output:
-        table="results/assumptions/{model}/{layer}/context_rank.csv",
-        summary="results/assumptions/{model}/{layer}/context_rank.json",
-        figure=report(
+        context_table="results/assumptions/{model}/{layer}/context_rank.csv",
+        context_summary="results/assumptions/{model}/{layer}/context_rank.json",
+        context_figure=report(
             "results/assumptions/{model}/{layer}/context_rank.png",
             caption="../workflow/report/assumptions_context_rank.rst",
             category="Assumptions",
             subcategory="{model}",
             labels={"model": "{model}", "layer": "{layer}", "figure": "context ranks"},
         ),
-    log:
-        "logs/check_context_rank/{model}/{layer}.log",
-    benchmark:
-        "benchmarks/results/check_context_rank/{model}/{layer}.tsv"
-    wildcard_constraints:
-        model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=context_rank_mem_mb,
-        gpu=gpu_request,
-    params:
-        settings=assumptions_settings,
-        device=config["device"],
-    script:
-        "../workflow/scripts/check_context_rank.py"
-
-
-rule estimate_kruskal_profile:
-    input:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        provenance="results/extract/{model}/{layer}/provenance.json",
-    output:
-        table="results/assumptions/{model}/{layer}/kruskal_profile.csv",
-        summary="results/assumptions/{model}/{layer}/kruskal.json",
-        figure=report(
+        profile_table="results/assumptions/{model}/{layer}/kruskal_profile.csv",
+        profile_summary="results/assumptions/{model}/{layer}/kruskal.json",
+        profile_figure=report(
             "results/assumptions/{model}/{layer}/kruskal_profile.png",
             caption="../workflow/report/assumptions_kruskal_profile.rst",
             category="Assumptions",
@@ -54,9 +32,9 @@ rule estimate_kruskal_profile:
             labels={"model": "{model}", "layer": "{layer}", "figure": "P(k) profile"},
         ),
     log:
-        "logs/estimate_kruskal_profile/{model}/{layer}.log",
+        "logs/check_assumptions/{model}/{layer}.log",
     benchmark:
-        "benchmarks/results/estimate_kruskal_profile/{model}/{layer}.tsv"
+        "benchmarks/results/check_assumptions/{model}/{layer}.tsv"
     wildcard_constraints:
         model=extract_model_pattern(),
         layer=r"[0-9]+|random_attention",
@@ -64,13 +42,13 @@ rule estimate_kruskal_profile:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=kruskal_mem_mb,
+        mem_mb=assumptions_mem_mb,
         gpu=gpu_request,
     params:
         settings=assumptions_settings,
         device=config["device"],
     script:
-        "../workflow/scripts/estimate_kruskal_profile.py"
+        "../workflow/scripts/check_assumptions.py"
 
 
 rule summarize_assumptions:

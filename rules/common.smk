@@ -143,16 +143,13 @@ def assumptions_settings(wildcards=None):
     return section
 
 
-def kruskal_mem_mb(wildcards):
-    """Memory of a Kruskal job: the T x T float64 Gram matrix plus the batch buffers."""
+def assumptions_mem_mb(wildcards):
+    """Memory of a check: the T x T float64 Gram matrix and Kruskal batch buffers, then three
+    float64 copies of one chunk of contexts (the two checks run one after the other)."""
     t = extract_entry(wildcards.model)["data"]["T"]
-    return ASSUMPTIONS_BASE_MB + KRUSKAL_BATCH_MB + 3 * t * t * 8 // 2**20
-
-
-def context_rank_mem_mb(wildcards):
-    """Memory of a context-rank job: three float64 copies of one chunk of contexts."""
-    chunk = config["assumptions"]["context_chunk"]
-    return ASSUMPTIONS_BASE_MB + 3 * chunk * CONTEXT_MAX_ND * 8 // 2**20
+    kruskal = KRUSKAL_BATCH_MB + 3 * t * t * 8 // 2**20
+    contexts = 3 * config["assumptions"]["context_chunk"] * CONTEXT_MAX_ND * 8 // 2**20
+    return ASSUMPTIONS_BASE_MB + max(kruskal, contexts)
 
 
 def assumptions_kruskal_jsons(wildcards):
@@ -276,6 +273,115 @@ def aot_sweep_mem_mb(wildcards):
 # --- report --------------------------------------------------------------------------------------
 
 
+from snakemake.io import regex_from_filepattern
+from snakemake.iocontainers import Wildcards
+
+REPORT_HTML = "reports/report.html"
+REPORT_STAGES = ("extract", "assumptions", "synthetic", "aot", "report")
+
+
 def report_targets():
-    """Final outputs of the report stage."""
-    return []
+    """Final output of the report stage: the self-contained page."""
+    return [REPORT_HTML] if stage_enabled("report") else []
+
+
+def report_extract_files(wildcards):
+    """Extraction provenance (model, weights, data, T, n, d, warnings) of every model x layer."""
+    return [path for path in extract_targets() if Path(path).name == "provenance.json"]
+
+
+def report_assumptions_files(wildcards):
+    """The assumptions summary, figures and P(k) tables of every model x layer."""
+    if not stage_enabled("assumptions"):
+        return []
+    return assumptions_targets() + assumptions_outputs(
+        "results/assumptions/{model}/{layer}/kruskal_profile.csv"
+    )
+
+
+def report_synthetic_files(wildcards):
+    """Synthetic figures, capacity and fit tables, real-data capacity, sweep provenance."""
+    if not stage_enabled("synthetic"):
+        return []
+    tables = ["results/synthetic/fits.csv", "results/synthetic/capacity.csv"]
+    provenance = expand(
+        "results/synthetic/{sweep}_provenance.json", sweep=synthetic_sweeps()
+    )
+    return synthetic_targets() + tables + provenance
+
+
+def report_aot_files(wildcards):
+    """AoT summary, fits, figures folder and sweep provenance."""
+    if not stage_enabled("aot"):
+        return []
+    return aot_targets() + expand(
+        "results/aot/{sweep}_provenance.json", sweep=aot_sweeps()
+    )
+
+
+def report_stage_files(wildcards=None):
+    """Every stage output the report reads."""
+    return (
+        report_extract_files(wildcards)
+        + report_assumptions_files(wildcards)
+        + report_synthetic_files(wildcards)
+        + report_aot_files(wildcards)
+    )
+
+
+def report_benchmarks(wildcards):
+    """Benchmark files of every job upstream of the report, found by walking the rules back
+    from the files it reads (so intermediate jobs count too)."""
+    pending, seen, benchmarks = list(report_stage_files(wildcards)), set(), set()
+    while pending:
+        path = str(pending.pop())
+        if path in seen:
+            continue
+        seen.add(path)
+        for step in workflow.rules:
+            if step.name in ("render_report", "all") or not step.is_producer(path):
+                continue
+            job_wildcards = step.get_wildcards(path)
+            if step.benchmark:
+                benchmarks.add(str(step.expand_benchmark(job_wildcards)))
+            inputs = step.expand_input(Wildcards(fromdict=job_wildcards))[0]
+            pending.extend(str(f) for f in inputs)
+            break
+    return sorted(benchmarks)
+
+
+def report_rule_stages(wildcards):
+    """Rule name -> stage (the rules/<stage>.smk file defining it), for wall time per stage."""
+    return {step.name: Path(step.snakefile).stem for step in workflow.rules}
+
+
+def report_caption_rules(wildcards):
+    """Every report-flagged output pattern with its caption file, category and labels, so
+    the page captions each figure as `snakemake --report` does."""
+    captions = []
+    for step in workflow.rules:
+        for item in step.output:
+            flagged = item.flags.get("report")
+            if flagged is None or flagged.caption is None:
+                continue
+            patterns = [f"{item}/{p}" for p in flagged.patterns] or [str(item)]
+            captions += [
+                {
+                    "regex": regex_from_filepattern(pattern),
+                    "caption": flagged.caption.get_path_or_uri(secret_free=True),
+                    "category": flagged.category,
+                    "labels": flagged.labels or {},
+                }
+                for pattern in patterns
+            ]
+    return captions
+
+
+def report_caption_files(wildcards):
+    """The caption files of report_caption_rules (inputs, so editing one rebuilds the page)."""
+    return sorted({entry["caption"] for entry in report_caption_rules(wildcards)})
+
+
+def report_stages(wildcards):
+    """Which stages the config switches on."""
+    return {stage: stage_enabled(stage) for stage in REPORT_STAGES}

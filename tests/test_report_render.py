@@ -11,6 +11,7 @@ import pytest
 
 from memcap.plotting import save_figure
 from memcap.report import ReportInputs, build_context, write_report
+from memcap.report.captions import CaptionRule
 from memcap.report.loaders import rule_timings
 from memcap.report.render import format_seconds, png_data_uri, render_html
 from memcap.report.verdicts import Verdict
@@ -28,10 +29,40 @@ def _png(path: Path, slope: float = 1.0) -> str:
     return str(path)
 
 
+def _caption_rules(root: Path) -> list[CaptionRule]:
+    """Caption rules as rules/common.smk derives them from the stages' report() flags."""
+    rst = root / "captions"
+    rst.mkdir()
+    (rst / "profile.rst").write_text(
+        "P(k) of **{{ snakemake.wildcards.model }}**, layer ``{{ snakemake.wildcards.layer }}``,\n"
+        "seed {{ snakemake.config['seed'] }}."
+    )
+    (rst / "sweep.rst").write_text("Memorized vs {{ snakemake.wildcards.sweep }}.")
+    return [
+        CaptionRule(
+            r"results/assumptions/(?P<model>.+)/(?P<layer>[0-9]+|random_attention)/context_rank\.png$",
+            str(rst / "profile.rst"),
+            "Assumptions",
+            {"model": "{model}", "figure": "context ranks"},
+        ),
+        CaptionRule(
+            r"results/synthetic/memorized_(?P<sweep>.+)\.png$",
+            str(rst / "sweep.rst"),
+            "Synthetic capacity",
+            {"sweep": "{sweep}"},
+        ),
+    ]
+
+
 def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     """Write a miniature set of stage outputs under ``root`` and return the report's inputs."""
     files: dict[str, list[str]] = {s: [] for s in ("extract", "assumptions", "synthetic", "aot")}
-    layers = {"0": (1.0, 1.0, 0.0), "random_attention": (1.0, 1.0, 1.0), "1": (0.9, 0.5, 0.0)}
+    # layer: (fraction of full-rank contexts, P(n), P(d), certified Kruskal rank upper bound)
+    layers = {
+        "0": (1.0, 1.0, 0.0, 20),
+        "random_attention": (1.0, 1.0, 1.0, 32),
+        "1": (0.9, 0.5, 0.0, 6),
+    }
     for layer in layers:
         base = root / "results" / "extract" / model / layer
         base.mkdir(parents=True)
@@ -39,9 +70,9 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "model": model,
             "family": "vit",
             "model_id": "vit_tiny_patch16_224",
-            "weights_source": "random",
+            "weights_source": "random (timm init, seed 0)",
             "parameter_checksum": "ab" * 32,
-            "data_source": "skimage.data",
+            "data_source": "builtin: 12 photographs",
             "T": 64,
             "n": 8,
             "d": 32,
@@ -53,50 +84,58 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         files["extract"].append(str(base / "provenance.json"))
     assumptions = root / "results" / "assumptions"
     rows = []
-    for layer, (ctx_frac, p_n, p_d) in layers.items():
+    for layer, (ctx_frac, p_n, p_d, upper) in layers.items():
         rows.append(
             dict(model=model, layer=layer, T=64, n=8, d=32, samples=100,
                  context_full_rank_frac=ctx_frac, kruskal_p_n=p_n, general_position_p_d=p_d,
-                 kruskal_rank_estimate=32 if p_d == 1 else 6)
+                 kruskal_rank_estimate=upper, contexts_checked=64,
+                 context_worst_margin=3.5, kruskal_rank_upper_bound=upper,
+                 kruskal_certificate="" if p_d == 1 else "sampled_subset", duplicate_pairs=0)
         )  # fmt: skip
         profile = assumptions / model / layer / "kruskal_profile.csv"
         profile.parent.mkdir(parents=True)
-        pd.DataFrame({"k": [2, 4, 6, 8, 32], "p_full_rank": [1, 1, 1, p_n, p_d]}).to_csv(
-            profile, index=False
-        )
+        pd.DataFrame(
+            {"k": [2, 4, 6, 8, 32], "p_full_rank": [1, 1, 1, p_n, p_d], "dependent_bound": 0.03}
+        ).to_csv(profile, index=False)
         files["assumptions"] += [
             str(profile),
             _png(assumptions / model / layer / "context_rank.png"),
+            _png(assumptions / model / layer / "kruskal_profile.png"),
         ]
     pd.DataFrame(rows).to_csv(assumptions / "summary.csv", index=False)
     files["assumptions"].append(str(assumptions / "summary.csv"))
     capacity = root / "results" / "capacity" / "real.csv"
     capacity.parent.mkdir(parents=True)
     pd.DataFrame(
-        [dict(model=model, layer=layer, H=h, certified=min(64, h * 7 + 1), T=64, n=8, d=32)
+        [dict(model=model, layer=layer, H=h, certified=min(32, h * 7 + 1), T=32, n=8, d=32)
          for layer in layers for h in (1, 2, 4)]
     ).to_csv(capacity, index=False)  # fmt: skip
-    files["synthetic"].append(str(capacity))
+    files["synthetic"] += [str(capacity), _png(capacity.with_suffix(".png"))]
     synthetic = root / "results" / "synthetic"
     files["synthetic"] += [
-        _png(synthetic / "memorized_vs_H.png"),
-        _png(synthetic / "memorized_vs_n.png"),
+        _png(synthetic / "memorized_heads.png"),
+        _png(synthetic / "saturation.png"),
     ]
-    fits = synthetic / "fits.csv"
-    pd.DataFrame({"sweep": ["H"], "slope": [6.8], "r2": [0.991]}).to_csv(fits, index=False)
-    files["synthetic"].append(str(fits))
-    files["aot"].append(_png(root / "results" / "aot" / "accuracy_vs_H.png", 2.0))
-    bench = root / "benchmarks" / "results" / "check_assumptions" / f"{model}_0.tsv"
+    pd.DataFrame({"sweep": ["heads"], "slope": [6.8], "r2": [0.991], "points": [4]}).to_csv(
+        synthetic / "fits.csv", index=False
+    )
+    pd.DataFrame({"sweep": ["heads"], "capacity": [17], "censored": [True]}).to_csv(
+        synthetic / "capacity.csv", index=False
+    )
+    files["synthetic"] += [str(synthetic / "fits.csv"), str(synthetic / "capacity.csv")]
+    _png(root / "results" / "aot" / "figures" / "heads.png", 2.0)
+    files["aot"].append(str(root / "results" / "aot" / "figures"))
+    bench = root / "benchmarks" / "results" / "check_context_rank" / model / "0.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t301.2\n")
     return ReportInputs(
-        config={"seed": 0, "extract": {"models": [{"name": model}]}, "report": {"title": "t"}},
+        config={"seed": 7, "extract": {"models": [{"name": model}]}, "report": {"title": "t"}},
         title=f"memcap report — {model}",
         stages={"extract": True, "assumptions": True, "synthetic": True, "aot": True},
         stage_files=files,
         benchmarks=[str(bench)],
-        rule_stages={"check_assumptions": "assumptions"},
-        captions={"memorized_vs_H": {"title": "Memorized vs H", "caption": "Paper A, H sweep."}},
+        rule_stages={"check_context_rank": "assumptions"},
+        captions=_caption_rules(root),
     )
 
 
@@ -138,7 +177,7 @@ def test_context_has_verdicts_models_timings(page):
     assert by_layer["random_attention"].general_position.verdict is Verdict.PASS
     (model,) = context.models
     assert model.layers == ("0", "1", "random_attention")
-    assert model.weights_source == "random"
+    assert model.weights_source.startswith("random")
     assert context.stage_wall_s == {"assumptions": 12.5}
     assert any("distinct source images" in lim.text for lim in context.limitations)
 
@@ -151,12 +190,17 @@ def test_every_section_and_figure_is_on_the_page(page):
                     "limitations", "method"):  # fmt: skip
         assert section in ids
     images = [attrs["src"] for tag, attrs in tags.tags if tag == "img"]
-    # 3 layers × (stage figure + certified capacity) + 2 synthetic + 1 aot.
-    assert len(images) == context.figure_count == 9
+    # 3 layers x 2 stage figures + real capacity + 2 synthetic + 1 aot (from its folder).
+    assert len(images) == context.figure_count == 10
     assert all(src.startswith("data:image/png;base64,") for src in images)
-    text = "".join(tags.text)
-    assert "Memorized vs H" in text and "Paper A, H sweep." in text
+    text = " ".join(tags.text)
+    # Captions come from the stages' report captions, rendered with wildcards and config.
+    assert "P(k) of vit_tiny, layer 0, seed 7." in text
+    assert "Context ranks" in text and "Synthetic capacity: sweep heads" in text
+    assert "Memorized vs heads." in text
     assert "6.8" in text and "0.991" in text  # the fits table
+    assert "1 of 1 settings memorized every example" in text  # censored capacity
+    assert "only 12 distinct source images" in text
     assert "details" in {tag for tag, _ in tags.tags}
 
 

@@ -122,3 +122,25 @@ def test_general_position_failure_does_not_block_theorem_1():
     v = layer_verdicts(replace(GOOD, general_position_p_d=0.0, kruskal_rank_estimate=20))
     assert v.general_position.verdict is Verdict.FAIL
     assert v.theorem.verdict is Verdict.PASS
+
+
+def test_certified_upper_bound_fails_even_when_sampling_saw_no_dependence():
+    ev = replace(GOOD, rank_upper_bound=1, certificate="dependent_pair", duplicate_pairs=45)
+    check = kruskal_check(ev)
+    assert check.verdict is Verdict.FAIL
+    assert "certified Kruskal rank ≤ 1 (dependent pair)" in check.evidence
+    assert "45 pairs of identical queries" in check.evidence
+    # A dependent pair rules out every k >= 2, so no reduced context size is offered either.
+    assert largest_supported_n(ev) is None
+    assert layer_verdicts(ev).theorem.n_applicable is None
+
+
+def test_stage_dependent_fraction_bound_is_quoted_on_pass():
+    check = kruskal_check(replace(GOOD, dependent_bounds={16: 0.0149}))
+    assert check.verdict is Verdict.PASS
+    assert "≤ 1.5% of 16-subsets dependent (upper confidence bound)" in check.reason
+
+
+def test_reduced_n_is_capped_by_the_kruskal_estimate():
+    ev = replace(GOOD, kruskal_p_n=0.8, kruskal_rank_estimate=4, profile={2: 1.0, 4: 1.0, 8: 1.0})
+    assert largest_supported_n(ev) == 4

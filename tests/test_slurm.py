@@ -152,7 +152,7 @@ def _write_slurm_conf(root: Path, host: str) -> Path:
     """A single-node cluster: partitions cpu (default) and gpu, two stand-in GPUs."""
     (root / "state").mkdir()
     (root / "spool").mkdir()
-    cpus = max(16, os.cpu_count() or 1)  # more slots than cores, so jobs run side by side
+    cpus = max(32, os.cpu_count() or 1)  # more slots than cores, so jobs run side by side
     mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 - 512
     conf = root / "slurm.conf"
     conf.write_text(
@@ -178,6 +178,8 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+# Backfill every second: jobs queued behind a blocked one start at once, not after 30 s.
+SchedulerParameters=bf_interval=1
 MinJobAge={MIN_JOB_AGE_S}
 ReturnToService=2
 MpiDefault=none

@@ -17,6 +17,7 @@ finds m for a batch of orderings, agreeing with a direct SVD of each prefix. Two
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -108,15 +109,20 @@ def smax2_bracket(
     return lo, hi
 
 
-def bisect_exact(rows: torch.Tensor, lo: int, hi: int, tau: float) -> int:
-    """Largest k in [lo, hi] whose prefix passes the direct SVD test, given lo passes."""
+def bisect(lo: int, hi: int, passes: Callable[[int], bool]) -> int:
+    """Largest k in [lo, hi] with ``passes(k)``, given that passing is monotone and lo passes."""
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if prefix_is_independent(rows[:mid], tau):
+        if passes(mid):
             lo = mid
         else:
             hi = mid - 1
     return lo
+
+
+def bisect_exact(rows: torch.Tensor, lo: int, hi: int, tau: float) -> int:
+    """Largest k in [lo, hi] whose prefix passes the direct SVD test, given lo passes."""
+    return bisect(lo, hi, lambda k: prefix_is_independent(rows[:k], tau))
 
 
 def search_qr(problem: PrefixProblem, order: torch.Tensor) -> torch.Tensor:
@@ -136,20 +142,13 @@ def search_qr(problem: PrefixProblem, order: torch.Tensor) -> torch.Tensor:
         if top == 0 or _r_is_independent(r[i, :top, :top], tau):
             m[i] = top
         else:
-            m[i] = _bisect_r(r[i], 0, top - 1, tau)
+            m[i] = bisect(0, top - 1, lambda k, i=i: _r_is_independent(r[i, :k, :k], tau))
     return m
 
 
 def _r_is_independent(r: torch.Tensor, tau: float) -> bool:
+    """The SVD test on a triangular factor: R_k has the singular values of the prefix A_k."""
+    if r.shape[0] == 0:
+        return True
     s = torch.linalg.svdvals(r)
     return bool(s[0] > 0 and s[-1] > tau * s[0])
-
-
-def _bisect_r(r: torch.Tensor, lo: int, hi: int, tau: float) -> int:
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _r_is_independent(r[:mid, :mid], tau):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

@@ -241,7 +241,8 @@ def _plan(
     Round 0 tests the hint (a typical m) or the top. Then the secant estimate m̂: an
     independence test at m̂, or a dependence test at lo + 1 when m̂ ≤ lo. Without an
     estimate: a dependence test at the breakdown of a failed independence test, else an
-    independence test further up. A window of width one gets both tests, the likelier first.
+    independence test further up. A test that narrowed nothing is followed by the other kind
+    (bisecting); a window of width one gets both tests, the likelier first.
     """
     lo, hi = st.lo[active], st.hi[active]
     if round_ == 0:
@@ -256,20 +257,19 @@ def _plan(
     estimate, ok = _secant(st, active, hint)
     t = torch.where(ok, torch.clamp(estimate, lo + 1, hi), t)
     dep = torch.where(ok, estimate <= lo, dep)
-    # A failed independence test that broke right above lo: the drop is likely sharp there.
+    # A failed independence test breaks at lo + 1: test that prefix for dependence first.
     sharp = broke_early & (j_prev == lo + 1)
     t = torch.where(sharp, lo + 1, t)
     dep = dep | sharp
-    # A test that narrowed nothing: after an independence test (it broke at or below lo + 1,
-    # with the σ_max bracket too loose to prove that breakdown dependent), a dependence test
-    # at lo + 1; after a dependence test, bisection by an independence test below hi.
+    # After an independence test that narrowed nothing (it broke at or below lo + 1, the σ_max
+    # bracket too loose to prove that breakdown dependent), a dependence test at lo + 1; after
+    # a dependence test that narrowed nothing, bisection by an independence test below hi.
     stalled = st.stalled[active]
     after_dep = stalled & st.dep[active]
     t = torch.where(after_dep, torch.clamp((lo + hi + 1) // 2, max=hi - 1), t)
     t = torch.where(stalled & ~after_dep, lo + 1, t)
     dep = torch.where(stalled, ~after_dep, dep)
     edge = hi - lo == 1
-    # On an edge: the likelier test first, then the other one (an edge can only close).
     first = st.edge[active] == 0
     dep_first = torch.where(ok, estimate <= lo, broke_early)
     dep = torch.where(edge, torch.where(first, dep_first, ~st.dep[active]), dep)

@@ -12,7 +12,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from memcap.report import figures, loaders
+from memcap.provenance import library_versions
+from memcap.report import loaders
+from memcap.report.captions import CaptionRule, describe_figure
 from memcap.report.context import (
     STAGES,
     Figure,
@@ -27,16 +29,22 @@ from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
 
 _logger = logging.getLogger(__name__)
 
+# Libraries the report itself renders with, recorded beside the stages' versions.
+REPORT_PACKAGES = ("memcap", "jinja2", "matplotlib", "seaborn", "pandas", "snakemake")
+# Real-data certified capacity lives with the synthetic stage's files but belongs beside the
+# assumption checks, which decide whether Theorem 1's bound applies to the same embeddings.
+REAL_CAPACITY_DIR = "results/capacity"
+
 
 @dataclass(frozen=True)
 class ReportInputs:
     """Paths of every stage output the report reads, and the run's settings.
 
     Attributes:
-        stage_files: per stage, every output file the stage produced (its final targets).
+        stage_files: per stage, the output files (or folders of figures) the report reads.
         benchmarks: Snakemake benchmark files, ``benchmarks/results/<rule>/*.tsv``.
         rule_stages: rule name -> stage name, to sum wall times per stage.
-        captions: figure file stem -> {"title": ..., "caption": ...}.
+        captions: the workflow's report-flagged output patterns and their caption files.
     """
 
     config: Mapping[str, Any]
@@ -45,35 +53,40 @@ class ReportInputs:
     stage_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
     benchmarks: Sequence[str] = ()
     rule_stages: Mapping[str, str] = field(default_factory=dict)
-    captions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    captions: Sequence[CaptionRule] = ()
 
 
 def _files(inputs: ReportInputs, stage: str, suffix: str) -> list[Path]:
-    return sorted(Path(p) for p in inputs.stage_files.get(stage, ()) if str(p).endswith(suffix))
+    """A stage's files ending in ``suffix``; folders (of figures) are listed one level deep."""
+    found = []
+    for entry in map(Path, inputs.stage_files.get(stage, ())):
+        found.extend(sorted(entry.iterdir()) if entry.is_dir() else [entry])
+    return sorted(p for p in found if p.name.endswith(suffix) and p.exists())
 
 
 def _named(paths: Sequence[Path], name: str) -> Path | None:
     return next((p for p in paths if p.name == name), None)
 
 
-def _figure(path: Path, captions: Mapping[str, Mapping[str, str]]) -> Figure:
-    """Embed a stage's PNG with the caption registered for its file stem."""
-    entry = captions.get(path.stem, {})
-    title = entry.get("title") or path.stem.replace("_", " ").capitalize()
-    return Figure(title, entry.get("caption", ""), path.read_bytes(), str(path))
+def _figure(path: Path, inputs: ReportInputs) -> Figure:
+    """Embed a stage's PNG with the title and caption its Snakemake report item carries."""
+    described = describe_figure(path, inputs.captions, inputs.config)
+    title, caption = described or (path.stem.replace("_", " ").capitalize(), "")
+    return Figure(title, caption, path.read_bytes(), path.as_posix())
 
 
 def _model_layer(path: Path, base: str) -> tuple[str, str] | None:
     """(model, layer) of ``<base>/{model}/{layer}/file``, or None for a stage-wide file."""
-    parts = path.parts
-    for i in range(len(parts) - 1):
-        if "/".join(parts[i : i + 2]) == base and len(parts) == i + 5:
-            return parts[i + 2], parts[i + 3]
+    parts = path.as_posix().split("/")
+    depth = base.count("/") + 1
+    for i in range(len(parts) - depth):
+        if "/".join(parts[i : i + depth]) == base and len(parts) == i + depth + 3:
+            return parts[i + depth], parts[i + depth + 1]
     return None
 
 
 def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> list[str]:
-    """Caveats of one layer: n > d, undersampling, and the extraction's own warnings."""
+    """Caveats of one layer: n > d, undersampling, saturated capacity, extraction warnings."""
     ev = section.verdicts.evidence
     caveats = []
     if ev.n > ev.d:
@@ -81,109 +94,146 @@ def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> li
             f"n = {ev.n} > d = {ev.d}: contexts cannot have rank n and n queries cannot be "
             "independent, so Theorem 1 cannot apply at this n."
         )
+    if ev.duplicate_pairs and ev.duplicate_pairs == ev.T * (ev.T - 1) // 2:
+        caveats.append(
+            f"all {ev.T} query vectors are identical: at this layer the query token does not "
+            "depend on the input (e.g. a [CLS] or first-position embedding before any "
+            "attention), so no two queries are independent."
+        )
+    elif ev.duplicate_pairs:
+        caveats.append(
+            f"{ev.duplicate_pairs} pairs of identical query vectors (repeated inputs or tokens)."
+        )
     if ev.samples < MIN_SUBSETS:
         caveats.append(f"only {ev.samples} random subsets per k (< {MIN_SUBSETS}).")
     if ev.d > ev.T:
         caveats.append(f"T = {ev.T} < d = {ev.d}: general position cannot be tested.")
+    if section.capacity_saturated:
+        caveats.append(
+            "the certified capacity equals the number of examples it was computed on at every "
+            "H: it is capped by T, not by the layer (raise T or synthetic.real_capacity."
+            "max_examples to see it grow with H)."
+        )
     if model is not None:
-        if model.tokenizer_substitute:
-            caveats.append(f"tokenizer substituted: {model.tokenizer_substitute}.")
         caveats.extend(model.warnings)
+        substitute = model.tokenizer_substitute
+        if substitute and not any(substitute in warning for warning in model.warnings):
+            caveats.append(f"tokenizer substitute: {substitute}.")
     return caveats
 
 
 def _assumption_sections(
     inputs: ReportInputs, models: Mapping[str, loaders.ModelInfo]
 ) -> tuple[list[LayerSection], list[Figure]]:
-    tables = _files(inputs, "assumptions", ".csv")
-    summary = loaders.read_table(_named(tables, "summary.csv"))
+    """One card per model × layer, and the stage-wide figures beside them."""
+    overview = [
+        _figure(p, inputs)
+        for p in _files(inputs, "synthetic", ".png")
+        if REAL_CAPACITY_DIR in p.as_posix()
+    ]
+    summary = loaders.read_table(_named(_files(inputs, "assumptions", ".csv"), "summary.csv"))
     if summary is None:
-        return [], []
-    profiles = {}
-    for path in tables:
+        return [], overview
+    profiles, layer_figures = {}, {}
+    for path in _files(inputs, "assumptions", ".csv"):
         key = _model_layer(path, "results/assumptions")
-        if key is not None and "profile" in path.stem:
+        if key is not None and path.stem == "kruskal_profile":
             profiles[key] = pd.read_csv(path)
-    capacity = loaders.read_table(_named(_files(inputs, "synthetic", ".csv"), "real.csv"))
-    layer_figures: dict[tuple[str, str], list[Figure]] = {}
-    stage_figures = []
     for path in _files(inputs, "assumptions", ".png"):
         key = _model_layer(path, "results/assumptions")
-        figure = _figure(path, inputs.captions)
-        (layer_figures.setdefault(key, []) if key else stage_figures).append(figure)
+        figure = _figure(path, inputs)
+        (layer_figures.setdefault(key, []) if key else overview).append(figure)
+    capacity = loaders.read_table(_named(_files(inputs, "synthetic", ".csv"), "real.csv"))
     sections = []
     for ev in loaders.evidence_from_summary(summary, profiles):
-        key = (ev.model, ev.layer)
-        section = LayerSection(layer_verdicts(ev), list(layer_figures.get(key, [])))
-        if ev.profile and not layer_figures.get(key):
-            label = f"{ev.model} · layer {ev.layer}"
-            png = figures.profile_plot(ev.profile, ev.n, ev.d, label)
-            section.figures.append(
-                Figure("P(k) profile", "Drawn by the report.", png, "assumptions profile table")
-            )
+        section = LayerSection(layer_verdicts(ev), layer_figures.get((ev.model, ev.layer), []))
         if capacity is not None:
-            _add_capacity(section, capacity, inputs.captions)
+            _add_capacity(section, capacity)
         section.limitations = _layer_caveats(section, models.get(ev.model))
         sections.append(section)
-    return sections, stage_figures
+    return sections, overview
 
 
-def _add_capacity(
-    section: LayerSection, capacity: pd.DataFrame, captions: Mapping[str, Mapping[str, str]]
-) -> None:
-    """Certified capacity of the layer's embeddings vs H, beside Theorem 1's bound."""
+def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
+    """The layer's certified capacity per H beside H(n−1)+1 and the bound the verdicts allow."""
     ev = section.verdicts.evidence
     rows = capacity[
         (capacity["model"].astype(str) == ev.model) & (capacity["layer"].astype(str) == ev.layer)
-    ]
+    ].sort_values("H")
     if rows.empty:
         return
-    rows = rows.sort_values("H")
-    theorem = section.verdicts.theorem
-    table = pd.DataFrame(
-        {
-            "H": rows["H"].to_numpy(),
-            "certified": rows["certified"].to_numpy(),
-            f"H(n−1)+1 (n = {ev.n})": rows["H"].to_numpy() * (ev.n - 1) + 1,
-            "Theorem 1 bound here": [theorem.bound(int(h)) for h in rows["H"]],
-        }
-    )
+    heads = rows["H"].to_numpy()
+    table = pd.DataFrame({"H": heads, "certified": rows["certified"].to_numpy()})
+    if "T" in rows:
+        table["examples used"] = rows["T"].to_numpy()
+        section.capacity_saturated = bool((rows["certified"] >= rows["T"]).all())
+    table[f"H(n−1)+1, n = {ev.n}"] = heads * (ev.n - 1) + 1
+    table["bound Theorem 1 grants here"] = [section.verdicts.theorem.bound(int(h)) for h in heads]
     section.capacity = Table.from_frame(table)
-    entry = captions.get("certified_capacity_real", {})
-    section.figures.append(
-        Figure(
-            entry.get("title", "Certified capacity vs H"),
-            entry.get("caption", ""),
-            figures.certified_capacity_plot(
-                rows, ev.n, theorem.n_applicable, f"{ev.model} · layer {ev.layer}"
-            ),
-            "results/capacity/real.csv",
-        )
-    )
 
 
 def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
-    """A stage's figures, and its fits table when it wrote one."""
+    """A paper's scaling laws: the stage's figures, its fits and capacity tables, caveats."""
     section = ScalingSection(enabled=inputs.stages.get(stage, False))
-    section.figures = [_figure(p, inputs.captions) for p in _files(inputs, stage, ".png")]
-    for path in _files(inputs, stage, ".csv"):
-        if "fit" in path.stem:
-            section.fits = Table.from_frame(pd.read_csv(path))
+    section.figures = [
+        _figure(p, inputs)
+        for p in _files(inputs, stage, ".png")
+        if REAL_CAPACITY_DIR not in p.as_posix()
+    ]
+    tables = {p.name: p for p in _files(inputs, stage, ".csv")}
+    if "fits.csv" in tables:
+        fits = pd.read_csv(tables["fits.csv"])
+        section.fits = Table.from_frame(fits.drop(columns=["coefficients"], errors="ignore"))
+        if "r2" in fits and fits["r2"].isna().any():
+            section.notes.append(
+                f"{int(fits['r2'].isna().sum())} of {len(fits)} fits have no R² (the fitted "
+                "quantity is constant over the points fitted, or there are too few points)."
+            )
+        if "points" in fits and (fits["points"] < 3).any():
+            section.notes.append(
+                "Some fits rest on fewer than 3 points: their R² is 1 by construction."
+            )
+    if "capacity.csv" in tables:
+        capacity = pd.read_csv(tables["capacity.csv"])
+        section.tables["Capacity estimates per setting and seed"] = Table.from_frame(capacity)
+        if "censored" in capacity and capacity["censored"].astype(bool).any():
+            section.notes.append(
+                f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} settings "
+                "memorized every example of the largest T tried: their capacity is a lower "
+                "bound (add larger T to the sweep's examples)."
+            )
     return section
 
 
 def _run_limitations(
-    inputs: ReportInputs, layers: Sequence[LayerSection], models: Sequence[loaders.ModelInfo]
+    inputs: ReportInputs,
+    layers: Sequence[LayerSection],
+    models: Sequence[loaders.ModelInfo],
+    scaling: Mapping[str, ScalingSection],
 ) -> list[Limitation]:
-    limits = [
-        Limitation(f"{layer.verdicts.evidence.model} · layer {layer.verdicts.evidence.layer}", text)
-        for layer in layers
-        for text in layer.limitations
-    ]
+    """Every caveat of the page once, with every model and layer it applies to."""
+    places: dict[str, dict[str, list[str]]] = {}
+    for layer in layers:
+        ev = layer.verdicts.evidence
+        for text in layer.limitations:
+            places.setdefault(text, {}).setdefault(ev.model, []).append(ev.layer)
     checked = {layer.verdicts.evidence.model for layer in layers}
     for model in models:
         if model.name not in checked:
-            limits.extend(Limitation(model.name, text) for text in model.warnings)
+            for text in model.warnings:
+                places.setdefault(text, {})[model.name] = list(model.layers)
+    limits = [
+        Limitation(
+            "; ".join(
+                f"{m} · layer{'s' if len(ls) > 1 else ''} {', '.join(ls)}"
+                for m, ls in where.items()
+            ),
+            text,
+        )
+        for text, where in places.items()
+    ]
+    for where, section in scaling.items():
+        limits.extend(Limitation(where, note) for note in section.notes)
     for stage, on in inputs.stages.items():
         if not on and stage != "report":
             limits.append(Limitation(stage, "stage switched off in the configuration."))
@@ -199,8 +249,11 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         stage: [loaders.read_json(p) for p in _files(inputs, stage, ".json")]
         for stage in inputs.stage_files
     }
+    records["report"] = [{"versions": library_versions(REPORT_PACKAGES)}]
+    paper_a = _scaling_section(inputs, "synthetic")
+    paper_b = _scaling_section(inputs, "aot")
     undecided = sum(layer.verdicts.theorem.verdict is Verdict.INCONCLUSIVE for layer in layers)
-    _logger.info("%d layers checked, %d undecided", len(layers), undecided)
+    _logger.info("%d model x layer checks, %d undecided", len(layers), undecided)
     return ReportContext(
         title=inputs.title,
         generated_utc=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M"),
@@ -211,9 +264,11 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         timings=loaders.rule_timings(inputs.benchmarks, inputs.rule_stages),
         layers=layers,
         assumption_figures=assumption_figures,
-        paper_a=_scaling_section(inputs, "synthetic"),
-        paper_b=_scaling_section(inputs, "aot"),
-        limitations=_run_limitations(inputs, layers, models),
+        paper_a=paper_a,
+        paper_b=paper_b,
+        limitations=_run_limitations(
+            inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
+        ),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,13 @@ class Figure:
     title: str
     caption: str
     png: bytes
-    source: str  # the stage output it was embedded from, or the table it was drawn from
+    source: str  # the stage output it was embedded from
+
+    @property
+    def wide(self) -> bool:
+        """Whether the PNG is a multi-panel strip (over twice as wide as tall): give it a row."""
+        width, height = struct.unpack(">II", self.png[16:24])  # the IHDR chunk
+        return width > 2 * height
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class LayerSection:
     verdicts: LayerVerdicts
     figures: list[Figure] = field(default_factory=list)
     capacity: Table | None = None
+    capacity_saturated: bool = False  # certified = examples used at every H (capped by T)
     limitations: list[str] = field(default_factory=list)
 
     @property

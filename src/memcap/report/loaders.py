@@ -144,6 +144,11 @@ def evidence_from_summary(
     for row in summary.to_dict("records"):
         key = (str(row["model"]), str(row["layer"]))
         profile = profiles.get(key)
+        bounds = _profile_column(profile, "dependent_bound")
+        bound_n = _optional_float(row, "kruskal_dependent_bound_n")
+        if bound_n is not None:
+            bounds.setdefault(int(row["n"]), bound_n)
+        certificate = row.get("kruskal_certificate")
         evidence.append(
             LayerEvidence(
                 model=key[0],
@@ -156,25 +161,23 @@ def evidence_from_summary(
                 kruskal_p_n=float(row["kruskal_p_n"]),
                 general_position_p_d=float(row["general_position_p_d"]),
                 kruskal_rank_estimate=_optional_int(row, "kruskal_rank_estimate"),
-                contexts_checked=_optional_int(row, "contexts_checked", "contexts"),
-                worst_margin=_optional_float(row, "context_worst_margin", "worst_margin"),
-                profile=_profile_map(profile),
+                contexts_checked=_optional_int(row, "contexts_checked"),
+                worst_margin=_optional_float(row, "context_worst_margin"),
+                rank_upper_bound=_optional_int(row, "kruskal_rank_upper_bound"),
+                certificate=certificate if isinstance(certificate, str) else "",
+                duplicate_pairs=_optional_int(row, "duplicate_pairs"),
+                profile=_profile_column(profile, "p_full_rank"),
+                dependent_bounds=bounds,
             )
         )
     return evidence
 
 
-def _profile_map(profile: pd.DataFrame | None) -> dict[int, float]:
-    """P(k) as {k: probability} from a profile table with a ``k`` column."""
-    if profile is None or "k" not in profile.columns:
+def _profile_column(profile: pd.DataFrame | None, column: str) -> dict[int, float]:
+    """{k: value} of one column of a Kruskal profile table (k, p_full_rank, dependent_bound)."""
+    if profile is None or "k" not in profile.columns or column not in profile.columns:
         return {}
-    column = next(
-        (c for c in ("p_full_rank", "p", "p_independent", "fraction") if c in profile.columns),
-        None,
-    )
-    if column is None:
-        return {}
-    return {int(k): float(p) for k, p in zip(profile["k"], profile[column], strict=True)}
+    return {int(k): float(v) for k, v in zip(profile["k"], profile[column], strict=True)}
 
 
 def rule_timings(
@@ -182,10 +185,9 @@ def rule_timings(
 ) -> list[RuleTiming]:
     """Sum Snakemake benchmark files (``benchmarks/results/<rule>/*.tsv``) per rule."""
     per_rule: dict[str, list[pd.DataFrame]] = defaultdict(list)
-    for path in benchmark_files:
-        path = Path(path)
+    for path in map(Path, benchmark_files):
         if path.exists():
-            per_rule[path.parent.name].append(pd.read_csv(path, sep="\t"))
+            per_rule[benchmark_rule(path)].append(pd.read_csv(path, sep="\t"))
     timings = []
     for rule, tables in per_rule.items():
         frame = pd.concat(tables, ignore_index=True)
@@ -200,6 +202,15 @@ def rule_timings(
             )
         )
     return sorted(timings, key=lambda t: (t.stage, t.rule))
+
+
+def benchmark_rule(path: str | Path) -> str:
+    """The rule of ``benchmarks/results/<rule>/<wildcards...>.tsv`` (else the parent folder)."""
+    parts = Path(path).parts
+    for i in range(len(parts) - 2):
+        if parts[i : i + 2] == ("benchmarks", "results"):
+            return parts[i + 2]
+    return Path(path).parent.name
 
 
 def version_table(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[VersionRow]:

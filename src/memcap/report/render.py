@@ -46,6 +46,8 @@ def format_number(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         if value != value:  # NaN
             return "—"
+        if abs(value) < 1e-9:  # least-squares round-off (1e-16) reads as what it is: zero
+            return "0"
         if value.is_integer() and abs(value) < 1e12:
             return str(int(value))
         return f"{value:.{digits}g}"

@@ -40,7 +40,12 @@ class LayerEvidence:
         general_position_p_d: the same for d-subsets (general position).
         kruskal_rank_estimate: largest k with P(k) = 1 in the profile.
         samples: random subsets drawn per k.
+        rank_upper_bound: Kruskal rank bound proved by a certificate (a dependent pair or
+            subset, the spectrum); None when not measured.
+        certificate: kind of the certificate behind ``rank_upper_bound``.
+        duplicate_pairs: pairs of bitwise identical query vectors.
         profile: P(k) for every k probed.
+        dependent_bounds: per k, upper confidence bound on the fraction of dependent k-subsets.
     """
 
     model: str
@@ -55,7 +60,11 @@ class LayerEvidence:
     kruskal_rank_estimate: int | None
     contexts_checked: int | None = None
     worst_margin: float | None = None
+    rank_upper_bound: int | None = None
+    certificate: str = ""
+    duplicate_pairs: int | None = None
     profile: Mapping[int, float] = field(default_factory=dict)
+    dependent_bounds: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,8 +112,12 @@ def _missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _sampling_bound(samples: int) -> str:
-    return f"≤ {min(1.0, 3 / samples):.1%} of subsets dependent (95%)" if samples > 0 else ""
+def _sampling_bound(ev: LayerEvidence, k: int) -> str:
+    """Upper bound on the fraction of dependent k-subsets: the stage's, else the rule of three."""
+    bound = ev.dependent_bounds.get(k)
+    if _missing(bound):
+        return f"≤ {min(1.0, 3 / ev.samples):.1%} of {k}-subsets dependent (rule of three, 95%)"
+    return f"≤ {bound:.1%} of {k}-subsets dependent (upper confidence bound)"
 
 
 def context_rank_check(ev: LayerEvidence) -> Check:
@@ -144,6 +157,21 @@ def _subset_check(name: str, k: int, k_label: str, p: float, ev: LayerEvidence) 
             f"{k_label} = {k} > d = {ev.d}",
             f"more than d vectors in R^d are always dependent, so the Kruskal rank is < {k}",
         )
+    sampled = "" if _missing(p) else f"P({k_label}) = {p:.3f} over {ev.samples} subsets"
+    estimate = (
+        "" if ev.kruskal_rank_estimate is None else f"Kruskal rank ≈ {ev.kruskal_rank_estimate}"
+    )
+    if ev.rank_upper_bound is not None and ev.rank_upper_bound < k:
+        how = f" ({ev.certificate.replace('_', ' ')})" if ev.certificate else ""
+        certified = f"certified Kruskal rank ≤ {ev.rank_upper_bound}{how}"
+        if ev.duplicate_pairs:
+            certified += f"; {ev.duplicate_pairs} pairs of identical queries"
+        return Check(
+            name,
+            Verdict.FAIL,
+            "; ".join(part for part in (sampled, certified) if part),
+            f"a certificate proves that some {k_label}-subset of queries is linearly dependent",
+        )
     if k > ev.T:
         return Check(
             name,
@@ -151,12 +179,9 @@ def _subset_check(name: str, k: int, k_label: str, p: float, ev: LayerEvidence) 
             f"T = {ev.T} < {k_label} = {k}",
             f"fewer queries than {k_label}: no {k_label}-subset exists to test",
         )
-    if _missing(p):
+    if not sampled:
         return Check(name, Verdict.INCONCLUSIVE, "not measured", "no subset was drawn")
-    kruskal = (
-        "" if ev.kruskal_rank_estimate is None else f"; Kruskal rank ≈ {ev.kruskal_rank_estimate}"
-    )
-    evidence = f"P({k_label}) = {p:.3f} over {ev.samples} subsets{kruskal}"
+    evidence = "; ".join(part for part in (sampled, estimate) if part)
     if p < 1.0:
         return Check(
             name,
@@ -176,7 +201,7 @@ def _subset_check(name: str, k: int, k_label: str, p: float, ev: LayerEvidence) 
         name,
         Verdict.PASS,
         evidence,
-        f"every sampled {k_label}-subset is independent ({_sampling_bound(ev.samples)})",
+        f"every sampled {k_label}-subset is independent ({_sampling_bound(ev, k)})",
     )
 
 
@@ -193,13 +218,17 @@ def general_position_check(ev: LayerEvidence) -> Check:
 
 
 def largest_supported_n(ev: LayerEvidence, min_samples: int = MIN_SUBSETS) -> int | None:
-    """Largest k ≤ min(n, d) with P(k) = 1 in the profile (Assumption 1 holding at k), or None."""
+    """Largest k in [2, min(n, d)] at which Assumption 1 still holds, or None.
+
+    That is the largest k with P(k) = 1 in the profile, capped by the Kruskal rank estimate and
+    by any certified upper bound (a dependent pair, say, rules out every k ≥ 2).
+    """
     if ev.samples < min_samples:
         return None
+    caps = [ev.n, ev.d]
+    caps += [c for c in (ev.kruskal_rank_estimate, ev.rank_upper_bound) if c is not None]
     supported = [
-        k
-        for k, p in ev.profile.items()
-        if 2 <= k <= min(ev.n, ev.d) and not _missing(p) and p >= 1.0
+        k for k, p in ev.profile.items() if 2 <= k <= min(caps) and not _missing(p) and p >= 1.0
     ]
     return max(supported, default=None)
 
