@@ -36,8 +36,7 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     model_layers = sum(len(m["layers"]) for m in config["extract"]["models"])
     counts = _job_counts(configfile)
     assert counts["extract_embeddings"] == model_layers
-    assert counts["check_context_rank"] == model_layers
-    assert counts["estimate_kruskal_profile"] == model_layers
+    assert counts["check_assumptions"] == model_layers
     assert counts["certify_real_capacity"] == model_layers
     assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
     assert counts["train_aot_sweep"] == len(config["aot"]["sweeps"])
