@@ -12,6 +12,7 @@ partition file (the shipped example, whose names match this cluster) and a short
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -426,6 +427,27 @@ def _output_differences(local: Path, cluster: Path) -> list[str]:
     return differences
 
 
+# What differs between two runs of the same report: its creation time, wall times ('12.3 s',
+# '4 min 05 s', '1 h 02 min') and the peak RSS printed beside each wall time.
+REPORT_TIMES = (
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"), "<datetime>"),
+    (re.compile(r"\d+ h \d+ min|\d+ min \d+ s|\d+(\.\d+)? s\b"), "<duration>"),
+    (re.compile(r"(<duration></td>\s*<td[^>]*>)[^<]*(</td>)"), r"\1<rss>\2"),
+)
+
+
+def _report_differences(local: Path, cluster: Path) -> list[str]:
+    """Lines of the cluster run's report that differ from the local run's, beyond times."""
+    pages = []
+    for run in (local, cluster):
+        text = (run / "reports" / "report.html").read_text()
+        for pattern, replacement in REPORT_TIMES:
+            text = pattern.sub(replacement, text)
+        pages.append(text.replace("><", ">\n<").splitlines())
+    diff = difflib.unified_diff(*pages, "local", "slurm", n=0, lineterm="")
+    return [line[:300] for line in diff][:40]
+
+
 @pytest.mark.slurm
 def test_tiny_workflow_runs_through_slurm(
     slurm_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture
@@ -472,7 +494,7 @@ def test_tiny_workflow_runs_through_slurm(
     assert any(not int(job.resources.get("gpu", 0)) for job in remote), "a job asked for none"
     for job in remote:
         _check_slurm_job(job, _slurm_job(slurm_cluster, job.slurm_id))
-    differences = _output_differences(local, cluster)
+    differences = _output_differences(local, cluster) + _report_differences(local, cluster)
     assert not differences, "\n".join(differences)
 
 

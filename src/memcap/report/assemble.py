@@ -57,11 +57,12 @@ class ReportInputs:
 
 
 def _files(inputs: ReportInputs, stage: str, suffix: str) -> list[Path]:
-    """A stage's files ending in ``suffix``; folders (of figures) are listed one level deep."""
+    """A stage's files ending in ``suffix``, in the stage's (config) order; folders (of
+    figures) are listed one level deep."""
     found = []
     for entry in map(Path, inputs.stage_files.get(stage, ())):
         found.extend(sorted(entry.iterdir()) if entry.is_dir() else [entry])
-    return sorted(p for p in found if p.name.endswith(suffix) and p.exists())
+    return [p for p in found if p.name.endswith(suffix) and p.exists()]
 
 
 def _named(paths: Sequence[Path], name: str) -> Path | None:
