@@ -6,8 +6,9 @@ task/affinity) and no accounting, so job status comes from squeue (as in the pro
 MinJobAge keeps finished jobs visible to squeue and `scontrol show job` until the end. Two
 partitions, ``cpu`` (default) and ``gpu``, share the node, which has two stand-in GPUs (GRES
 over /dev/null and /dev/zero): GPU requests are scheduled as on a real cluster, while CUDA
-stays hidden so torch runs on the CPU. The run overrides only site-specific values: the
-partition file (the shipped example, whose names match this cluster) and a short status wait.
+stays hidden so torch runs on the CPU. The run overrides only site-specific values, the
+partition file (the shipped example, whose names match this cluster) and a short status wait,
+and sets `device=auto` in both runs so that the torch rules ask for a GPU.
 """
 
 from __future__ import annotations
@@ -95,17 +96,22 @@ def _which(name: str) -> str | None:
 
 def _install_slurm() -> str | None:
     """Install SLURM and munge with apt when absent; the reason it cannot be done, if so."""
+    if os.geteuid() != 0:
+        return "it needs root (apt-get install, /etc/slurm/slurm.conf, slurmd)"
     if all(_which(binary) for binary in BINARIES):
         return None
-    if os.geteuid() != 0:
-        return "SLURM is not installed and installing it needs root"
     if _which("apt-get") is None:
         return "SLURM is not installed and there is no apt-get to install it"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]
     for command in (["apt-get", "update", "-qq"], install):
         command[1:1] = ["-o", "DPkg::Lock::Timeout=300"]
-        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        try:
+            result = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=900, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"`{' '.join(command)}` did not finish in 15 minutes"
         if result.returncode != 0:
             return f"`{' '.join(command)}` failed: {result.stderr.strip()[-500:]}"
     missing = [binary for binary in BINARIES if _which(binary) is None]
@@ -117,7 +123,7 @@ def _claim_system_conf(conf: Path) -> str | None:
     if SYSTEM_CONF.is_symlink():
         target = SYSTEM_CONF.resolve()
         pid_file = target.parent / "slurmctld.pid"
-        if target.exists() and pid_file.exists() and Path(f"/proc/{pid_file.read_text()}").exists():
+        if pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}").exists():
             return f"another test cluster is running ({SYSTEM_CONF} -> {target})"
         SYSTEM_CONF.unlink()  # left behind by a test run that was killed
     elif SYSTEM_CONF.exists():
