@@ -2,12 +2,12 @@
 
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from html_tags import parse
 
 from memcap.plotting import save_figure
 from memcap.report import ReportInputs, build_context, write_report
@@ -137,27 +137,6 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         rule_stages={"check_context_rank": "assumptions"},
         captions=_caption_rules(root),
     )
-
-
-class _Tags(HTMLParser):
-    """Collects tags with their attributes, and the page's text."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse(html: str) -> _Tags:
-    parser = _Tags()
-    parser.feed(html)
-    return parser
 
 
 @pytest.fixture

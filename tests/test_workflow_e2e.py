@@ -14,12 +14,12 @@ import subprocess
 import sys
 import time
 import zipfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from html_tags import parse
 
 pytestmark = pytest.mark.slow
 
@@ -37,19 +37,6 @@ SECTIONS = (
 )
 # Generated or environment folders that the copy leaves behind.
 SKIP = {".venv", ".git", ".snakemake", "results", "logs", ".pytest_cache", ".ruff_cache"}
-
-
-class _Page(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
 
 
 def _copy_repo(dest: Path) -> None:
@@ -85,9 +72,7 @@ def run(tmp_path_factory):
     _snakemake(workdir, "--cores", "2", "--configfile", "configs/e2e.yaml")
     print(f"\npipeline on the tiny config: {time.perf_counter() - start:.0f} s wall (2 cores)")
     html = (workdir / "reports" / "report.html").read_text(encoding="utf-8")
-    page = _Page()
-    page.feed(html)
-    return workdir, html, page
+    return workdir, html, parse(html)
 
 
 def test_every_section_is_present(run):
