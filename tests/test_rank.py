@@ -149,6 +149,28 @@ def test_sampled_prefix_decisions_agree_with_direct_svd(method):
     np.testing.assert_array_equal(profile.m, expected)
 
 
+def embedding_like(t: int, d: int, seed: int, mean: float) -> np.ndarray:
+    """float32 vectors with a decaying covariance spectrum and a mean of norm ``mean``."""
+    rng = np.random.default_rng(seed)
+    spectrum = np.arange(1, d + 1) ** -0.5 * np.exp(-np.arange(d) / (d / 10))
+    basis, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    offset = rng.standard_normal(d)
+    offset *= mean / np.linalg.norm(offset)
+    return (offset + (rng.standard_normal((t, d)) * spectrum) @ basis.T).astype(np.float32)
+
+
+@pytest.mark.parametrize("mean", [0.0, 5.0])
+def test_search_agrees_with_direct_svd_with_and_without_a_dominant_direction(mean):
+    # With a mean, σ_max of a prefix stands out and is bracketed by Kato–Temple; without one
+    # the projection bracket is used. Both cross well inside (0, d), over several batches.
+    x = embedding_like(t=400, d=160, seed=11, mean=mean)
+    profile = kruskal_profile(x, samples=120, seed=2, method="gram")
+    assert 20 < profile.m.min() < profile.m.max() < 160
+    order = orderings(400, 120, seed=2, size=min(160, profile.spectral_cap)).numpy()
+    expected = [reference_m(x, o, profile.rtol) for o in order]
+    np.testing.assert_array_equal(profile.m, expected)
+
+
 def test_ill_conditioned_subsets_fall_under_the_tolerance_no_more_often_than_with_svd():
     # Independent in exact arithmetic, but some n-subsets sit near the tolerance.
     rng = np.random.default_rng(9)

@@ -8,7 +8,7 @@ finds m for a batch of orderings, agreeing with a direct SVD of each prefix. Two
 
 * ``gram`` (:mod:`memcap._shifted_search`; the stored data are float32 or coarser, so τ² is far
   above float64 rounding): shifted Cholesky factorisations of the prefix Gram matrices, with
-  shifts from certified brackets on σ_max(A_k) (:func:`smax2_bracket`).
+  shifts from certified brackets on σ_max(A_k), and Rayleigh-quotient certificates.
 * ``qr`` (:func:`search_qr`; float64 data, or a tolerance too small to resolve through a Gram
   matrix): the R factor of a Householder QR of each prefix gives a certified upper bound on m
   through its diagonal (σ_min(R_k) ≤ min|R_ii|); exact SVDs of R_k then bisect.
@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 _logger = logging.getLogger(__name__)
@@ -34,20 +35,23 @@ class PrefixProblem:
 
     Attributes:
         x: (T, d) float64, scaled so the largest row norm is 1.
-        gram: (T, T) float64 Gram matrix x xᵀ, or None (then prefix Grams are multiplied out).
+        gram: (T, T) float64 Gram matrix x xᵀ on the host, or None (then prefix Grams are
+            multiplied out).
         y: (T, p) coordinates of x in its top-p right singular vectors.
         tail2: bound on σ_{p+1}(x)², the energy of x outside those p directions.
         sigma1_2: σ_1(x)², the largest squared singular value of the whole set.
+        sigma2_2: σ_2(x)², an upper bound on λ_2 of every prefix Gram matrix (interlacing).
         norms2: (T,) squared row norms.
         tau2: squared relative tolerance τ².
         route: ``gram`` or ``qr``.
     """
 
     x: torch.Tensor
-    gram: torch.Tensor | None
+    gram: np.ndarray | None
     y: torch.Tensor
     tail2: float
     sigma1_2: float
+    sigma2_2: float
     norms2: torch.Tensor
     tau2: float
     route: str
@@ -68,13 +72,15 @@ def prepare(
     tail = float(singular_values[p]) if singular_values.numel() > p else 0.0
     tail += BRACKET_SLACK * s1
     t = x.shape[0]
-    gram = x @ x.T if route == "gram" and t * t * 8 <= gram_limit_bytes else None
+    gram = (x @ x.T).cpu().numpy() if route == "gram" and t * t * 8 <= gram_limit_bytes else None
+    s2 = float(singular_values[1]) if singular_values.numel() > 1 else 0.0
     return PrefixProblem(
         x=x,
         gram=gram,
         y=x @ vh[:p].T,
         tail2=tail * tail,
         sigma1_2=s1 * s1,
+        sigma2_2=s2 * s2,
         norms2=(x * x).sum(dim=1),
         tau2=tau * tau,
         route=route,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from scipy import stats
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from memcap import _prefix_rank, _shifted_search
@@ -347,7 +348,9 @@ def _sample_prefixes(
         size = stop - start
         order = _orderings(generator, size, t, kmax).to(problem.x.device)
         if problem.route == "gram":
-            found, hint = _shifted_search.search(problem, order, hint)
+            # One BLAS thread: the factorisations are small, and threads only contend for them.
+            with threadpool_limits(limits=1, user_api="blas"):
+                found, hint = _shifted_search.search(problem, order, hint)
         else:
             found = _prefix_rank.search_qr(problem, order)
         m = found.cpu().numpy()
