@@ -126,11 +126,6 @@ def bisect(lo: int, hi: int, passes: Callable[[int], bool]) -> int:
     return lo
 
 
-def bisect_exact(rows: torch.Tensor, lo: int, hi: int, tau: float) -> int:
-    """Largest k in [lo, hi] whose prefix passes the direct SVD test, given lo passes."""
-    return bisect(lo, hi, lambda k: prefix_is_independent(rows[:k], tau))
-
-
 def search_qr(problem: PrefixProblem, order: torch.Tensor) -> torch.Tensor:
     """Certified diagonal bound from a batched QR, then exact SVDs of R_k to bisect."""
     rows = problem.x[order]  # (B, K, d)

@@ -24,6 +24,7 @@ search runs on the host (LAPACK, one ordering at a time, one BLAS thread).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,8 @@ REACH = 24
 # Power iterations for the Rayleigh quotient of σ_max², and inverse iterations for certificates.
 POWER_STEPS = 1
 REFINE_STEPS = 1
+# Relative distance of λ_min/λ_max from τ² below which a direct decision uses an SVD.
+EXACT_MARGIN = 1e-3
 # Quantile of the m seen in earlier batches that sets the first test point (m + 1).
 START_QUANTILE = 0.7
 
@@ -94,6 +97,9 @@ class _Ordering:
         lo, hi = 0, self.kmax
         t = self.start
         tested: set[tuple[int, bool]] = set()
+        step = LOOKAHEAD
+        likely = self.kmax  # tests so far suggest m ≤ likely (a guide, not a proof)
+        breaks: list[tuple[int, float]] = []  # (J, log shift) of each breakdown
         for _ in range(MAX_ROUNDS):
             test = _next_test(t, lo, hi, tested)
             if test is None:
@@ -115,13 +121,52 @@ class _Ordering:
                 lo = max(lo, min(j - 1, t))
                 if j <= n and self._dependent(j, shift, factor):
                     hi = min(hi, j - 1)
-            t = _suggest(t, j, n)
+            if not dep and j <= t:  # λ_min(G_t) ≤ τ²·hi(t): only the bracket keeps t open
+                likely = t - 1
+            likely = min(max(likely, lo), hi)
+            if j > n:  # no breakdown up to n: look further, twice as far each time
+                t, step = n + step, 2 * step
+            else:
+                if shift > 0:
+                    breaks.append((j, math.log(shift)))
+                # The prefix just below J (J > t), or J itself (J ≤ t, not certified); once
+                # two breakdowns are known, where the lines through log f and log g cross.
+                crossing = self._secant(breaks)
+                t = crossing if crossing is not None else (j - 1 if j > t else j)
+            if not lo < t <= likely:  # outside the likely window: bisect it
+                t = (lo + 1 + likely) // 2
         if lo < hi:
             self.exact = True
-            _logger.debug("ordering settled by exact SVD in [%d, %d]", lo, hi)
-            rows = self.problem.x[torch.as_tensor(self.order, device=self.problem.x.device)]
-            lo = pr.bisect_exact(rows, lo, hi, self.tau2**0.5)
+            _logger.debug("ordering settled by exact decisions in [%d, %d]", lo, hi)
+            lo = pr.bisect(lo, hi, self._independent)
         return lo
+
+    def _independent(self, k: int) -> bool:
+        """Direct decision for prefix k: the spectrum of G_k (float64 rounding ~k·eps·λ_max,
+        far below τ²·λ_max), or an SVD of the rows when the ratio is that close to τ²."""
+        self._gather(k)
+        eigenvalues = np.linalg.eigvalsh(self.gram[:k, :k])
+        ratio = eigenvalues[0] / eigenvalues[-1] if eigenvalues[-1] > 0 else 0.0
+        if abs(ratio / self.tau2 - 1) > EXACT_MARGIN:
+            return bool(ratio > self.tau2)
+        rows = self.problem.x[torch.as_tensor(self.order[:k], device=self.problem.x.device)]
+        return pr.prefix_is_independent(rows, self.tau2**0.5)
+
+    def _secant(self, breaks: list[tuple[int, float]]) -> int | None:
+        """Estimate of m from the last two breakdowns: log f through (J − ½, log shift),
+        log g through the σ_max brackets at the two J, both about linear near the crossing."""
+        points = sorted(dict(breaks[-2:]).items())
+        if len(points) < 2:
+            return None
+        (j1, f1), (j2, f2) = points
+        g = [self.tau2 * math.fsum(self.bracket(j)) / 2 for j in (j1, j2)]
+        if min(g) <= 0:
+            return None
+        g1, g2 = math.log(g[0]), math.log(g[1])
+        f_slope, g_slope = (f2 - f1) / (j2 - j1), (g2 - g1) / (j2 - j1)
+        if not f_slope < g_slope:
+            return None
+        return math.floor(j2 - 0.5 + (g2 - f2 - 0.5 * g_slope) / (f_slope - g_slope))
 
     def bracket(self, k: int) -> tuple[float, float]:
         """Certified bounds (lo, hi) on σ_max(A_k)²."""
@@ -185,14 +230,6 @@ class _Ordering:
         quotient = float(v @ (g @ v)) / float(v @ v)
         rounding = 4 * j * np.finfo(np.float64).eps * self.bracket(j)[1]
         return quotient + rounding <= bound
-
-
-def _suggest(t: int, j: int, n: int) -> int:
-    """Where to test next after a test at t broke down at J (n + 1: no breakdown up to n):
-    the prefix just below J (J > t), J itself (J ≤ t and not certified), or higher up."""
-    if j > n:
-        return n + (n - t) + 1
-    return j - 1 if j > t else j
 
 
 def _next_test(t: int, lo: int, hi: int, tested: set[tuple[int, bool]]) -> tuple[int, bool] | None:
