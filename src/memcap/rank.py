@@ -36,7 +36,8 @@ _logger = logging.getLogger(__name__)
 
 # The Gram route needs τ² well above float64 rounding of a Cholesky factorisation (~k·eps64).
 GRAM_RESOLUTION = 1e3
-# Gathered prefix Gram matrices per batch are kept below this many bytes.
+# A batch of orderings gathers at most this many bytes of prefix rows (the QR route factorises
+# a whole batch at once; the Gram route holds one ordering's block at a time).
 BATCH_BYTES = 2**28
 # Orderings in the first batch, whose outcome guides the search in the others.
 FIRST_BATCH = 8
