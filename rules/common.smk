@@ -166,8 +166,14 @@ def assumptions_context_jsons(wildcards):
 
 import memcap.synthetic_config as synthetic_config
 
-# Peak memory of certify_real_capacity for T <= 1024, n <= 512, d <= 1024 (float64 Z, chunks).
-REAL_CAPACITY_MB = 4000
+# Resident memory of a certify_real_capacity job besides its arrays: interpreter, torch.
+REAL_CAPACITY_BASE_MB = 700
+# Model width assumed when sizing that job (the config does not give d; 1024 covers the base
+# and large sizes of ViT, BERT and GPT-2).
+REAL_CAPACITY_MAX_D = 1024
+# Context size assumed when `n` is null: every token of a ViT at 384 px (577), or at most 128
+# text tokens (see the schema's description of n).
+REAL_CAPACITY_FULL_N = {"vit": 577, "bert": 128, "gpt2": 128}
 
 
 def synthetic_sweeps():
@@ -201,6 +207,20 @@ def synthetic_targets():
 def synthetic_section(wildcards):
     """The validated synthetic config section."""
     return config["synthetic"]
+
+
+def real_capacity_mem_mb(wildcards):
+    """Memory of certify_real_capacity: the float32 contexts of the examples it uses, then Z
+    (T x H*d float64) with the copies of its reshape and SVD (four in all)."""
+    entry = extract_entry(wildcards.model)
+    settings = config["synthetic"]["real_capacity"]
+    t = entry["data"]["T"]
+    if settings["max_examples"] is not None:
+        t = min(t, settings["max_examples"])
+    n = entry["n"] or REAL_CAPACITY_FULL_N[entry["family"]]
+    contexts = t * n * REAL_CAPACITY_MAX_D * 4
+    features = 4 * t * settings["max_heads"] * REAL_CAPACITY_MAX_D * 8
+    return REAL_CAPACITY_BASE_MB + (contexts + features) // 2**20
 
 
 def real_capacity_settings(wildcards):

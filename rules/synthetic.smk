@@ -142,7 +142,7 @@ rule certify_real_capacity:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=REAL_CAPACITY_MB,
+        mem_mb=real_capacity_mem_mb,
     params:
         settings=real_capacity_settings,
         seed=config["seed"],
