@@ -171,9 +171,9 @@ REAL_CAPACITY_BASE_MB = 700
 # Model width assumed when sizing that job (the config does not give d; 1024 covers the base
 # and large sizes of ViT, BERT and GPT-2).
 REAL_CAPACITY_MAX_D = 1024
-# Context size assumed when `n` is null: every token of a ViT at 384 px (577), or at most 128
-# text tokens (see the schema's description of n).
-REAL_CAPACITY_FULL_N = {"vit": 577, "bert": 128, "gpt2": 128}
+# Context size assumed when `n` is null: every token of a ViT at 224 px with 16 px patches (197;
+# other inputs: raise mem_mb with --set-resources), or at most 128 text tokens (schema: n).
+REAL_CAPACITY_FULL_N = {"vit": 197, "bert": 128, "gpt2": 128}
 
 
 def synthetic_sweeps():
