@@ -213,7 +213,7 @@ def real_capacity_mem_mb(wildcards):
     """Memory of certify_real_capacity: the float32 contexts of the examples it uses, then Z
     (T x H*d float64) with the copies of its reshape and SVD (four in all)."""
     entry = extract_entry(wildcards.model)
-    settings = config["synthetic"]["real_capacity"]
+    settings = real_capacity_settings(wildcards)
     t = entry["data"]["T"]
     if settings["max_examples"] is not None:
         t = min(t, settings["max_examples"])

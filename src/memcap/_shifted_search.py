@@ -69,11 +69,16 @@ def search(
     problem: pr.PrefixProblem, order: torch.Tensor, hint: SearchHint | None
 ) -> tuple[torch.Tensor, SearchHint]:
     """m for each ordering (B, K) of ``order``, and a hint for the next batch."""
-    searches = [_Ordering(problem, row, hint) for row in order.cpu().numpy()]
-    found = [ordering.solve() for ordering in searches]
+    top = problem.y[:, 0].cpu().numpy()  # coordinates on X's top right singular vector
+    found, factorisations, exact = [], 0, 0
+    for row in order.cpu().numpy():  # one ordering (and its Gram block) alive at a time
+        ordering = _Ordering(problem, row, top[row], hint)
+        found.append(ordering.solve())
+        factorisations += ordering.factorisations
+        exact += ordering.exact
     _logger.debug(
-        "%d orderings: %.2f factorisations each, %d settled by exact SVD",
-        len(found), np.mean([o.factorisations for o in searches]), sum(o.exact for o in searches),
+        "%d orderings: %.2f factorisations each, %d settled by exact decisions",
+        len(found), factorisations / len(found), exact,
     )  # fmt: skip
     start = int(np.quantile(found, START_QUANTILE)) + 1
     m = torch.tensor(found, dtype=torch.long, device=order.device)
@@ -83,7 +88,14 @@ def search(
 class _Ordering:
     """The search for one ordering: a window [lo, hi] that holds m, narrowed by tests."""
 
-    def __init__(self, problem: pr.PrefixProblem, order: np.ndarray, hint: SearchHint | None):
+    def __init__(
+        self,
+        problem: pr.PrefixProblem,
+        order: np.ndarray,
+        top_vector: np.ndarray,
+        hint: SearchHint | None,
+    ):
+        """``top_vector``: A·v₁ for the ordered rows A, the start of the σ_max power iteration."""
         self.problem = problem
         self.order = order
         self.kmax = order.shape[0]
@@ -91,8 +103,7 @@ class _Ordering:
         self.start = self.kmax if hint is None else hint.start
         self.gram = np.empty((0, 0))
         self._bracket: dict[int, tuple[float, float]] = {}
-        self._top_vector = problem.y[torch.as_tensor(order, device=problem.y.device), 0]
-        self._top_vector = self._top_vector.cpu().numpy()
+        self._top_vector = top_vector
         self.factorisations = 0
         self.exact = False
 
@@ -111,7 +122,7 @@ class _Ordering:
             tested.add(test)
             t, dep = test
             n = min(hi + 1, t + LOOKAHEAD, self.kmax)
-            self._gather(n)
+            self._gather(n)  # before the bracket at t < n, so the block is gathered once
             low, high = self.bracket(t)
             shift = self.tau2 * (low if dep else high)
             j, factor = self._factor(n, shift)

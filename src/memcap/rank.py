@@ -336,7 +336,7 @@ def _sample_prefixes(
     t = problem.x.shape[0]
     if kmax == 0:  # every single vector is zero (or the tolerance exceeds 1)
         return np.zeros(samples, dtype=np.int64), []
-    per_sample = 8 * max(kmax * kmax, kmax * problem.x.shape[1])
+    per_sample = 8 * kmax * problem.x.shape[1]  # kmax ≤ d: the rows outweigh an R factor
     batch = int(min(samples, max(1, BATCH_BYTES // max(per_sample, 1)), 512))
     generator = torch.Generator().manual_seed(seed)
     out = np.empty(samples, dtype=np.int64)
