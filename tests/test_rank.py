@@ -169,6 +169,10 @@ def test_search_agrees_with_direct_svd_with_and_without_a_dominant_direction(mea
     order = orderings(400, 120, seed=2, size=min(160, profile.spectral_cap)).numpy()
     expected = [reference_m(x, o, profile.rtol) for o in order]
     np.testing.assert_array_equal(profile.m, expected)
+    # Forked workers search batches in parallel: the same answer, the same witness.
+    parallel = kruskal_profile(x, samples=120, seed=2, method="gram", workers=2)
+    np.testing.assert_array_equal(parallel.m, profile.m)
+    assert parallel.certificates == profile.certificates
 
 
 def test_ill_conditioned_subsets_fall_under_the_tolerance_no_more_often_than_with_svd():
@@ -213,6 +217,8 @@ def test_rejects_bad_input():
         kruskal_profile(np.zeros((0, 3)), samples=5)
     with pytest.raises(ValueError, match="samples"):
         kruskal_profile(np.ones((3, 3)), samples=0)
+    with pytest.raises(ValueError, match="workers"):
+        kruskal_profile(np.ones((3, 3)), samples=5, workers=0)
     with pytest.raises(ValueError, match="inf or nan"):
         kruskal_profile(np.full((3, 3), np.nan), samples=2)
     with pytest.raises(ValueError, match="method"):

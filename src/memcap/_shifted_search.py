@@ -45,13 +45,17 @@ MAX_ROUNDS = 12
 LOOKAHEAD = 8
 # Extra rows gathered when an ordering's prefix Gram block must grow.
 REACH = 24
-# Power iterations for the Rayleigh quotient of σ_max², and inverse iterations for certificates.
+# Power iterations for the Rayleigh quotient of σ_max².
 POWER_STEPS = 1
-REFINE_STEPS = 1
+# Inverse iterations spanning the Krylov space of a breakdown's Ritz vector (at least, at most).
+MIN_KRYLOV_STEPS = 2
+KRYLOV_STEPS = 5
+# Prefixes decided after one breakdown before the next factorisation.
+MAX_WALK = 8
 # Relative distance of λ_min/λ_max from τ² below which a direct decision uses an SVD.
 EXACT_MARGIN = 1e-3
 # Quantile of the m seen in earlier batches that sets the first test point (m + 1).
-START_QUANTILE = 0.7
+START_QUANTILE = 0.95
 
 
 @dataclass(frozen=True)
@@ -121,21 +125,21 @@ class _Ordering:
                 break
             tested.add(test)
             t, dep = test
-            n = min(hi + 1, t + LOOKAHEAD, self.kmax)
+            n = min(hi + 1, t + LOOKAHEAD, self.kmax) if dep else t
             self._gather(n)  # before the bracket at t < n, so the block is gathered once
             low, high = self.bracket(t)
             shift = self.tau2 * (low if dep else high)
             j, factor = self._factor(n, shift)
             self.factorisations += 1
             if dep:
-                if j <= t or (j <= n and self._dependent(j, shift, factor)):
-                    hi = min(hi, max(j, t) - 1)
+                if j <= t:  # f(t) ≤ f(J) ≤ τ²·lo(t)
+                    hi = min(hi, t - 1)
                 if self.tau2 * self.bracket(max(min(j, t) - 1, 1))[1] <= shift:
                     lo = max(lo, min(j, t) - 1)
             else:
                 lo = max(lo, min(j - 1, t))
-                if j <= n and self._dependent(j, shift, factor):
-                    hi = min(hi, j - 1)
+            if j <= n:
+                lo, hi = self._walk(j, shift, factor, lo, hi)
             if not dep and j <= t:  # λ_min(G_t) ≤ τ²·hi(t): only the bracket keeps t open
                 likely = t - 1
             likely = min(max(likely, lo), hi)
@@ -234,28 +238,138 @@ class _Ordering:
             raise RuntimeError(f"dpotrf rejected argument {-info}")
         return (info if info > 0 else n + 1), factor
 
-    def _dependent(self, j: int, shift: float, factor: np.ndarray) -> bool:
-        """Whether prefix J is certified dependent, after a factorisation with this shift broke
-        down at J (so λ_min(G_J) ≤ shift)."""
-        bound = self.tau2 * self.bracket(j)[0]
-        if shift <= bound:
-            return True
-        g = self.gram[:j, :j]
-        v = _breakdown_vector(factor, g, shift, j)
-        quotient = float(v @ (g @ v)) / float(v @ v)
-        rounding = 4 * j * np.finfo(np.float64).eps * self.bracket(j)[1]
-        return quotient + rounding <= bound
+    def _walk(self, j: int, shift: float, factor: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+        """(lo, hi) after deciding prefixes J, J + 1, … in turn, following a factorisation with
+        this shift that broke down at J (so f(k) ≤ shift for every k ≥ J).
+
+        Prefix k is dependent when shift ≤ τ²·lo(k), or when the Ritz value of G_k on the
+        Krylov space of :class:`_Border` is that low; independent when the Kato–Temple bound
+        of that Ritz pair is above τ²·hi(k). The walk stops at the first prefix neither proves.
+        """
+        border = _Border(factor, j, shift)
+        for k in range(max(j, lo + 1), min(hi, j + MAX_WALK) + 1):
+            low, high = self.bracket(k)
+            if shift <= self.tau2 * low:
+                return lo, k - 1
+            self._gather(k)
+            levels = self.tau2 * low, self.tau2 * high
+            bounds = border.eigenvalue_bounds(self.gram, k, levels, high)
+            if bounds is None:
+                break
+            below, above = bounds
+            if above <= self.tau2 * low:
+                return lo, k - 1
+            if below <= self.tau2 * high:
+                break
+            lo = k
+        return lo, hi
+
+
+class _Border:
+    """G_k − shift·I for the prefixes k ≥ J after a factorisation broke down at J: the failed
+    factor's valid block L (J − 1 rows) and a border of the rows J … k give the block LDLᵀ
+    [[L, 0], [Wᵀ, I]]·diag(I, S)·[[Lᵀ, W], [0, I]] with W = L⁻¹B and S = C − shift·I − WᵀW.
+
+    S has as many negative eigenvalues as G_k has below the shift (Sylvester). With exactly
+    one, λ₂(G_k) ≥ shift, and a vector with Rayleigh quotient ρ < shift and residual r bounds
+    λ_min(G_k) ≥ ρ − r²/(shift − ρ) (Kato–Temple). The vector is the Ritz vector of G_k on the
+    Krylov space of inverse iteration on G_k − shift·I from the newest coordinate; ρ and r
+    are recomputed from G, so the bounds do not rely on the factorisation's accuracy beyond
+    the inertia (rounding of the order k·eps·λ_max(G_k) is allowed for both).
+    """
+
+    def __init__(self, factor: np.ndarray, j: int, shift: float):
+        """``factor``: the F-ordered n × n output of the failed factorisation; its rows from J
+        on are overwritten with those of the identity so the whole array is a triangular
+        factor whose solves leave those coordinates alone."""
+        size = factor.shape[0]
+        factor[j - 1 :, :] = 0.0
+        factor.flat[(j - 1) * (size + 1) :: size + 1] = 1.0
+        self.factor = factor
+        self.j = j
+        self.shift = shift
+        self.w = np.empty((j - 1, 0))
+
+    def _lower_solve(self, rhs: np.ndarray, trans: int) -> np.ndarray:
+        """L⁻¹·rhs (trans 0) or L⁻ᵀ·rhs (trans 1) for a vector of length J − 1."""
+        if self.j == 1:
+            return rhs
+        padded = np.zeros(self.factor.shape[0])
+        padded[: self.j - 1] = rhs
+        return blas.dtrsv(self.factor, padded, lower=1, trans=trans)[: self.j - 1]
+
+    def eigenvalue_bounds(
+        self, gram: np.ndarray, k: int, levels: tuple[float, float], smax2_hi: float
+    ) -> tuple[float, float] | None:
+        """Certified (lower, upper) bounds on λ_min(G_k), or None when G_k may have more than
+        one eigenvalue below the shift. The Krylov space grows until the bounds put λ_min on
+        one side of ``levels`` (dependence, independence) or reach KRYLOV_STEPS vectors.
+        ``smax2_hi`` bounds λ_max(G_k) (for rounding)."""
+        j = self.j
+        while self.w.shape[1] < k - j + 1:
+            column = self._lower_solve(gram[: j - 1, j - 1 + self.w.shape[1]], 0)
+            self.w = np.column_stack([self.w, column])
+        w = self.w
+        s = gram[j - 1 : k, j - 1 : k] - w.T @ w
+        s.flat[:: k - j + 2] -= self.shift
+        values, vectors = np.linalg.eigh(s)
+        rounding = 4 * k * np.finfo(np.float64).eps * smax2_hi
+        if values[0] >= 0 or (values.size > 1 and values[1] <= rounding):
+            return None
+        g = gram[:k, :k]
+        v = np.zeros(k)
+        v[-1] = 1.0
+        basis, images = [], []
+        bounds = -math.inf, math.inf
+        for step in range(KRYLOV_STEPS):
+            y = self._lower_solve(v[: j - 1], 0)
+            z = vectors @ ((vectors.T @ (v[j - 1 :] - w.T @ y)) / values)
+            v = np.concatenate([self._lower_solve(y - w @ z, 1), z])
+            v /= np.linalg.norm(v)
+            basis.append(v)
+            images.append(g @ v)
+            if step + 1 < MIN_KRYLOV_STEPS:
+                continue
+            basis_, images_ = np.stack(basis, axis=1), np.stack(images, axis=1)
+            bounds = self._ritz_bounds(g, basis_, images_, rounding)
+            if bounds[1] <= levels[0] or bounds[0] > levels[1]:
+                break
+        return bounds
+
+    def _ritz_bounds(
+        self, g: np.ndarray, basis: np.ndarray, images: np.ndarray, rounding: float
+    ) -> tuple[float, float]:
+        """(Kato–Temple lower, Rayleigh upper) bounds on λ_min(G_k) from the smallest Ritz
+        pair of G_k on span(basis), with ``images`` = G_k·basis. The bounds use G_k·v
+        recomputed for the Ritz vector v (``images`` of a near-dependent basis are not
+        accurate enough)."""
+        q, r = np.linalg.qr(basis)
+        gq = np.linalg.solve(r.T, images.T).T  # G_k·q
+        _, ritz = np.linalg.eigh(q.T @ gq)
+        v = q @ ritz[:, 0]
+        gv = g @ v
+        norm2 = float(v @ v)
+        rho = float(v @ gv) / norm2
+        residual2 = float(np.sum((gv - rho * v) ** 2)) / norm2
+        upper = rho + rounding
+        gap = self.shift - rounding - upper
+        return (rho - rounding - residual2 / gap if gap > 0 else -math.inf), upper
 
 
 def _next_test(t: int, lo: int, hi: int, tested: set[tuple[int, bool]]) -> tuple[int, bool] | None:
     """The test to run near the suggested point t, as (point, is a dependence test), or None
-    when the window is closed or every useful test there was run.
+    when the window (lo, hi] is closed or both tests were run at the point.
 
-    An independence test at lo can still prove lo + 1 dependent; a dependence test needs a
-    point above lo. A point already tested for independence gets a dependence test.
+    Points are kept in the window; a point already tested for independence gets a dependence
+    test.
     """
     if lo >= hi:
         return None
+    t = min(max(t, lo + 1), hi)
+    for dep in (False, True):
+        if (t, dep) not in tested:
+            return t, dep
+    return None
     t = min(max(t, lo, 1), hi)
     if (t, False) in tested and t == lo:
         t += 1
@@ -263,39 +377,3 @@ def _next_test(t: int, lo: int, hi: int, tested: set[tuple[int, bool]]) -> tuple
         if (t, dep) not in tested and not (dep and t <= lo):
             return t, dep
     return None
-
-
-def _breakdown_vector(factor: np.ndarray, g: np.ndarray, shift: float, j: int) -> np.ndarray:
-    """A vector with a small Rayleigh quotient of G_J: the best vector (Rayleigh–Ritz) in the
-    Krylov space of inverse iteration on G_J − shift·I, which is applied through the
-    indefinite factorisation [[L, 0], [lᵀ, 1]]·diag(I, s)·[[Lᵀ, l], [0, 1]].
-
-    ``factor`` is the F-ordered n × n output of the failed factorisation; its rows from J on
-    are overwritten with those of the identity so the whole array is a valid triangular
-    factor whose solves leave those coordinates alone.
-    """
-    if j == 1:
-        return np.ones(1)
-    factor[j - 1 :, :] = 0.0
-    factor.flat[(j - 1) * (factor.shape[0] + 1) :: factor.shape[0] + 1] = 1.0
-    size = factor.shape[0]
-
-    def lower_solve(rhs: np.ndarray, trans: int) -> np.ndarray:
-        padded = np.zeros(size)
-        padded[: j - 1] = rhs
-        return blas.dtrsv(factor, padded, lower=1, trans=trans)[: j - 1]
-
-    ell = lower_solve(g[: j - 1, j - 1], 0)
-    s = g[j - 1, j - 1] - shift - float(ell @ ell)
-    v = np.zeros(j)
-    v[-1] = 1.0
-    basis = []
-    for _ in range(REFINE_STEPS + 1):
-        y = lower_solve(v[:-1], 0)
-        last = (v[-1] - float(ell @ y)) / s if s != 0 else 1.0
-        v = np.append(lower_solve(y - ell * last, 1), last)
-        v /= np.linalg.norm(v)
-        basis.append(v)
-    q, _ = np.linalg.qr(np.stack(basis, axis=1))
-    _, vectors = np.linalg.eigh(q.T @ (g @ q))
-    return q @ vectors[:, 0]

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
 import time
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,6 +168,7 @@ def kruskal_profile(
     device: str | torch.device = "cpu",
     method: str = "auto",
     progress: bool = False,
+    workers: int = 1,
 ) -> KruskalProfile:
     """Estimate P(k) for every k and certify what can be certified.
 
@@ -178,6 +182,8 @@ def kruskal_profile(
         device: torch device for the factorisations.
         method: auto, gram or qr (see :mod:`memcap._prefix_rank`).
         progress: show a progress bar over batches of orderings.
+        workers: processes that search batches of orderings in parallel (the Gram route on
+            the CPU; elsewhere one). The result does not depend on it.
     """
     start = time.perf_counter()
     data = torch.as_tensor(x)
@@ -185,6 +191,8 @@ def kruskal_profile(
         raise ValueError(f"expected a non-empty (T, d) array, got shape {tuple(data.shape)}")
     if samples < 1:
         raise ValueError("samples must be at least 1")
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
     t, d = data.shape
     kmax = min(t, d)
     tau = float(rtol) if rtol is not None else matrix_rank_rtol(kmax, d, data.dtype)
@@ -195,7 +203,7 @@ def kruskal_profile(
     pairs = pair_statistics(scaled, tau, near_duplicate_cosine)
     cap = spectral_cap(scaled, singular, vh, tau)
     problem = _prefix_rank.prepare(scaled, singular, vh, tau, route)
-    m, witness = _sample_prefixes(problem, samples, seed, min(kmax, cap), progress)
+    m, witness = _sample_prefixes(problem, samples, seed, min(kmax, cap), progress, workers)
     p = np.array([(m >= k).mean() for k in range(kmax + 1)])
     certificates = _certificates(scaled, pairs, cap, kmax, witness, tau)
     upper = min([kmax] + [c.size - 1 for c in certificates if c.verified])
@@ -327,7 +335,12 @@ def spectral_cap(x: torch.Tensor, singular: torch.Tensor, vh: torch.Tensor, tau:
 
 
 def _sample_prefixes(
-    problem: _prefix_rank.PrefixProblem, samples: int, seed: int, kmax: int, progress: bool
+    problem: _prefix_rank.PrefixProblem,
+    samples: int,
+    seed: int,
+    kmax: int,
+    progress: bool,
+    workers: int,
 ) -> tuple[np.ndarray, list[int]]:
     """m for ``samples`` uniformly random orderings, in batches of bounded memory.
 
@@ -338,28 +351,87 @@ def _sample_prefixes(
         return np.zeros(samples, dtype=np.int64), []
     per_sample = 8 * kmax * problem.x.shape[1]  # kmax ≤ d: the rows outweigh an R factor
     batch = int(min(samples, max(1, BATCH_BYTES // max(per_sample, 1)), 512))
+    if workers > 1:  # enough batches to keep every worker busy
+        batch = max(1, min(batch, math.ceil(samples / (4 * workers))))
     generator = torch.Generator().manual_seed(seed)
-    out = np.empty(samples, dtype=np.int64)
-    witness: list[int] = []
-    hint = None
     # A small first batch teaches the search where prefixes turn dependent.
     starts = [0, *range(min(FIRST_BATCH, batch, samples), samples, batch)]
-    bounds = zip(starts, [*starts[1:], samples], strict=True)
-    for start, stop in tqdm(list(bounds), disable=not progress, mininterval=5, desc="batches"):
-        size = stop - start
-        order = _orderings(generator, size, t, kmax).to(problem.x.device)
-        if problem.route == "gram":
-            # One BLAS thread: the factorisations are small, and threads only contend for them.
-            with threadpool_limits(limits=1, user_api="blas"):
-                found, hint = _shifted_search.search(problem, order, hint)
-        else:
-            found = _prefix_rank.search_qr(problem, order)
-        m = found.cpu().numpy()
-        out[start : start + size] = m
+    sizes = np.diff([*starts, samples])
+    batches = (_orderings(generator, int(size), t, kmax) for size in sizes)
+    out = np.empty(samples, dtype=np.int64)
+    witness: list[int] = []
+    searched = tqdm(
+        _search_batches(problem, batches, workers),
+        total=len(sizes),
+        disable=not progress,
+        mininterval=5,
+        desc="batches",
+    )
+    for start, (order, m) in zip(starts, searched, strict=True):
+        out[start : start + len(m)] = m
         worst = int(np.argmin(m))
         if m[worst] < kmax and (not witness or m[worst] + 1 < len(witness)):
             witness = order[worst, : m[worst] + 1].tolist()
     return out, witness
+
+
+def _search_batches(
+    problem: _prefix_rank.PrefixProblem, batches: Iterator[torch.Tensor], workers: int
+) -> Iterator[tuple[torch.Tensor, np.ndarray]]:
+    """(orderings, m) for each batch, in order. With several workers and the Gram route on the
+    CPU, batches after the first go to forked processes that share the problem (its Gram
+    matrix included) copy-on-write; at most two batches per worker are in flight."""
+    first = next(batches)
+    m, hint = _search(problem, first, None)
+    yield first, m
+    if workers == 1 or problem.route != "gram" or problem.x.device.type != "cpu":
+        for order in batches:
+            m, hint = _search(problem, order, hint)
+            yield order, m
+        return
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_start_worker, initargs=(problem, hint)) as pool:
+        pending: deque = deque()
+        for order in batches:
+            pending.append((order, pool.apply_async(_search_in_worker, (order.numpy(),))))
+            if len(pending) >= 2 * workers:
+                order, result = pending.popleft()
+                yield order, result.get()
+        while pending:
+            order, result = pending.popleft()
+            yield order, result.get()
+        pool.close()
+        pool.join()
+
+
+def _search(
+    problem: _prefix_rank.PrefixProblem,
+    order: torch.Tensor,
+    hint: _shifted_search.SearchHint | None,
+) -> tuple[np.ndarray, _shifted_search.SearchHint | None]:
+    """m for each ordering of a batch, and the Gram route's hint for the next batch."""
+    order = order.to(problem.x.device)
+    if problem.route != "gram":
+        return _prefix_rank.search_qr(problem, order).cpu().numpy(), hint
+    # One BLAS thread: the factorisations are small, and threads only contend for them.
+    with threadpool_limits(limits=1, user_api="blas"):
+        found, hint = _shifted_search.search(problem, order, hint)
+    return found.cpu().numpy(), hint
+
+
+# What a forked search worker keeps between batches: the problem and its latest hint.
+_worker: dict = {}
+
+
+def _start_worker(problem: _prefix_rank.PrefixProblem, hint: _shifted_search.SearchHint) -> None:
+    """Set up a forked worker (the problem is inherited, not pickled)."""
+    torch.set_num_threads(1)
+    _worker.update(problem=problem, hint=hint)
+
+
+def _search_in_worker(order: np.ndarray) -> np.ndarray:
+    m, _worker["hint"] = _search(_worker["problem"], torch.from_numpy(order), _worker["hint"])
+    return m
 
 
 def orderings(t: int, samples: int, seed: int, size: int) -> torch.Tensor:
