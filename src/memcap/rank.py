@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -384,7 +385,10 @@ def _search_batches(
     first = next(batches)
     m, hint = _search(problem, first, None)
     yield first, m
-    if workers == 1 or problem.route != "gram" or problem.x.device.type != "cpu":
+    if workers > 1 and not _can_fork():
+        _logger.warning("workers=%d ignored: no safe fork on %s", workers, sys.platform)
+    host_search = problem.route == "gram" and problem.x.device.type == "cpu"
+    if workers == 1 or not _can_fork() or not host_search:
         for order in batches:
             m, hint = _search(problem, order, hint)
             yield order, m
@@ -402,6 +406,12 @@ def _search_batches(
             yield order, result.get()
         pool.close()
         pool.join()
+
+
+def _can_fork() -> bool:
+    """Whether worker processes can be forked safely (not on macOS, where system frameworks
+    do not survive a fork, nor where the platform has no fork)."""
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _search(

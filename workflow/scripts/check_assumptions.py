@@ -65,6 +65,7 @@ profile = kruskal_profile(
     device=device,
     method=settings.method,
     progress=True,
+    workers=snakemake.threads,
 )
 table = assumptions.profile_table(profile, settings.confidence)
 table.to_csv(out.profile_table, index=False)
