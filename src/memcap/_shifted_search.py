@@ -76,12 +76,12 @@ class SearchHint:
 
 
 def search(
-    problem: pr.PrefixProblem, order: torch.Tensor, hint: SearchHint | None
-) -> tuple[torch.Tensor, SearchHint]:
+    problem: pr.PrefixProblem, order: np.ndarray, hint: SearchHint | None
+) -> tuple[np.ndarray, SearchHint]:
     """m for each ordering (B, K) of ``order``, and a hint for the next batch."""
     top = problem.y[:, 0].cpu().numpy()  # coordinates on X's top right singular vector
     found, factorisations, exact = [], 0, 0
-    for row in order.cpu().numpy():  # one ordering (and its Gram block) alive at a time
+    for row in order:  # one ordering (and its Gram block) alive at a time
         ordering = _Ordering(problem, row, top[row], hint)
         found.append(ordering.solve())
         factorisations += ordering.factorisations
@@ -91,8 +91,7 @@ def search(
         len(found), factorisations / len(found), exact,
     )  # fmt: skip
     start = int(np.quantile(found, START_QUANTILE)) + 1
-    m = torch.tensor(found, dtype=torch.long, device=order.device)
-    return m, SearchHint(start=min(start, order.shape[1]))
+    return np.array(found, dtype=np.int64), SearchHint(start=min(start, order.shape[1]))
 
 
 class _Ordering:
@@ -260,14 +259,14 @@ class _Ordering:
             if shift <= self.tau2 * low:
                 return lo, k - 1
             self._gather(k)
-            levels = self.tau2 * low, self.tau2 * high
-            bounds = border.eigenvalue_bounds(self.gram, k, levels, high)
+            dependent, independent = self.tau2 * low, self.tau2 * high
+            bounds = border.eigenvalue_bounds(self.gram, k, (dependent, independent), high)
             if bounds is None:
                 break
             below, above = bounds
-            if above <= self.tau2 * low:
+            if above <= dependent:
                 return lo, k - 1
-            if below <= self.tau2 * high:
+            if below <= independent:
                 break
             lo = k
         return lo, hi
@@ -379,12 +378,5 @@ def _next_test(t: int, lo: int, hi: int, tested: set[tuple[int, bool]]) -> tuple
     t = min(max(t, lo + 1), hi)
     for dep in (False, True):
         if (t, dep) not in tested:
-            return t, dep
-    return None
-    t = min(max(t, lo, 1), hi)
-    if (t, False) in tested and t == lo:
-        t += 1
-    for dep in (False, True):
-        if (t, dep) not in tested and not (dep and t <= lo):
             return t, dep
     return None

@@ -385,10 +385,11 @@ def _search_batches(
     first = next(batches)
     m, hint = _search(problem, first, None)
     yield first, m
-    if workers > 1 and not _can_fork():
+    parallel = workers > 1 and problem.route == "gram" and problem.x.device.type == "cpu"
+    if parallel and not _can_fork():
         _logger.warning("workers=%d ignored: no safe fork on %s", workers, sys.platform)
-    host_search = problem.route == "gram" and problem.x.device.type == "cpu"
-    if workers == 1 or not _can_fork() or not host_search:
+        parallel = False
+    if not parallel:
         for order in batches:
             m, hint = _search(problem, order, hint)
             yield order, m
@@ -420,13 +421,11 @@ def _search(
     hint: _shifted_search.SearchHint | None,
 ) -> tuple[np.ndarray, _shifted_search.SearchHint | None]:
     """m for each ordering of a batch, and the Gram route's hint for the next batch."""
-    order = order.to(problem.x.device)
     if problem.route != "gram":
-        return _prefix_rank.search_qr(problem, order).cpu().numpy(), hint
+        return _prefix_rank.search_qr(problem, order.to(problem.x.device)).cpu().numpy(), hint
     # One BLAS thread: the factorisations are small, and threads only contend for them.
     with threadpool_limits(limits=1, user_api="blas"):
-        found, hint = _shifted_search.search(problem, order, hint)
-    return found.cpu().numpy(), hint
+        return _shifted_search.search(problem, order.numpy(), hint)
 
 
 # What a forked search worker keeps between batches: the problem and its latest hint.
