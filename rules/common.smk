@@ -12,7 +12,8 @@ from snakemake.exceptions import WorkflowError
 # The package lives in src/; make it importable for the Snakefile even outside an install.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from memcap.validation import ConfigError, check_config
+from memcap.errors import ConfigError
+from memcap.validation import check_config
 
 try:
     check_config(config)

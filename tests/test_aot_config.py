@@ -10,7 +10,8 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.aot.settings import check_aot_config, sweep_memory_mb
-from memcap.validation import ConfigError, check_config
+from memcap.errors import ConfigError
+from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from memcap.validation import ConfigError, check_config
+from memcap.errors import ConfigError
+from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
+from memcap.errors import ConfigError
 from memcap.extract.config import (
     RANDOM_ATTENTION,
     check_extract_config,
@@ -18,7 +19,7 @@ from memcap.extract.config import (
     model_entries,
     parse_layer,
 )
-from memcap.validation import ConfigError, check_config
+from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

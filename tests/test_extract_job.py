@@ -13,10 +13,10 @@ import torch
 import yaml
 from snakemake.utils import validate
 
+from memcap.errors import ConfigError
 from memcap.extract.config import ExtractSettings, ModelEntry, model_entries, model_entry
 from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
 from memcap.extract.registry import create_model
-from memcap.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ExtractSettings(batch_size=16, device="cpu")

@@ -10,6 +10,7 @@ import torch
 import yaml
 from snakemake.utils import validate
 
+from memcap.errors import ConfigError
 from memcap.synthetic import StageSettings, run_sweep
 from memcap.synthetic_analysis import capacity_table, fit_table, linear_fit, saturation_table
 from memcap.synthetic_config import (
@@ -18,7 +19,6 @@ from memcap.synthetic_config import (
     sweep_memory_mb,
     sweep_spec,
 )
-from memcap.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.validation import ConfigError
+from memcap.errors import ConfigError
 
 SWEEPS = ("heads", "context_size", "head_dim")
 # The model parameter each sweep varies, as named in the result tables.

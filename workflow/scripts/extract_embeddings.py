@@ -7,9 +7,9 @@ from memcap.logs import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
+from memcap.errors import ConfigError  # noqa: E402
 from memcap.extract.config import ExtractSettings, model_entry, parse_layer  # noqa: E402
 from memcap.extract.job import ExtractOutputs, run_extraction  # noqa: E402
-from memcap.validation import ConfigError  # noqa: E402
 
 params = snakemake.params
 entry = model_entry(params.entry, params.index, params.seed)

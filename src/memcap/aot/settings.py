@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from memcap.validation import ConfigError
+from memcap.errors import ConfigError
 
 _logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memcap.validation import ConfigError
+from memcap.errors import ConfigError
 
 FAMILIES = ("vit", "bert", "gpt2")
 TEXT_FAMILIES = ("bert", "gpt2")

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from memcap.errors import ConfigError
 from memcap.extract.config import DataConfig
-from memcap.validation import ConfigError
 
 _logger = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from memcap.devices import resolve_device
+from memcap.errors import ConfigError
 from memcap.extract.config import (
     RANDOM_ATTENTION,
     ExtractSettings,
@@ -32,7 +33,6 @@ from memcap.extract.registry import LoadedModel, create_model, parameter_checksu
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import load_corpus, resolve_tokenizer, text_batches, text_inputs
 from memcap.provenance import write_provenance
-from memcap.validation import ConfigError
 
 _logger = logging.getLogger(__name__)
 

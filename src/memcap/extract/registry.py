@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from memcap.errors import ConfigError
 from memcap.extract.config import CONFIG_CLASSES, PACKAGE_PREFIX, ModelEntry, resolve_package_path
 from memcap.provenance import array_checksum
-from memcap.validation import ConfigError
 
 _logger = logging.getLogger(__name__)
 

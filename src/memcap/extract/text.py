@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from memcap.errors import ConfigError
 from memcap.extract.config import (
     BYTE_BPE,
     PACKAGE_PREFIX,
@@ -28,7 +29,6 @@ from memcap.extract.config import (
     ModelEntry,
     resolve_package_path,
 )
-from memcap.validation import ConfigError
 
 _logger = logging.getLogger(__name__)
 
