@@ -1,4 +1,4 @@
-"""memcap.numerics.kruskal_profile: exact ground truth, float32 rounding, certificates, agreement with direct SVD."""
+"""memcap.numerics.kruskal_profile: exact ground truth, float32 rounding, certificates, SVD."""
 
 import numpy as np
 import pytest
