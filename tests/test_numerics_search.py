@@ -7,7 +7,7 @@ import torch
 from scipy.linalg import lapack
 
 from memcap.numerics.brackets import gram_bracket, projection_bracket
-from memcap.numerics.kruskal import scaled_float64
+from memcap.numerics.kruskal import choose_route, scaled_float64
 from memcap.numerics.pool import can_fork, search_batches
 from memcap.numerics.prefix import PrefixProblem, bisect, prefix_is_independent, prepare
 from memcap.numerics.qr import search_qr
@@ -203,3 +203,19 @@ def test_two_workers_give_the_batches_of_one():
     two = [m.tolist() for _, m in search_batches(problem, iter(batches), workers=2)]
     assert one == two
     assert sum(one, []) == [svd_m(problem, o) for o in order.numpy()]
+
+
+def test_set_up_scales_exactly_and_chooses_the_route():
+    x = torch.tensor([[3.0, 4.0], [0.5, 0.0]], dtype=torch.float32)
+    scaled = scaled_float64(x)
+    assert scaled.dtype == torch.float64
+    assert torch.equal(scaled * 8, x.double())  # a power of two: no rounding
+    assert torch.equal(scaled_float64(torch.zeros(2, 2)), torch.zeros(2, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="inf or nan"):
+        scaled_float64(torch.tensor([[1.0, float("nan")]]))
+    float32_tau = matrix_rank_rtol(64, 64, np.float32)
+    assert choose_route("auto", float32_tau, 64) == "gram"
+    assert choose_route("auto", matrix_rank_rtol(64, 64, np.float64), 64) == "qr"
+    assert choose_route("qr", float32_tau, 64) == "qr"
+    with pytest.raises(ValueError, match="auto, gram or qr"):
+        choose_route("svd", float32_tau, 64)
