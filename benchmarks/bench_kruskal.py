@@ -1,7 +1,7 @@
 """The whole Kruskal profile P(k), all k, against paper A's method at the single k = n.
 
 Paper A's notebooks draw S random n-subsets of the queries and call ``torch.linalg.matrix_rank``
-on each (float32, one call per subset, one after the other). ``memcap.rank.kruskal_profile``
+on each (float32, one call per subset, one after the other). ``memcap.numerics.kruskal_profile``
 answers every k from 1 to min(T, d) from S random orderings. Both run on the same data in the
 same run, interleaved ``--repeats`` times; medians are compared.
 
@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.rank import kruskal_profile  # noqa: E402
+from memcap.numerics import kruskal_profile  # noqa: E402
 
 
 def embedding_like(t: int, d: int, seed: int) -> np.ndarray:

@@ -110,7 +110,7 @@ def extract_mem_mb(wildcards):
 
 # Resident memory of an assumptions job besides its arrays: interpreter, torch, pandas.
 ASSUMPTIONS_BASE_MB = 1000
-# Batched prefix rows of the Kruskal search's QR route (memcap.rank.BATCH_BYTES) and slack.
+# Batched prefix rows of the Kruskal search's QR route (memcap.numerics.sampling.BATCH_BYTES) and slack.
 KRUSKAL_BATCH_MB = 1024
 # Largest n * d of one context assumed when sizing context-rank chunks (n = 512, d = 1024).
 CONTEXT_MAX_ND = 512 * 1024

@@ -10,9 +10,8 @@ import yaml
 from snakemake.utils import validate
 
 from memcap import assumptions
-from memcap.context_rank import context_ranks
+from memcap.numerics import context_ranks, kruskal_profile
 from memcap.plotting import save_figure
-from memcap.rank import kruskal_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = [

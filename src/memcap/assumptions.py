@@ -17,9 +17,8 @@ import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from memcap.context_rank import ContextRanks, rank_histogram
+from memcap.numerics import ContextRanks, KruskalProfile, rank_histogram
 from memcap.plotting import set_theme
-from memcap.rank import KruskalProfile
 
 
 @dataclasses.dataclass(frozen=True)

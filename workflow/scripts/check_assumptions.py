@@ -13,11 +13,10 @@ log = setup_logging(snakemake.log[0])
 import torch  # noqa: E402
 
 from memcap import assumptions  # noqa: E402
-from memcap.context_rank import context_ranks  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
+from memcap.numerics import context_ranks, kruskal_profile  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402
-from memcap.rank import kruskal_profile  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 model, layer = snakemake.wildcards.model, snakemake.wildcards.layer

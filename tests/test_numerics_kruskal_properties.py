@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memcap.rank import kruskal_profile
+from memcap.numerics import kruskal_profile
 
 SAMPLES = 3000
 

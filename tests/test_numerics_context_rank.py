@@ -1,9 +1,9 @@
-"""memcap.context_rank: streamed ranks equal in-memory ranks and direct SVD ranks."""
+"""memcap.numerics.context_ranks: streamed ranks equal in-memory ranks and direct SVD ranks."""
 
 import numpy as np
 import pytest
 
-from memcap.context_rank import context_ranks, rank_histogram
+from memcap.numerics import context_ranks, rank_histogram
 
 
 def contexts_with_known_ranks(

@@ -1,10 +1,10 @@
-"""memcap.rank: exact ground truth, float32 rounding, certificates, agreement with direct SVD."""
+"""memcap.numerics.kruskal_profile: exact ground truth, float32 rounding, certificates, SVD."""
 
 import numpy as np
 import pytest
 import torch
 
-from memcap.rank import (
+from memcap.numerics import (
     clopper_pearson,
     kruskal_profile,
     matrix_rank_rtol,

@@ -8,8 +8,9 @@ memory stays bounded by the chunk.
 Singular values come from the eigenvalues of the float64 Gram matrix E Eᵀ (or Eᵀ E when
 n > d), which resolve squared singular values to about r·eps64·σ_max² (r = min(n, d)). That
 is far below the squared tolerance for float32 contexts; an example with an eigenvalue too
-close to the squared tolerance to call, or a tolerance that float64 squaring cannot resolve
-(float64 contexts), is recomputed with a direct float64 SVD.
+close to the squared tolerance to call (within RESOLUTION_FACTOR bands), or a tolerance that
+float64 squaring cannot resolve (float64 contexts; GRAM_RESOLUTION in
+:mod:`memcap.numerics.tolerance`), is recomputed with a direct float64 SVD.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from memcap.rank import dtype_eps, matrix_rank_rtol
+from memcap.numerics.tolerance import (
+    EPS64,
+    GRAM_RESOLUTION,
+    RESOLUTION_FACTOR,
+    matrix_rank_rtol,
+)
 
 _logger = logging.getLogger(__name__)
-
-# Eigenvalues within this many r·eps64·λ_max of the squared tolerance are re-checked by SVD.
-RESOLUTION_FACTOR = 64.0
-# A squared tolerance below this many such bands is not resolvable through the Gram matrix.
-GRAM_RESOLUTION = 1e3
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,7 @@ def _chunk_ranks(
     threshold = tau * tau * lam_max
     rank = (lam > threshold[:, None]).sum(dim=1)
     s_min, s_max = lam[:, 0].sqrt(), lam_max.sqrt()
-    eps64 = dtype_eps(torch.float64)
-    band = RESOLUTION_FACTOR * r * eps64 * lam_max
+    band = RESOLUTION_FACTOR * r * EPS64 * lam_max
     near = ((lam - threshold[:, None]).abs() <= band[:, None]).any(dim=1)
     unresolvable = threshold <= GRAM_RESOLUTION * band
     redo = torch.nonzero((near | unresolvable) & (lam_max > 0)).flatten()

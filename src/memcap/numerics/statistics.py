@@ -1,0 +1,26 @@
+"""Exact binomial confidence bounds for the sampled fractions of the Kruskal profile."""
+
+from __future__ import annotations
+
+from scipy import stats
+
+
+def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact two-sided binomial confidence interval for a proportion."""
+    if trials == 0:
+        return 0.0, 1.0
+    alpha = 1.0 - level
+    lo = 0.0 if successes == 0 else stats.beta.ppf(alpha / 2, successes, trials - successes + 1)
+    hi = (
+        1.0
+        if successes == trials
+        else stats.beta.ppf(1 - alpha / 2, successes + 1, trials - successes)
+    )
+    return float(lo), float(hi)
+
+
+def upper_confidence_bound(successes: int, trials: int, level: float = 0.95) -> float:
+    """Exact one-sided upper confidence bound on a proportion (Clopper–Pearson)."""
+    if successes == trials:
+        return 1.0
+    return float(stats.beta.ppf(level, successes + 1, trials - successes))

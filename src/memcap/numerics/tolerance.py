@@ -1,0 +1,43 @@
+"""Rank-tolerance rules: when a set of stored vectors counts as independent.
+
+A k × d set is independent when σ_min > rtol·σ_max, with the numpy / torch ``matrix_rank``
+default rtol = max(k, d)·eps(stored dtype). Decisions are made in float64 on the stored
+values; the constants below say when float64 Gram matrices resolve the tolerance and how much
+rounding margin the certified bounds allow (see docs/kruskal.md, "Tolerance").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# Machine epsilon of float64, the precision every decision is made in.
+EPS64 = float(np.finfo(np.float64).eps)
+# A squared tolerance resolves through a float64 Gram matrix when it is at least this many
+# times the Gram matrix's rounding (k·eps64 for the Kruskal search, RESOLUTION_FACTOR·r·eps64
+# for the context ranks); otherwise the decision takes a direct SVD.
+GRAM_RESOLUTION = 1e3
+# Context eigenvalues within this many r·eps64·λ_max of the squared tolerance are re-checked
+# by a direct SVD.
+RESOLUTION_FACTOR = 64.0
+# Relative safety margin on σ_max brackets (float64 rounding of the SVD and eigvalsh).
+BRACKET_SLACK = 1e-10
+
+
+def dtype_eps(dtype: np.dtype | torch.dtype) -> float:
+    """Machine epsilon of a floating dtype (float64's for integers)."""
+    if isinstance(dtype, torch.dtype):
+        return torch.finfo(dtype).eps if dtype.is_floating_point else EPS64
+    dtype = np.dtype(dtype)
+    return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else EPS64
+
+
+def matrix_rank_rtol(rows: int, cols: int, dtype: np.dtype | torch.dtype) -> float:
+    """The numpy / torch ``matrix_rank`` relative tolerance: max(rows, cols)·eps(dtype)."""
+    return max(rows, cols) * dtype_eps(dtype)
+
+
+def gram_resolves(tau: float, rounding: float) -> bool:
+    """Whether τ² stands far enough above a Gram matrix's relative ``rounding`` to be decided
+    through it (τ² ≥ GRAM_RESOLUTION·rounding)."""
+    return tau * tau >= GRAM_RESOLUTION * rounding
