@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from train_configs import train_config
 
-from memcap.mha import MHAShape, ReplicaMHA
-from memcap.synthetic_data import derive_seed, make_dataset
-from memcap.train import ReplicaData, TrainConfig, train_replicas
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.tasks import make_dataset
+from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.seeds import derive_seed
 
 D = 6
 EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on its batch
@@ -93,7 +95,7 @@ def test_batched_training_equals_one_model_at_a_time(task, batch_size):
     classes = 4 if task == "classification" else None
     shapes = [MHAShape(D, 3, 1, 3, classes=classes), MHAShape(D, 4, 3, 2, classes=classes)]
     seeds, sizes = [5, 6], [12, 20]
-    cfg = TrainConfig(steps=40, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
+    cfg = train_config(steps=40, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
     batched = train_replicas(
         ReplicaMHA(shapes, seeds), _replica_data(shapes, seeds, sizes, task), task, cfg, seeds
     )

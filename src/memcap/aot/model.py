@@ -19,7 +19,6 @@ is the plain per-example computation (any depth, every position); the fast path 
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 
@@ -28,8 +27,6 @@ from torch import Tensor, nn
 
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import all_sequences, sequence_index
-
-_logger = logging.getLogger(__name__)
 
 # Parameter name → shape as a function of one replica's (N, S, d, d_h, H, L, w).
 _SHAPES = {

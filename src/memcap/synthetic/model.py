@@ -15,15 +15,12 @@ and their gradients are exactly zero.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
-_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
