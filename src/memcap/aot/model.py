@@ -194,11 +194,3 @@ class ReplicaTransformer(nn.Module):
         hidden = torch.einsum("rtd,rwd->rtw", x, w["mlp_in"][:, layer])
         hidden = nn.functional.gelu(hidden + w["mlp_bias"][:, layer, None])
         return torch.einsum("rtw,rdw->rtd", hidden, w["mlp_out"][:, layer])
-
-    def parameter_counts(self) -> list[int]:
-        """Trainable parameters of each replica (unpadded entries)."""
-        if not self.padded:
-            total = sum(p[0].numel() for p in self.parameters())
-            return [total] * len(self.settings)
-        masks = [getattr(self, f"{name}_mask") for name in self.names]
-        return [int(sum(m[r].sum() for m in masks)) for r in range(len(self.settings))]
