@@ -39,7 +39,7 @@ def check_moved_keys(config: Config) -> None:
         for found in _matches(config, old.split(".")):
             raise ConfigError(found, "this key has moved", f"use {new} instead")
     for section in SEED_COUNT_SECTIONS:
-        seeds = config.get(section, {}).get("seeds") if isinstance(config, Mapping) else None
+        seeds = (config.get(section) or {}).get("seeds")
         if isinstance(seeds, list):
             raise ConfigError(
                 f"{section}.seeds",
