@@ -1,4 +1,4 @@
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -10,9 +10,6 @@ if not workflow.overwrite_configfiles:
     configfile: "config.yaml"
 
 
-validate(config, workflow.source_path("workflow/schemas/config.schema.yaml"))
-
-
 report: "workflow/report/workflow.rst"
 
 
@@ -20,6 +17,7 @@ include: "rules/common.smk"
 include: "rules/extract.smk"
 include: "rules/assumptions.smk"
 include: "rules/synthetic.smk"
+include: "rules/capacity.smk"
 include: "rules/aot.smk"
 include: "rules/report.smk"
 

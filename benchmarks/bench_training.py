@@ -2,8 +2,8 @@
 
 The default run's heads sweep at one dataset size (H = 1 … 6, shared and random contexts, two
 seeds: 24 replicas, d = 16, n = 8, d_h = 8, C = 50, T = 64 full batch), trained for the same
-number of steps (no early stop) through :func:`memcap.train.train_replicas` three ways in one
-process:
+number of steps (no early stop) through :func:`memcap.training.loop.train_replicas` three ways
+in one process:
 
 - batched: one model for all replicas, padded heads masked (the pipeline's way);
 - per-shape: one batched model per head count (no masked work, more models);
@@ -17,13 +17,15 @@ Prints replicas per second for each; the last line is ``RATIO <batched / one-at-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import torch
 
-from memcap.mha import MHAShape, ReplicaMHA
-from memcap.synthetic_data import make_dataset
-from memcap.train import ReplicaData, TrainConfig, train_replicas
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.tasks import make_dataset
+from memcap.training.config import TrainConfig
+from memcap.training.loop import ReplicaData, train_replicas
 
 D, N, HEAD_DIM, CLASSES = 16, 8, 8, 50
 
@@ -64,9 +66,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(steps=args.steps, lr=0.03, eval_every=50, early_stop=False)
+    # The default run's synthetic.train settings, without early stop.
+    cfg = TrainConfig(
+        steps=args.steps,
+        lr=0.03,
+        warmup_frac=0.05,
+        schedule="cosine",
+        batch_size=None,
+        eval_every=50,
+        early_stop=False,
+        regression_tol=0.01,
+    )
     members = replicas(args.examples)
-    train_seconds(members[:1], TrainConfig(steps=5))  # warm-up: imports, allocator
+    train_seconds(members[:1], dataclasses.replace(cfg, steps=5))  # warm-up: imports, allocator
 
     batched = train_seconds(members, cfg)
     by_shape = {}

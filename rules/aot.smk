@@ -1,9 +1,9 @@
 """AoT stage: paper B's attention-only-transformer memorization sweeps.
 
-One job per sweep trains every setting x seed as batched models (memcap.train); summarize_aot
-merges the tables and fits the scaling laws; plot_aot draws every sweep with chance, both
-lower bounds and the fit into results/aot/figures/{sweep}.png (one import of the plotting
-stack for all sweeps). Functions live in the aot section of common.smk.
+One job per sweep trains every setting x seed as batched models (memcap.aot.sweep);
+summarize_aot merges the tables and fits the scaling laws; plot_aot draws every sweep with
+chance, both lower bounds and the fit into results/aot/figures/{sweep}.png (one import of the
+plotting stack for all sweeps). Functions live in the aot section of common.smk.
 """
 
 AOT_CATEGORY = "Attention-only transformers"
@@ -26,7 +26,7 @@ rule train_aot_sweep:
         mem_mb=aot_sweep_mem_mb,
         gpu=gpu_request,
     params:
-        training=aot_training,
+        stage=aot_stage,
         spec=aot_sweep_spec,
         seed=config["seed"],
         device=config["device"],

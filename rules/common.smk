@@ -1,4 +1,4 @@
-"""Config checks and every named input/param/target function of the workflow.
+"""Config validation and every named input/param/target function of the workflow.
 
 Snakemake's linter wants functions apart from rules, so each stage keeps its functions in
 its own section below and its rules in rules/<stage>.smk.
@@ -8,14 +8,19 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 # The package lives in src/; make it importable for the Snakefile even outside an install.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from memcap.errors import ConfigError
-from memcap.validation import check_config
+from memcap.validation import check_config, check_moved_keys
 
+# Keys of an older config shape first (the schema would only call them unknown), then the
+# schema (which fills in every default), then the checks a schema cannot express.
 try:
+    check_moved_keys(config)
+    validate(config, workflow.source_path("../workflow/schemas/config.schema.yaml"))
     check_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
@@ -32,6 +37,7 @@ def all_targets(wildcards):
         extract_targets()
         + assumptions_targets()
         + synthetic_targets()
+        + capacity_targets()
         + aot_targets()
         + report_targets()
     )
@@ -165,68 +171,32 @@ def assumptions_context_jsons(wildcards):
 
 # --- synthetic -----------------------------------------------------------------------------------
 
-import memcap.synthetic_config as synthetic_config
-
-# Resident memory of a certify_real_capacity job besides its arrays: interpreter, torch.
-REAL_CAPACITY_BASE_MB = 700
-# Model width assumed when sizing that job (the config does not give d; 1024 covers the base
-# and large sizes of ViT, BERT and GPT-2).
-REAL_CAPACITY_MAX_D = 1024
-# Context size assumed when `n` is null: every token of a ViT at 224 px with 16 px patches (197;
-# other inputs: raise mem_mb with --set-resources), or at most 128 text tokens (schema: n).
-REAL_CAPACITY_FULL_N = {"vit": 197, "bert": 128, "gpt2": 128}
+import memcap.synthetic.settings as synthetic_settings
 
 
 def synthetic_sweeps():
     """The {sweep} wildcard values the config switches on."""
-    return synthetic_config.enabled_sweeps(config["synthetic"])
+    return synthetic_settings.sweep_names(config["synthetic"])
 
 
 def synthetic_sweep_pattern():
     """Regex of the {sweep} wildcard of the synthetic stage."""
-    return "|".join(synthetic_config.SWEEPS)
-
-
-def real_capacity_enabled():
-    """Certified capacity on real embeddings needs the extract stage."""
-    return config["synthetic"]["real_capacity"]["enabled"] and stage_enabled("extract")
+    return "|".join(synthetic_settings.SWEEPS)
 
 
 def synthetic_targets():
-    """Final outputs of the synthetic stage: tables, figures, real-data capacity."""
+    """Final outputs of the synthetic stage: tables and figures."""
     if not stage_enabled("synthetic"):
         return []
     targets = ["results/synthetic/summary.csv", "results/synthetic/saturation.png"]
-    targets += expand(
+    return targets + expand(
         "results/synthetic/memorized_{sweep}.png", sweep=synthetic_sweeps()
     )
-    if real_capacity_enabled():
-        targets += ["results/capacity/real.csv", "results/capacity/real.png"]
-    return targets
 
 
 def synthetic_section(wildcards):
     """The validated synthetic config section."""
     return config["synthetic"]
-
-
-def real_capacity_mem_mb(wildcards):
-    """Memory of certify_real_capacity: the float32 contexts of the examples it uses, then Z
-    (T x H*d float64) with the copies of its reshape and SVD (four in all)."""
-    entry = extract_entry(wildcards.model)
-    settings = real_capacity_settings(wildcards)
-    t = entry["data"]["T"]
-    if settings["max_examples"] is not None:
-        t = min(t, settings["max_examples"])
-    n = entry["n"] or REAL_CAPACITY_FULL_N[entry["family"]]
-    contexts = t * n * REAL_CAPACITY_MAX_D * 4
-    features = 4 * t * settings["max_heads"] * REAL_CAPACITY_MAX_D * 8
-    return REAL_CAPACITY_BASE_MB + (contexts + features) // 2**20
-
-
-def real_capacity_settings(wildcards):
-    """The validated synthetic.real_capacity settings."""
-    return config["synthetic"]["real_capacity"]
 
 
 def synthetic_sweep_tables(wildcards):
@@ -239,7 +209,34 @@ def synthetic_saturation_tables(wildcards):
     return expand("results/synthetic/{sweep}_saturation.csv", sweep=synthetic_sweeps())
 
 
-def real_capacity_tables(wildcards):
+def synthetic_sweep_mem_mb(wildcards):
+    """Memory of a sweep job: its largest batched model's data and activations."""
+    return synthetic_settings.sweep_memory_mb(config["synthetic"], wildcards.sweep)
+
+
+# --- capacity ------------------------------------------------------------------------------------
+
+from memcap.capacity.settings import certify_memory_mb
+
+
+def capacity_enabled():
+    """Certified capacity on real embeddings needs the extract stage."""
+    return stage_enabled("capacity") and stage_enabled("extract")
+
+
+def capacity_targets():
+    """Final outputs of the capacity stage: the merged table and its figure."""
+    if not capacity_enabled():
+        return []
+    return ["results/capacity/real.csv", "results/capacity/real.png"]
+
+
+def capacity_section(wildcards):
+    """The validated capacity config section."""
+    return config["capacity"]
+
+
+def capacity_tables(wildcards):
     """One certified-capacity table per extracted model and layer."""
     return [
         f"results/capacity/{model}/{layer}.csv"
@@ -248,19 +245,19 @@ def real_capacity_tables(wildcards):
     ]
 
 
-def synthetic_sweep_mem_mb(wildcards):
-    """Memory of a sweep job: its largest batched model's data and activations."""
-    return synthetic_config.sweep_memory_mb(config["synthetic"], wildcards.sweep)
+def capacity_mem_mb(wildcards):
+    """Memory of certify_real_capacity on the job's model."""
+    return certify_memory_mb(config["capacity"], extract_entry(wildcards.model))
 
 
 # --- aot -----------------------------------------------------------------------------------------
 
-from memcap.aot.settings import sweep_memory_mb
+import memcap.aot.settings as aot_settings
 
 
 def aot_sweeps():
     """The {sweep} wildcard values of the aot stage, in config order."""
-    return list(config["aot"]["sweeps"])
+    return aot_settings.sweep_names(config["aot"])
 
 
 def aot_targets():
@@ -270,8 +267,8 @@ def aot_targets():
     return ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/figures"]
 
 
-def aot_training(wildcards):
-    """The validated aot training settings (the aot section without its sweeps)."""
+def aot_stage(wildcards):
+    """The validated aot settings shared by every sweep (the section without its sweeps)."""
     return {key: value for key, value in config["aot"].items() if key != "sweeps"}
 
 
@@ -287,8 +284,7 @@ def aot_sweep_tables(wildcards):
 
 def aot_sweep_mem_mb(wildcards):
     """Memory of a sweep job from its largest batched replica group."""
-    spec = config["aot"]["sweeps"][wildcards.sweep]
-    return sweep_memory_mb(wildcards.sweep, spec, config["aot"]["seeds"])
+    return aot_settings.sweep_memory_mb(config["aot"], wildcards.sweep)
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -298,7 +294,7 @@ from snakemake.io import regex_from_filepattern
 from snakemake.iocontainers import Wildcards
 
 REPORT_HTML = "reports/report.html"
-REPORT_STAGES = ("extract", "assumptions", "synthetic", "aot", "report")
+REPORT_STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
 
 def report_targets():
@@ -321,7 +317,7 @@ def report_assumptions_files(wildcards):
 
 
 def report_synthetic_files(wildcards):
-    """Synthetic figures, capacity and fit tables, real-data capacity, sweep provenance."""
+    """Synthetic figures, capacity and fit tables, sweep provenance."""
     if not stage_enabled("synthetic"):
         return []
     tables = ["results/synthetic/fits.csv", "results/synthetic/capacity.csv"]
@@ -329,6 +325,16 @@ def report_synthetic_files(wildcards):
         "results/synthetic/{sweep}_provenance.json", sweep=synthetic_sweeps()
     )
     return synthetic_targets() + tables + provenance
+
+
+def report_capacity_files(wildcards):
+    """Real-data certified capacity: merged table, figure and per model x layer provenance."""
+    if not capacity_enabled():
+        return []
+    provenance = [
+        path.replace(".csv", "_provenance.json") for path in capacity_tables(wildcards)
+    ]
+    return capacity_targets() + provenance
 
 
 def report_aot_files(wildcards):
@@ -346,6 +352,7 @@ def report_stage_files(wildcards=None):
         report_extract_files(wildcards)
         + report_assumptions_files(wildcards)
         + report_synthetic_files(wildcards)
+        + report_capacity_files(wildcards)
         + report_aot_files(wildcards)
     )
 

@@ -10,6 +10,7 @@ rule render_report:
         extract=report_extract_files,
         assumptions=report_assumptions_files,
         synthetic=report_synthetic_files,
+        capacity=report_capacity_files,
         aot=report_aot_files,
         benchmarks=report_benchmarks,
         template=workflow.source_path("../workflow/report/report.html.j2"),

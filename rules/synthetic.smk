@@ -1,8 +1,8 @@
-"""Synthetic stage: paper A's H / n / d_h sweeps and the certified capacity, synthetic and real.
+"""Synthetic stage: paper A's H / n / d_h sweeps with their certified capacities.
 
-One job per sweep trains all its replicas as batched models; summarize_synthetic merges them;
-certify_real_capacity runs the training-free certified capacity on every extracted
-model × layer. Functions: rules/common.smk, synthetic section.
+One job per sweep trains and certifies all its replicas as batched models (memcap.synthetic);
+summarize_synthetic merges them and fits the scaling laws; one figure per sweep and one of
+the softmax saturation. Functions: rules/common.smk, synthetic section.
 """
 
 SYNTHETIC_CATEGORY = "Synthetic capacity"
@@ -26,7 +26,7 @@ rule run_synthetic_sweep:
         mem_mb=synthetic_sweep_mem_mb,
         gpu=gpu_request,
     params:
-        synthetic=synthetic_section,
+        section=synthetic_section,
         seed=config["seed"],
         device=config["device"],
     script:
@@ -122,58 +122,3 @@ rule plot_synthetic_saturation:
         mem_mb=1000,
     script:
         "../workflow/scripts/plot_synthetic_saturation.py"
-
-
-rule certify_real_capacity:
-    input:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        contexts="results/extract/{model}/{layer}/contexts.npy",
-    output:
-        table="results/capacity/{model}/{layer}.csv",
-        provenance="results/capacity/{model}/{layer}_provenance.json",
-    log:
-        "logs/certify_real_capacity/{model}/{layer}.log",
-    benchmark:
-        "benchmarks/results/certify_real_capacity/{model}/{layer}.tsv"
-    wildcard_constraints:
-        model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=real_capacity_mem_mb,
-    params:
-        settings=real_capacity_settings,
-        seed=config["seed"],
-    script:
-        "../workflow/scripts/certify_real_capacity.py"
-
-
-rule summarize_real_capacity:
-    input:
-        tables=real_capacity_tables,
-    output:
-        table=report(
-            "results/capacity/real.csv",
-            caption="../workflow/report/synthetic_real_table.rst",
-            category=SYNTHETIC_CATEGORY,
-            subcategory="Real embeddings",
-            labels={"table": "certified capacity"},
-        ),
-        figure=report(
-            "results/capacity/real.png",
-            caption="../workflow/report/synthetic_real_capacity.rst",
-            category=SYNTHETIC_CATEGORY,
-            subcategory="Real embeddings",
-            labels={"figure": "certified capacity"},
-        ),
-    log:
-        "logs/summarize_real_capacity/summarize_real_capacity.log",
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    script:
-        "../workflow/scripts/summarize_real_capacity.py"

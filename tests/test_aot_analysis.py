@@ -8,9 +8,9 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
-from memcap.aot.settings import expand_sweep
+from memcap.aot.settings import StageSettings, expand_sweep
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
-from memcap.aot.sweep import AotTrainSettings, group_replicas, run_sweep, x_axis
+from memcap.aot.sweep import group_replicas, run_sweep, x_axis
 
 
 def test_lower_bound_formulas():
@@ -61,6 +61,7 @@ def _spec(**overrides):
         "depth": 1,
         "cap_d_h": False,
         "temperature": 1.0,
+        "train": {"epochs": None, "lr": None},
     }
     return {**spec, **overrides}
 
@@ -83,15 +84,18 @@ def test_expand_sweep_and_groups():
 
 @pytest.fixture(scope="module")
 def tiny_summary():
-    train = AotTrainSettings(seeds=2, lr=0.05, epochs=30, eval_every=10)
+    train = {"lr": 0.05, "schedule": "linear", "warmup_frac": 0.0, "epochs": 30}
+    train |= {"batch_size": None, "eval_every": 10, "early_stop": True}
+    stage = StageSettings(seeds=2, base_seed=0, pad_replicas=True, train=train)
     frames = []
     for name, spec in {
         "heads": _spec(),
         "dist": _spec(task="distribution", N=3, H=[1, 2]),
     }.items():
-        table, stats = run_sweep(name, spec, train, torch.device("cpu"))
-        assert stats["replicas"] == len(table)
-        frames.append(table)
+        result = run_sweep(name, spec, stage, torch.device("cpu"))
+        assert sum(group["replicas"] for group in result.groups) == len(result.table)
+        assert result.train == train
+        frames.append(result.table)
     return summarize(frames)
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from memcap.aot.settings import check_aot_config, sweep_memory_mb
+from memcap.aot.settings import StageSettings, check_aot_config, sweep_memory_mb
 from memcap.errors import ConfigError
 from memcap.validation import check_config
 
@@ -26,7 +26,8 @@ def _config(aot: dict) -> dict:
 def test_schema_fills_defaults_in_every_sweep():
     config = _config({"sweeps": {"mine": {"H": [1, 2]}}})
     aot = config["aot"]
-    assert aot["lr"] > 0 and aot["seeds"] >= 1 and aot["batch_size"] is None
+    train = aot["train"]
+    assert train["lr"] > 0 and aot["seeds"] >= 1 and train["batch_size"] is None
     spec = aot["sweeps"]["mine"]
     assert spec == {
         "task": "association",
@@ -39,8 +40,7 @@ def test_schema_fills_defaults_in_every_sweep():
         "depth": 1,
         "cap_d_h": False,
         "temperature": 1.0,
-        "epochs": None,
-        "lr": None,
+        "train": {"epochs": None, "lr": None},
     }
     check_aot_config(config)
     assert list(_config({})["aot"]["sweeps"]) == ["heads"]
@@ -90,7 +90,11 @@ def test_empty_sweeps_and_empty_lists_are_rejected():
 
 
 def test_schema_rejects_unknown_keys_and_bad_values():
-    for aot in ({"sweeps": {"x": {"heads": 3}}}, {"lr": 0}, {"sweeps": {"x": {"H": [0]}}}):
+    for aot in (
+        {"sweeps": {"x": {"heads": 3}}},
+        {"train": {"lr": 0}},
+        {"sweeps": {"x": {"H": [0]}}},
+    ):
         with pytest.raises(Exception, match="validat|not valid|is less than|Additional"):
             _config(aot)
 
@@ -99,7 +103,23 @@ def test_memory_request_grows_with_the_sweep():
     small = {"N": 10, "S": 2, "d": 4, "d_h": 4, "H": [1], "models": ["aot"], "cap_d_h": False}
     small |= {"task": "association", "depth": 1, "temperature": 1.0}
     big = small | {"N": 70, "H": [1, 31]}
-    assert sweep_memory_mb("s", small, 1) < sweep_memory_mb("b", big, 4)
+    section = {"seeds": 1, "sweeps": {"s": small, "b": big}}
+    assert sweep_memory_mb(section, "s") < sweep_memory_mb(section, "b")
+    assert sweep_memory_mb(section, "b") < sweep_memory_mb({**section, "seeds": 4}, "b")
+
+
+def test_a_sweeps_own_train_block_overrides_the_stages():
+    config = _config({"train": {"epochs": 5}, "sweeps": {"a": {}, "b": {"train": {"epochs": 9}}}})
+    stage = StageSettings.from_config(config["aot"], seed=1)
+    sweeps = config["aot"]["sweeps"]
+    assert stage.train_config(sweeps["a"], T0=100, task="association").steps == 5
+    assert stage.train_config(sweeps["b"], T0=100, task="association").steps == 9
+    batched = StageSettings.from_config(
+        {**config["aot"], "train": {**stage.train, "batch_size": 30}}, 1
+    )
+    assert batched.train_config(sweeps["b"], T0=100, task="association").steps == 9 * 4
+    assert not stage.train_config(sweeps["a"], T0=100, task="distribution").early_stop
+    assert stage.replicate_seeds() == [1000, 1001]
 
 
 def test_dry_run_of_the_aot_targets(tmp_path):

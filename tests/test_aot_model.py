@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from train_configs import train_config
 
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count
@@ -15,7 +16,7 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
-from memcap.train import ReplicaData, TrainConfig, evaluate, train_replicas
+from memcap.training.loop import ReplicaData, evaluate, train_replicas
 
 
 def _setting(model="aot", N=5, S=2, d=4, d_h=3, H=2, depth=1, width=0, task="association"):
@@ -70,6 +71,14 @@ def test_padded_replicas_equal_unpadded_models():
         torch.testing.assert_close(out[r : r + 1], alone(tokens[:1]))
 
 
+def parameter_counts(model: ReplicaTransformer) -> list[int]:
+    """Trainable parameters of each replica (its unpadded entries)."""
+    if not model.padded:
+        return [sum(p[0].numel() for p in model.parameters())] * len(model.settings)
+    masks = [getattr(model, f"{name}_mask") for name in model.names]
+    return [int(sum(m[r].sum() for m in masks)) for r in range(len(model.settings))]
+
+
 def test_parameter_counts_match_a_hand_count():
     # N=5, S=2, d=4, d_h=3, H=2: token 5*4 + position 2*4 + heads 2*(3*3*4 + 4*3) + unembed 5*4
     aot = _setting()
@@ -78,9 +87,9 @@ def test_parameter_counts_match_a_hand_count():
     mlp = _setting("mlp", d_h=4, H=1, width=6)
     assert parameter_count(mlp) == 20 + 8 + (48 + 16) + (24 + 6 + 24) + 20 == 166
     for s in (aot, mlp, _setting(depth=2)):
-        assert ReplicaTransformer([s], [0]).parameter_counts() == [parameter_count(s)]
+        assert parameter_counts(ReplicaTransformer([s], [0])) == [parameter_count(s)]
     padded = ReplicaTransformer([aot, mlp], [0, 1])
-    assert padded.parameter_counts() == [144, 166]
+    assert parameter_counts(padded) == [144, 166]
 
 
 def test_matched_mlp_width_equals_aot_parameters_up_to_the_bias():
@@ -127,10 +136,10 @@ class _Oracle(nn.Module):
 def test_kl_is_zero_for_the_exact_distribution_and_log_n_minus_entropy_for_uniform():
     task = distribution_task(4, 2, seed=0)
     data = ReplicaData((task.inputs[None],), task.targets[None], torch.tensor([16]))
-    exact = evaluate(_Oracle(task.targets, 4), data, "distribution")
+    exact = evaluate(_Oracle(task.targets, 4), data, "distribution", None)
     assert float(exact["kl"][0]) == pytest.approx(0.0, abs=1e-6)
     assert float(exact["accuracy"][0]) == 1.0
-    uniform = evaluate(_Oracle(task.targets, 4, uniform=True), data, "distribution")
+    uniform = evaluate(_Oracle(task.targets, 4, uniform=True), data, "distribution", None)
     assert float(uniform["kl"][0]) == pytest.approx(math.log(4) - task.entropy, abs=1e-5)
 
 
@@ -139,7 +148,7 @@ def test_tiny_aot_memorizes_a_tiny_table():
     setting = _setting(N=4, S=2, d=8, d_h=8, H=4)
     task = association_task(4, 2, seed=0)
     data = ReplicaData((task.inputs[None],), task.targets[None], torch.tensor([16]))
-    cfg = TrainConfig(steps=400, lr=0.05, warmup_frac=0.0, schedule="constant", eval_every=20)
+    cfg = train_config(steps=400, lr=0.05, warmup_frac=0.0, schedule="constant", eval_every=20)
     result = train_replicas(ReplicaTransformer([setting], [0]), data, "classification", cfg, [0])
     assert result.accuracy[0] == 1.0
     assert result.steps_run < 400
@@ -158,7 +167,7 @@ def test_batched_padded_training_equals_single_replica_training(batch_size):
             torch.full((len(idx),), 16),
         )
 
-    cfg = TrainConfig(steps=30, lr=0.03, eval_every=10, batch_size=batch_size, early_stop=False)
+    cfg = train_config(steps=30, lr=0.03, eval_every=10, batch_size=batch_size, early_stop=False)
     batched = train_replicas(
         ReplicaTransformer(settings, seeds), data([0, 1]), "classification", cfg, seeds
     )

@@ -3,19 +3,25 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from memcap.capacity import (
-    certified_capacity,
+from memcap.capacity.certified import (
     certified_capacity_curve,
     certified_capacity_from_attention,
     numerical_rank,
-    real_capacity_rows,
     saturation,
-    subsample,
-    theory_bound,
 )
+from memcap.capacity.real import real_capacity_rows, subsample
+from memcap.capacity.settings import certify_memory_mb
+from memcap.capacity.summary import LEADING_COLUMNS, summarize
+from memcap.synthetic.bounds import theory_bound
+
+
+def certified_capacity(queries, contexts, n_heads: int, head_dim: int, seed: int = 0) -> int:
+    """Certified capacity for one head count H (rank(Z), random attention)."""
+    return certified_capacity_curve(queries, contexts, [n_heads], head_dim, seed)[0].rank
 
 
 def _shared(examples: int, n: int, d: int, seed: int = 0):
@@ -107,3 +113,25 @@ def test_subsample_is_seeded_sorted_and_bounded():
     assert len(index) == 10 and list(index) == sorted(set(index))
     np.testing.assert_array_equal(index, subsample(100, 10, seed=3))
     np.testing.assert_array_equal(subsample(5, 10, seed=3), np.arange(5))
+
+
+def test_memory_estimate_grows_with_examples_heads_and_context():
+    section = {"max_heads": 4, "max_examples": 256, "head_dim": None}
+    model = {"data": {"T": 1000}, "n": 16, "family": "bert"}
+    small = certify_memory_mb(section, model)
+    assert small > certify_memory_mb({**section, "max_examples": 128}, model)
+    assert certify_memory_mb({**section, "max_heads": 8}, model) > small
+    assert certify_memory_mb(section, {**model, "n": None}) > small  # BERT: 128 tokens
+    assert certify_memory_mb({**section, "max_examples": None}, model) > small
+
+
+def test_summary_puts_the_identifying_columns_first():
+    frames = [
+        pd.DataFrame(real_capacity_rows(*_shared(12, 3, 4), 2, None, None, seed=0)).assign(
+            model=name, layer=0
+        )
+        for name in ("a", "b")
+    ]
+    table = summarize(frames)
+    assert list(table.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    assert len(table) == 4 and table["model"].tolist() == ["a", "a", "b", "b"]

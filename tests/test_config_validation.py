@@ -10,7 +10,7 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.validation import check_config
+from memcap.validation import check_config, check_moved_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -21,7 +21,8 @@ def _default() -> dict:
 
 
 def _check(config: dict) -> None:
-    """What the Snakefile does at start-up: schema validation, then cross-field checks."""
+    """What the workflow does at start-up: moved keys, schema validation, cross-field checks."""
+    check_moved_keys(config)
     validate(config, str(SCHEMA))
     check_config(config)
 
@@ -53,10 +54,10 @@ BAD = [
         [64, 32],
         "synthetic.sweeps.heads.examples",
     ),
-    ("negative learning rate", ["aot", "lr"], -0.1, "lr"),
+    ("negative learning rate", ["aot", "train", "lr"], -0.1, "lr"),
     ("aot head dim above d", ["aot", "sweeps", "heads", "d_h"], 12, "aot.sweeps.heads.d_h"),
     ("aot without heads", ["aot", "sweeps", "heads", "H"], [0], "H"),
-    ("unknown aot schedule", ["aot", "schedule"], "exponential", "schedule"),
+    ("unknown aot schedule", ["aot", "train", "schedule"], "exponential", "schedule"),
     ("stage switch that is not a boolean", ["aot", "enabled"], "yes", "enabled"),
 ]
 
@@ -67,6 +68,46 @@ def test_bad_config_is_rejected_naming_the_key(path, value, key):
     with pytest.raises(Exception) as excinfo:  # noqa: PT011 - jsonschema or ConfigError
         _check(config)
     assert key in str(excinfo.value) + repr(getattr(excinfo.value, "args", ""))
+
+
+# (case id, path of a key of the old config shape, its value, the new key the error names)
+MOVED = [
+    ("real capacity in synthetic", ["synthetic", "real_capacity"], {"max_heads": 2}, "capacity"),
+    ("aot learning rate at section level", ["aot", "lr"], 0.1, "aot.train.lr"),
+    ("aot epochs at section level", ["aot", "epochs"], 10, "aot.train.epochs"),
+    ("aot sweep epochs", ["aot", "sweeps", "heads", "epochs"], 10, "train.epochs"),
+    ("synthetic sweep steps", ["synthetic", "sweeps", "heads", "steps"], 10, "train.steps"),
+    ("synthetic seeds as a list", ["synthetic", "seeds"], [0, 1], "synthetic.seeds: 2"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "new"), [m[1:] for m in MOVED], ids=[m[0] for m in MOVED]
+)
+def test_keys_of_the_old_shape_name_the_new_key(path, value, new):
+    config = _set(copy.deepcopy(_default()), path, value)
+    with pytest.raises(ConfigError, match=new.replace(".", r"\.")) as excinfo:
+        _check(config)
+    assert excinfo.value.key == ".".join(map(str, path))
+
+
+def test_snakemake_names_the_new_key_of_an_old_config_before_any_job(tmp_path):
+    config = _default()
+    config["synthetic"]["real_capacity"] = {"max_heads": 3}
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(config))
+    snakemake = Path(sys.executable).parent / "snakemake"
+    result = subprocess.run(
+        [str(snakemake), "-n", "--configfile", str(old)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "synthetic.real_capacity" in output and "use capacity instead" in output
+    assert "Job stats" not in output
 
 
 def test_duplicate_model_names_are_rejected():

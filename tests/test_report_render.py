@@ -56,7 +56,9 @@ def _caption_rules(root: Path) -> list[CaptionRule]:
 
 def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     """Write a miniature set of stage outputs under ``root`` and return the report's inputs."""
-    files: dict[str, list[str]] = {s: [] for s in ("extract", "assumptions", "synthetic", "aot")}
+    files: dict[str, list[str]] = {
+        s: [] for s in ("extract", "assumptions", "synthetic", "capacity", "aot")
+    }
     # layer: (fraction of full-rank contexts, P(n), P(d), certified Kruskal rank upper bound)
     layers = {
         "0": (1.0, 1.0, 0.0, 20),
@@ -110,7 +112,7 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         [dict(model=model, layer=layer, H=h, certified=min(32, h * 7 + 1), T=32, n=8, d=32)
          for layer in layers for h in (1, 2, 4)]
     ).to_csv(capacity, index=False)  # fmt: skip
-    files["synthetic"] += [str(capacity), _png(capacity.with_suffix(".png"))]
+    files["capacity"] += [str(capacity), _png(capacity.with_suffix(".png"))]
     synthetic = root / "results" / "synthetic"
     files["synthetic"] += [
         _png(synthetic / "memorized_heads.png"),
@@ -131,7 +133,13 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     return ReportInputs(
         config={"seed": 7, "extract": {"models": [{"name": model}]}, "report": {"title": "t"}},
         title=f"memcap report — {model}",
-        stages={"extract": True, "assumptions": True, "synthetic": True, "aot": True},
+        stages={
+            "extract": True,
+            "assumptions": True,
+            "synthetic": True,
+            "capacity": True,
+            "aot": True,
+        },
         stage_files=files,
         benchmarks=[str(bench)],
         rule_stages={"check_context_rank": "assumptions"},

@@ -11,14 +11,16 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.synthetic import StageSettings, run_sweep
-from memcap.synthetic_analysis import capacity_table, fit_table, linear_fit, saturation_table
-from memcap.synthetic_config import (
+from memcap.synthetic.bounds import linear_fit, theory_bound
+from memcap.synthetic.settings import (
+    StageSettings,
     check_synthetic_config,
-    enabled_sweeps,
     sweep_memory_mb,
+    sweep_names,
     sweep_spec,
 )
+from memcap.synthetic.summary import capacity_table, fit_table, saturation_table
+from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +35,7 @@ def _config(name: str = "configs/test.yaml") -> dict:
 def test_shipped_configs_pass(name):
     config = _config(name)
     check_synthetic_config(config)
-    assert enabled_sweeps(config["synthetic"]) == ["heads", "context_size", "head_dim"]
+    assert sweep_names(config["synthetic"]) == ["heads", "context_size", "head_dim"]
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,23 @@ def test_memory_request_grows_with_the_largest_batched_model():
     section["group_by"] = []  # every T of the grid in one model, padded to the largest
     everything = sweep_memory_mb(section, "heads", base_mb=0)
     section["sweeps"]["heads"]["examples"] = [32, 64, 128, 2048]
-    assert 0 < per_t < everything < sweep_memory_mb(section, "heads", base_mb=0)
+    larger_t = sweep_memory_mb(section, "heads", base_mb=0)
+    section["seeds"] *= 2
+    assert 0 < per_t < everything < larger_t < sweep_memory_mb(section, "heads", base_mb=0)
+
+
+def test_a_sweeps_own_train_block_overrides_the_stages():
+    section = _config()["synthetic"]
+    section["sweeps"]["head_dim"]["train"]["steps"] = 7
+    stage = StageSettings.from_config(section, 3)
+    own, default = (stage.train_config(sweep_spec(section, n)) for n in ("head_dim", "heads"))
+    assert (own.steps, default.steps) == (7, section["train"]["steps"])
+    assert own.lr == default.lr == section["train"]["lr"]
+    assert stage.replicate_seeds() == [3000 + k for k in range(section["seeds"])]
+
+
+def test_theory_bound_is_h_times_n_minus_one_plus_one():
+    assert [theory_bound(h, 5) for h in (1, 2, 3)] == [5, 9, 13]
 
 
 def _tiny_section(group_by: list[str]) -> dict:
@@ -95,7 +113,7 @@ def _tiny_section(group_by: list[str]) -> dict:
 def test_sweep_rows_cover_both_tasks_and_contexts():
     section = _tiny_section(["examples"])
     spec = sweep_spec(section, "heads")
-    result = run_sweep(spec, StageSettings.from_config(section), 0, torch.device("cpu"))
+    result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
     table = result.table
     assert len(table) == 2 * 2 * 2 * 2  # H values × contexts × tasks × T grid (one seed)
     assert set(table["task"]) == {"classification", "regression"}
@@ -122,7 +140,7 @@ def test_grouping_does_not_change_results():
         # (different batch shapes reduce in different orders) from being amplified.
         section["train"].update(early_stop=False, lr=0.01, steps=100)
         spec = sweep_spec(section, "heads")
-        result = run_sweep(spec, StageSettings.from_config(section), 0, torch.device("cpu"))
+        result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
         tables.append(result.table.sort_values(["H", "context", "T"]).reset_index(drop=True))
     masked, grouped = tables
     pd.testing.assert_series_equal(masked["memorized"], grouped["memorized"])

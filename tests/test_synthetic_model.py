@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from train_configs import train_config
 
-from memcap.mha import MHAShape, ReplicaMHA
-from memcap.synthetic_data import derive_seed, make_dataset
-from memcap.train import ReplicaData, TrainConfig, train_replicas
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.tasks import make_dataset
+from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.seeds import derive_seed
 
 D = 6
 EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on its batch
@@ -19,6 +21,23 @@ def _inputs(replicas: int, batch: int, n: int, seed: int = 0):
     )
 
 
+def forward_all(model: ReplicaMHA, query: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+    """The MHA layer's output at every position, (R, B, 1 + n_max, d): the plain masked
+    attention (every position attends to the context tokens, none to token 0), of which
+    :meth:`ReplicaMHA.layer_output` is the position-0 row computed cheaply."""
+    x, e = model.embed(query, context)
+    tokens = torch.cat([x[:, :, None], e], dim=2)  # (R, B, 1 + n, d)
+    w_query, w_key, w_value = model._projections()
+    q = torch.einsum("rbtd,rhde->rbhte", tokens, w_query)
+    k = torch.einsum("rbtd,rhde->rbhte", tokens, w_key)
+    v = torch.einsum("rbtd,rhdv->rbhtv", tokens, w_value)
+    scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * model.score_scale[:, None, None, None, None]
+    readable = torch.cat([torch.zeros_like(model.context_mask[:, :1]), model.context_mask], 1)
+    scores = scores.masked_fill(~readable[:, None, None, None, :], float("-inf"))
+    heads = torch.einsum("rbhst,rbhtv->rbhsv", torch.softmax(scores, -1), v)
+    return torch.einsum("rbhsv,rhvd->rbsd", heads, model.w_out) + model.b_out[:, None, None]
+
+
 def test_shapes_of_every_output():
     shapes = [MHAShape(D, 3, 2, 4, classes=5), MHAShape(D, 5, 3, 2, classes=5)]
     model = ReplicaMHA(shapes, [0, 1])
@@ -26,7 +45,7 @@ def test_shapes_of_every_output():
     assert model(query, context).shape == (2, 7, 5)
     assert model.attention(query, context).shape == (2, 7, 3, 5)
     assert model.layer_output(query, context).shape == (2, 7, D)
-    assert model.forward_all(query, context).shape == (2, 7, 6, D)
+    assert forward_all(model, query, context).shape == (2, 7, 6, D)
     regression = ReplicaMHA([MHAShape(D, 3, 2, 4)], [0])
     assert regression(*_inputs(1, 7, 3)).shape == (1, 7)
 
@@ -34,8 +53,8 @@ def test_shapes_of_every_output():
 def test_no_position_attends_to_the_query_token():
     model = ReplicaMHA([MHAShape(D, 4, 3, 4, classes=5)] * 2, [0, 1])
     query, context = _inputs(2, 5, 4)
-    before = model.forward_all(query, context)
-    after = model.forward_all(query + torch.randn_like(query), context)
+    before = forward_all(model, query, context)
+    after = forward_all(model, query + torch.randn_like(query), context)
     torch.testing.assert_close(after[:, :, 1:], before[:, :, 1:])
     assert not torch.allclose(after[:, :, 0], before[:, :, 0])
 
@@ -51,7 +70,7 @@ def test_query_output_is_a_convex_combination_of_its_context():
     values = torch.einsum("rbhd,rhdv->rbhv", mixed, model.w_value)
     expected = torch.einsum("rbhv,rhvd->rbd", values, model.w_out) + model.b_out[:, None]
     torch.testing.assert_close(model.layer_output(query, context), expected)
-    torch.testing.assert_close(model.forward_all(query, context)[:, :, 0], expected)
+    torch.testing.assert_close(forward_all(model, query, context)[:, :, 0], expected)
     # Identical context tokens: the output cannot depend on the query at all.
     same = context[:, :, :1].expand_as(context).clone()
     model.positions.zero_()
@@ -93,7 +112,7 @@ def test_batched_training_equals_one_model_at_a_time(task, batch_size):
     classes = 4 if task == "classification" else None
     shapes = [MHAShape(D, 3, 1, 3, classes=classes), MHAShape(D, 4, 3, 2, classes=classes)]
     seeds, sizes = [5, 6], [12, 20]
-    cfg = TrainConfig(steps=40, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
+    cfg = train_config(steps=40, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
     batched = train_replicas(
         ReplicaMHA(shapes, seeds), _replica_data(shapes, seeds, sizes, task), task, cfg, seeds
     )

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from train_configs import train_config
 
-from memcap.train import (
+from memcap.training.loop import (
     ReplicaData,
-    TrainConfig,
     evaluate,
     kl_divergence,
     lr_multiplier,
@@ -44,20 +44,20 @@ def _data(seeds: list[int], sizes: list[int], d_in: int = 8, classes: int = 5) -
 
 
 def test_schedule_warms_up_then_decays_to_zero():
-    cfg = TrainConfig(steps=100, warmup_frac=0.1, schedule="cosine")
+    cfg = train_config(steps=100, warmup_frac=0.1, schedule="cosine")
     factors = [lr_multiplier(s, cfg) for s in range(100)]
     assert factors[0] == pytest.approx(0.1)
     assert factors[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(factors[10:], factors[11:], strict=False))
     assert factors[-1] < 0.01
-    linear = TrainConfig(steps=10, warmup_frac=0.0, schedule="linear")
+    linear = train_config(steps=10, warmup_frac=0.0, schedule="linear")
     assert lr_multiplier(5, linear) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("batch_size", [None, 16])
 def test_batched_replicas_match_single_model_training(batch_size):
     seeds, sizes = [0, 1, 2], [40, 25, 60]
-    cfg = TrainConfig(steps=60, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
+    cfg = train_config(steps=60, lr=1e-2, eval_every=10, batch_size=batch_size, early_stop=False)
     batched = train_replicas(
         ReplicaMLP(seeds, 8, 32, 5), _data(seeds, sizes), "classification", cfg, seeds
     )
@@ -73,12 +73,12 @@ def test_early_stop_and_best_state_are_kept():
     seeds = [3, 4]
     data = _data(seeds, [20, 30])
     model = ReplicaMLP(seeds, 8, 64, 5)
-    cfg = TrainConfig(steps=3000, lr=3e-2, eval_every=20)
+    cfg = train_config(steps=3000, lr=3e-2, eval_every=20)
     result = train_replicas(model, data, "classification", cfg, seeds)
     assert (result.accuracy == 1.0).all()
     assert result.steps_run < cfg.steps
     assert (result.fit_step > 0).all()
-    again = evaluate(model, data, "classification")
+    again = evaluate(model, data, "classification", None)
     np.testing.assert_array_equal(again["memorized"].numpy(), result.memorized)
 
 
@@ -96,7 +96,7 @@ def test_regression_objective_counts_errors_under_tolerance():
         def forward(self, x):
             return self.inner(x).squeeze(-1)
 
-    cfg = TrainConfig(steps=2000, lr=1e-2, regression_tol=0.05, eval_every=20)
+    cfg = train_config(steps=2000, lr=1e-2, regression_tol=0.05, eval_every=20)
     result = train_replicas(Squeeze(), data, "regression", cfg, seeds)
     assert result.memorized[0] == 10
     assert np.isnan(result.kl).all()
@@ -114,5 +114,5 @@ def test_parameters_without_replica_axis_are_rejected():
     data = _data([0, 1], [5, 5])
     with pytest.raises(ValueError, match="leading replica axis"):
         train_replicas(
-            ReplicaMLP([0, 1, 2], 8, 4, 5), data, "classification", TrainConfig(), [0, 1]
+            ReplicaMLP([0, 1, 2], 8, 4, 5), data, "classification", train_config(), [0, 1]
         )

@@ -12,20 +12,20 @@ log = setup_logging(snakemake.log[0])
 
 import torch  # noqa: E402
 
-from memcap.capacity import real_capacity_rows  # noqa: E402
+from memcap.capacity.real import real_capacity_rows  # noqa: E402
 from memcap.provenance import write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-settings = snakemake.params.settings
+section = snakemake.params.section
 queries = np.load(snakemake.input.queries, mmap_mode="r")
 contexts = np.load(snakemake.input.contexts, mmap_mode="r")
 start = time.perf_counter()
 rows = real_capacity_rows(
     queries,
     contexts,
-    max_heads=settings["max_heads"],
-    head_dim=settings["head_dim"],
-    max_examples=settings["max_examples"],
+    max_heads=section["max_heads"],
+    head_dim=section["head_dim"],
+    max_examples=section["max_examples"],
     seed=snakemake.params.seed,
 )
 table = pd.DataFrame(rows).assign(model=snakemake.wildcards.model, layer=snakemake.wildcards.layer)
@@ -33,10 +33,10 @@ table.to_csv(snakemake.output.table, index=False)
 log.info("certified capacity in %.1f s:\n%s", time.perf_counter() - start, table.to_string())
 write_provenance(
     snakemake.output.provenance,
-    stage="synthetic",
+    stage="capacity",
     model=snakemake.wildcards.model,
     layer=snakemake.wildcards.layer,
     seed=snakemake.params.seed,
-    settings=settings,
+    settings=section,
     inputs=[snakemake.input.queries, snakemake.input.contexts],
 )

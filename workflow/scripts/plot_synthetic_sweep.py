@@ -8,7 +8,7 @@ from memcap.logs import setup_logging
 log = setup_logging(snakemake.log[0])
 
 from memcap.plotting import save_figure  # noqa: E402
-from memcap.synthetic_plots import plot_sweep  # noqa: E402
+from memcap.synthetic.figures import plot_sweep  # noqa: E402
 
 capacity = pd.read_csv(snakemake.input.capacity)
 fits = pd.read_csv(snakemake.input.fits)

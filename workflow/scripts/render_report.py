@@ -14,7 +14,7 @@ inputs = ReportInputs(
     stages=snakemake.params.stages,
     stage_files={
         stage: list(snakemake.input[stage])
-        for stage in ("extract", "assumptions", "synthetic", "aot")
+        for stage in ("extract", "assumptions", "synthetic", "capacity", "aot")
     },
     benchmarks=list(snakemake.input.benchmarks),
     rule_stages=snakemake.params.rule_stages,

@@ -11,18 +11,17 @@ import torch  # noqa: E402
 
 from memcap.devices import resolve_device  # noqa: E402
 from memcap.provenance import write_provenance  # noqa: E402
-from memcap.synthetic import StageSettings, run_sweep  # noqa: E402
-from memcap.synthetic_analysis import capacity_table, describe_fits, fit_table  # noqa: E402
-from memcap.synthetic_config import sweep_spec  # noqa: E402
+from memcap.synthetic.settings import StageSettings, sweep_spec  # noqa: E402
+from memcap.synthetic.summary import capacity_table, describe_fits, fit_table  # noqa: E402
+from memcap.synthetic.sweep import run_sweep  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-section = snakemake.params.synthetic
+section = snakemake.params.section
 sweep = snakemake.wildcards.sweep
 device = resolve_device(snakemake.params.device)
+stage = StageSettings.from_config(section, snakemake.params.seed)
 start = time.perf_counter()
-result = run_sweep(
-    sweep_spec(section, sweep), StageSettings.from_config(section), snakemake.params.seed, device
-)
+result = run_sweep(sweep_spec(section, sweep), stage, device)
 wall = time.perf_counter() - start
 result.table.to_csv(snakemake.output.table, index=False)
 result.saturation.to_csv(snakemake.output.saturation, index=False)
@@ -33,6 +32,7 @@ write_provenance(
     stage="synthetic",
     sweep=sweep,
     seed=snakemake.params.seed,
+    replica_seeds=stage.replicate_seeds(),
     device=str(device),
     threads=snakemake.threads,
     config=section,

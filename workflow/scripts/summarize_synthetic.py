@@ -1,20 +1,21 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
 """Snakemake adapter: merge the sweeps into summary, capacity, fit and saturation tables."""
 
-import pandas as pd
-
 from memcap.logs import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from memcap.synthetic_analysis import (  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from memcap.synthetic.summary import (  # noqa: E402
     capacity_table,
     describe_fits,
     fit_table,
     saturation_table,
+    summarize,
 )
 
-summary = pd.concat([pd.read_csv(path) for path in snakemake.input.tables], ignore_index=True)
+summary = summarize(pd.read_csv(path) for path in snakemake.input.tables)
 saturation = pd.concat([pd.read_csv(path) for path in snakemake.input.saturation])
 capacity = capacity_table(summary)
 fits = fit_table(capacity)

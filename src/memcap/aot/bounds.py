@@ -8,12 +8,11 @@ M = H(d − 1) + 1 ("previous lower bound"). Both are clipped at 1.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
 
-_logger = logging.getLogger(__name__)
+from memcap.training.fits import least_squares, r_squared
 
 SATURATION = 0.95  # fits skip points after the first mean accuracy at or above this
 
@@ -85,11 +84,8 @@ def fit(x, y, form: str, knot: float = float("nan")) -> Fit:
     """Least-squares fit of ``form`` to the points (x, y), with R²."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     basis = _basis(x, form, knot)
-    coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-    residual = float(((basis @ coef - y) ** 2).sum())
-    total = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - residual / total if total > 0 else float("nan")
-    return Fit(form, tuple(float(c) for c in coef), r2, len(x), knot)
+    coef = least_squares(basis, y)
+    return Fit(form, tuple(float(c) for c in coef), r_squared(y, basis @ coef), len(x), knot)
 
 
 def unsaturated(x, y, threshold: float = SATURATION) -> tuple[np.ndarray, np.ndarray]:

@@ -6,8 +6,6 @@ entropy floor (the cross-entropy of a model that outputs π exactly).
 
 from __future__ import annotations
 
-import logging
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -15,8 +13,6 @@ import seaborn as sns
 
 from memcap.aot.summary import facet_groups, fit_curve, seed_means
 from memcap.plotting import set_theme
-
-_logger = logging.getLogger(__name__)
 
 X_LABELS = {
     "H": "heads H",

@@ -19,7 +19,6 @@ is the plain per-example computation (any depth, every position); the fast path 
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 
@@ -28,8 +27,6 @@ from torch import Tensor, nn
 
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import all_sequences, sequence_index
-
-_logger = logging.getLogger(__name__)
 
 # Parameter name → shape as a function of one replica's (N, S, d, d_h, H, L, w).
 _SHAPES = {
@@ -197,11 +194,3 @@ class ReplicaTransformer(nn.Module):
         hidden = torch.einsum("rtd,rwd->rtw", x, w["mlp_in"][:, layer])
         hidden = nn.functional.gelu(hidden + w["mlp_bias"][:, layer, None])
         return torch.einsum("rtw,rdw->rtd", hidden, w["mlp_out"][:, layer])
-
-    def parameter_counts(self) -> list[int]:
-        """Trainable parameters of each replica (unpadded entries)."""
-        if not self.padded:
-            total = sum(p[0].numel() for p in self.parameters())
-            return [total] * len(self.settings)
-        masks = [getattr(self, f"{name}_mask") for name in self.names]
-        return [int(sum(m[r].sum() for m in masks)) for r in range(len(self.settings))]

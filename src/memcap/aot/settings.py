@@ -2,26 +2,34 @@
 
 Pure Python (no torch): the Snakefile imports :func:`check_aot_config` before any job starts.
 A sweep in the config lists fixed values and lists of values; its settings are the Cartesian
-product of the lists (see ``aot.sweeps`` in the config schema).
+product of the lists (see ``aot.sweeps`` in the config schema). The dataclasses carry no
+defaults for scientific settings: they are built from the schema-defaulted config.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from memcap.errors import ConfigError
-
-_logger = logging.getLogger(__name__)
+from memcap.training.config import TrainConfig, with_overrides
+from memcap.training.seeds import replicate_seeds
 
 Model = Literal["aot", "mlp"]
 Task = Literal["association", "distribution"]
 
 MAX_SEQUENCES = 2**20  # N^S inputs are enumerated (one table row each); more does not fit
 GRID_KEYS = ("N", "S", "d", "d_h", "H")  # keys that may hold a list of values
+TRAIN_KEYS = ("lr", "schedule", "warmup_frac", "epochs", "batch_size", "eval_every", "early_stop")
+# Keys of the old config shape -> the key that replaced them ("*": any sweep name).
+MOVED_KEYS = {
+    **{f"aot.{key}": f"aot.train.{key}" for key in TRAIN_KEYS},
+    "aot.sweeps.*.epochs": "aot.sweeps.<sweep>.train.epochs",
+    "aot.sweeps.*.lr": "aot.sweeps.<sweep>.train.lr",
+}
 
 
 @dataclass(frozen=True)
@@ -104,9 +112,54 @@ def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
     return settings
 
 
-def sweep_names(config: Mapping[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class StageSettings:
+    """Settings shared by every sweep of the stage (``config["aot"]``)."""
+
+    seeds: int  # replicate seeds per setting (different table and initialisation), averaged
+    base_seed: int  # the config's global seed; see memcap.training.seeds.replicate_seeds
+    pad_replicas: bool  # batch different shapes together (zero-padded, masked)
+    train: Mapping[str, Any]  # the stage's training settings (``aot.train``)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
+        """Build from the validated ``aot`` config section and the global seed."""
+        return cls(
+            seeds=section["seeds"],
+            base_seed=int(seed),
+            pad_replicas=section["pad_replicas"],
+            train=section["train"],
+        )
+
+    def replicate_seeds(self) -> list[int]:
+        """The replicate seeds of every setting."""
+        return replicate_seeds(self.base_seed, self.seeds)
+
+    def sweep_train(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """The training settings of one sweep: the stage's, with the sweep's own."""
+        return with_overrides(self.train, spec["train"])
+
+    def train_config(self, spec: Mapping[str, Any], T0: int, task: str) -> TrainConfig:
+        """Optimisation of one batched model of sweep ``spec`` with T0 inputs."""
+        train = self.sweep_train(spec)
+        batch_size = train["batch_size"]
+        steps = train["epochs"] * (1 if batch_size is None else math.ceil(T0 / batch_size))
+        return TrainConfig(
+            steps=steps,
+            lr=train["lr"],
+            warmup_frac=train["warmup_frac"],
+            schedule=train["schedule"],
+            batch_size=batch_size,
+            eval_every=min(train["eval_every"], steps),
+            # the distribution task keeps lowering the KL after the argmax is right
+            early_stop=train["early_stop"] and task == "association",
+            regression_tol=None,
+        )
+
+
+def sweep_names(section: Mapping[str, Any]) -> list[str]:
     """Names of the configured sweeps, in config order."""
-    return list(config["aot"]["sweeps"])
+    return list(section["sweeps"])
 
 
 def check_aot_config(config: Mapping[str, Any]) -> None:
@@ -128,8 +181,6 @@ def check_aot_config(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"{key}.models", "no model is listed", "list aot and/or mlp")
         for s in expand_sweep(name, spec):
             _check_setting(key, s)
-    if aot["batch_size"] is not None and aot["batch_size"] < 1:
-        raise ConfigError("aot.batch_size", "must be positive", "use null for full batch")
 
 
 def _check_setting(key: str, s: Setting) -> None:
@@ -155,8 +206,9 @@ def _check_setting(key: str, s: Setting) -> None:
         raise ConfigError(f"{key}.temperature", "must be positive", "use e.g. 1.0")
 
 
-def sweep_memory_mb(name: str, spec: Mapping[str, Any], seeds: int) -> int:
+def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
     """Rough peak memory of one sweep job: its largest padded replica group's activations."""
+    spec, seeds = section["sweeps"][name], section["seeds"]
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
         groups.setdefault((s.N, s.S, s.model, s.width), []).append(s)

@@ -3,15 +3,12 @@ d_h, piecewise linear in d with a knot at d_h, linear in the parameter count).""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from memcap.aot import bounds
-
-_logger = logging.getLogger(__name__)
 
 FORMS = {"H": "linear", "d_h": "quadratic", "d": "hinge", "params": "linear"}
 SHAPE_COLUMNS = ["N", "S", "d", "d_h", "H", "depth", "width", "temperature"]

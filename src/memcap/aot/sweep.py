@@ -3,77 +3,36 @@
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked (see
 :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains alone.
+Every group trains through :func:`memcap.training.loop.train_replicas`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 import torch
 
 from memcap.aot import bounds
 from memcap.aot.model import ReplicaTransformer
-from memcap.aot.settings import GRID_KEYS, Setting, expand_sweep
+from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
 from memcap.aot.tasks import Task, association_task, distribution_task
-from memcap.train import ReplicaData, TrainConfig, train_replicas
+from memcap.training.loop import ReplicaData, train_replicas
 
 _logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class AotTrainSettings:
-    """Optimisation and replication settings of the aot stage (``config["aot"]``)."""
+@dataclass
+class SweepResult:
+    """One row per replica, the wall time of every batched model and the sweep's training."""
 
-    seeds: int = 2  # seeds per setting (different table and initialisation), averaged
-    base_seed: int = 0  # global seed; replica k of a setting uses base_seed * 1000 + k
-    lr: float = 0.1  # peak Adam learning rate
-    schedule: Literal["cosine", "linear", "constant"] = "linear"  # decay after warm-up
-    warmup_frac: float = 0.0  # fraction of steps with linear warm-up
-    epochs: int = 1000  # passes over the T0 inputs
-    batch_size: int | None = None  # examples per step; None = all T0 inputs (full batch)
-    eval_every: int = 100  # steps between full evaluations (best state, early stop)
-    early_stop: bool = True  # association: stop once every replica reaches 100% accuracy
-    pad_replicas: bool = True  # batch different shapes together (zero-padded, masked)
-
-    @classmethod
-    def from_config(cls, aot: Mapping[str, Any], seed: int) -> AotTrainSettings:
-        """From the validated ``config["aot"]`` section and the global seed."""
-        keys = ("seeds", "lr", "schedule", "warmup_frac", "epochs", "batch_size", "eval_every")
-        return cls(
-            base_seed=int(seed),
-            early_stop=aot["early_stop"],
-            pad_replicas=aot["pad_replicas"],
-            **{k: aot[k] for k in keys},
-        )
-
-    def for_sweep(self, spec: Mapping[str, Any]) -> AotTrainSettings:
-        """These settings with the sweep's own ``epochs`` / ``lr`` where it sets them."""
-        overrides = {k: spec[k] for k in ("epochs", "lr") if spec.get(k) is not None}
-        return dataclasses.replace(self, **overrides)
-
-    def replica_seeds(self) -> list[int]:
-        return [self.base_seed * 1000 + k for k in range(self.seeds)]
-
-    def train_config(self, T0: int, task: str) -> TrainConfig:
-        per_epoch = 1 if self.batch_size is None else math.ceil(T0 / self.batch_size)
-        steps = self.epochs * per_epoch
-        return TrainConfig(
-            steps=steps,
-            lr=self.lr,
-            warmup_frac=self.warmup_frac,
-            schedule=self.schedule,
-            batch_size=self.batch_size,
-            eval_every=min(self.eval_every, steps),
-            # the distribution task keeps lowering the KL after the argmax is right
-            early_stop=self.early_stop and task == "association",
-        )
+    table: pd.DataFrame
+    groups: list[dict[str, Any]]  # replicas and seconds of each batched model
+    train: dict[str, Any]  # the sweep's training settings (stage's with the sweep's own)
 
 
 def x_axis(spec: Mapping[str, Any]) -> str:
@@ -119,13 +78,12 @@ def group_replicas(
 
 
 def run_sweep(
-    name: str, spec: Mapping[str, Any], train: AotTrainSettings, device: torch.device
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+    name: str, spec: Mapping[str, Any], stage: StageSettings, device: torch.device
+) -> SweepResult:
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
     settings = expand_sweep(name, spec)
-    train = train.for_sweep(spec)
-    replicas = [(s, seed) for s in settings for seed in train.replica_seeds()]
-    groups = group_replicas(replicas, train.pad_replicas)
+    replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds()]
+    groups = group_replicas(replicas, stage.pad_replicas)
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
     rows, timings = [], []
     tasks: dict[tuple, Task] = {}
@@ -138,17 +96,17 @@ def run_sweep(
                 tasks[key] = make_task(s, seed, device)
             group_tasks.append(tasks[key])
         labels = {"x_axis": x_axis(spec), "facet": "|".join(facet_keys(spec))}
-        rows += _train_group(group, group_tasks, train, device, labels)
+        rows += _train_group(group, group_tasks, stage, spec, device, labels)
         timings.append({"replicas": len(group), "seconds": time.perf_counter() - start})
         _logger.info("group of %d replicas took %.1f s", len(group), timings[-1]["seconds"])
-    stats = {"groups": timings, "replicas": len(replicas), "training": dataclasses.asdict(train)}
-    return pd.DataFrame(rows), stats
+    return SweepResult(pd.DataFrame(rows), timings, stage.sweep_train(spec))
 
 
 def _train_group(
     group: Sequence[tuple[Setting, int]],
     tasks: Sequence[Task],
-    train: AotTrainSettings,
+    stage: StageSettings,
+    spec: Mapping[str, Any],
     device: torch.device,
     labels: Mapping[str, str],
 ) -> list[dict[str, Any]]:
@@ -162,7 +120,8 @@ def _train_group(
     )
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
-    result = train_replicas(model, data, objective, train.train_config(first.T0, first.task), seeds)
+    cfg = stage.train_config(spec, first.T0, first.task)
+    result = train_replicas(model, data, objective, cfg, seeds)
     rows = []
     for r, (s, seed) in enumerate(group):
         entropy = tasks[r].entropy

@@ -31,9 +31,6 @@ _logger = logging.getLogger(__name__)
 
 # Libraries the report itself renders with, recorded beside the stages' versions.
 REPORT_PACKAGES = ("memcap", "jinja2", "matplotlib", "seaborn", "pandas", "snakemake")
-# Real-data certified capacity lives with the synthetic stage's files but belongs beside the
-# assumption checks, which decide whether Theorem 1's bound applies to the same embeddings.
-REAL_CAPACITY_DIR = "results/capacity"
 
 
 @dataclass(frozen=True)
@@ -112,7 +109,7 @@ def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> li
     if section.capacity_saturated:
         caveats.append(
             "the certified capacity equals the number of examples it was computed on at every "
-            "H: it is capped by T, not by the layer (raise T or synthetic.real_capacity."
+            "H: it is capped by T, not by the layer (raise T or capacity."
             "max_examples to see it grow with H)."
         )
     if model is not None:
@@ -126,12 +123,12 @@ def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> li
 def _assumption_sections(
     inputs: ReportInputs, models: Mapping[str, loaders.ModelInfo]
 ) -> tuple[list[LayerSection], list[Figure]]:
-    """One card per model × layer, and the stage-wide figures beside them."""
-    overview = [
-        _figure(p, inputs)
-        for p in _files(inputs, "synthetic", ".png")
-        if REAL_CAPACITY_DIR in p.as_posix()
-    ]
+    """One card per model × layer, and the stage-wide figures beside them.
+
+    The capacity stage's certified capacity of the same embeddings sits beside the assumption
+    checks, which decide whether Theorem 1's bound applies to them.
+    """
+    overview = [_figure(p, inputs) for p in _files(inputs, "capacity", ".png")]
     summary = loaders.read_table(_named(_files(inputs, "assumptions", ".csv"), "summary.csv"))
     if summary is None:
         return [], overview
@@ -144,7 +141,7 @@ def _assumption_sections(
         key = _model_layer(path, "results/assumptions")
         figure = _figure(path, inputs)
         (layer_figures.setdefault(key, []) if key else overview).append(figure)
-    capacity = loaders.read_table(_named(_files(inputs, "synthetic", ".csv"), "real.csv"))
+    capacity = loaders.read_table(_named(_files(inputs, "capacity", ".csv"), "real.csv"))
     sections = []
     for ev in loaders.evidence_from_summary(summary, profiles):
         section = LayerSection(layer_verdicts(ev), layer_figures.get((ev.model, ev.layer), []))
@@ -176,11 +173,7 @@ def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
 def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     """A paper's scaling laws: the stage's figures, its fits and capacity tables, caveats."""
     section = ScalingSection(enabled=inputs.stages.get(stage, False))
-    section.figures = [
-        _figure(p, inputs)
-        for p in _files(inputs, stage, ".png")
-        if REAL_CAPACITY_DIR not in p.as_posix()
-    ]
+    section.figures = [_figure(p, inputs) for p in _files(inputs, stage, ".png")]
     tables = {p.name: p for p in _files(inputs, stage, ".csv")}
     if "fits.csv" in tables:
         fits = pd.read_csv(tables["fits.csv"])

@@ -12,7 +12,7 @@ import pandas as pd
 from memcap.report.loaders import ModelInfo, RuleTiming, VersionRow
 from memcap.report.verdicts import LayerVerdicts, Verdict
 
-STAGES = ("extract", "assumptions", "synthetic", "aot", "report")
+STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
 
 @dataclass(frozen=True)

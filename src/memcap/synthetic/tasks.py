@@ -9,15 +9,11 @@ grid and train on its first T examples (:meth:`SyntheticSet.head`): the sets are
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 from torch import Tensor
-
-_logger = logging.getLogger(__name__)
 
 ContextKind = Literal["random", "shared"]
 Task = Literal["classification", "regression"]
@@ -34,12 +30,6 @@ class SyntheticSet:
     def head(self, size: int) -> SyntheticSet:
         """The first ``size`` examples."""
         return SyntheticSet(self.queries[:size], self.contexts[:size], self.targets[:size])
-
-
-def derive_seed(*parts: int | str) -> int:
-    """A 63-bit seed determined by ``parts`` (ints or strings), independent across parts."""
-    words = [p if isinstance(p, int) else int.from_bytes(p.encode(), "little") for p in parts]
-    return int(np.random.SeedSequence(words).generate_state(2, np.uint32).view(np.uint64)[0] >> 1)
 
 
 def make_dataset(

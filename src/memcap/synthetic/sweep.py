@@ -3,14 +3,14 @@
 A sweep varies one parameter (H, n or d_h) over its values, for each context kind, task,
 seed and dataset size T of its grid; every combination is one *replica*. Replicas are split
 into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
-batch trains through the shared loop :func:`memcap.train.train_replicas`. Grouping by T avoids
-padding every replica to the largest T in full-batch training; grouping by shape avoids the
-masked work of padded heads and context positions.
+batch trains through the shared loop :func:`memcap.training.loop.train_replicas`. Grouping by
+T avoids padding every replica to the largest T in full-batch training; grouping by shape
+avoids the masked work of padded heads and context positions.
 
 For every replica the result row holds its training accuracy and memorized count (examples
 whose top logit is the label; regression: error below ``regression_tol``), the certified
 capacity of the same examples with random attention weights and with the trained attention
-weights (:mod:`memcap.capacity`), and the per-head softmax saturation.
+weights (:mod:`memcap.capacity.certified`), and the per-head softmax saturation.
 """
 
 from __future__ import annotations
@@ -18,54 +18,26 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 import torch
 
-from memcap.capacity import (
+from memcap.capacity.certified import (
     certified_capacity_curve,
     certified_capacity_from_attention,
     saturation,
-    theory_bound,
 )
-from memcap.mha import MHAShape, ReplicaMHA
 from memcap.provenance import array_checksum
-from memcap.synthetic_config import SWEPT, Setting, SweepSpec
-from memcap.synthetic_data import SyntheticSet, derive_seed, make_dataset
-from memcap.train import ReplicaData, TrainConfig, train_replicas
+from memcap.synthetic.bounds import theory_bound
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.settings import GROUP_KEYS, SWEPT, Setting, StageSettings, SweepSpec
+from memcap.synthetic.tasks import SyntheticSet, make_dataset
+from memcap.training.config import TrainConfig
+from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
-
-GROUP_KEYS = ("shape", "examples")
-
-
-@dataclass(frozen=True)
-class StageSettings:
-    """Settings shared by every sweep of the stage."""
-
-    d: int  # token dimension
-    classes: int  # C, classification labels
-    value_dim: int  # d_v per head
-    seeds: tuple[int, ...]  # replicate seeds, each combined with the global seed
-    group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
-    saturation_threshold: float
-    train: TrainConfig
-
-    @classmethod
-    def from_config(cls, section: Mapping[str, Any]) -> StageSettings:
-        """Build from the validated ``synthetic`` config section."""
-        return cls(
-            d=section["d"],
-            classes=section["classes"],
-            value_dim=section["value_dim"],
-            seeds=tuple(section["seeds"]),
-            group_by=tuple(section["group_by"]),
-            saturation_threshold=section["saturation_threshold"],
-            train=TrainConfig(**section["train"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -95,15 +67,12 @@ class SweepResult:
     data_checksum: str
 
 
-def run_sweep(
-    spec: SweepSpec, stage: StageSettings, base_seed: int, device: torch.device
-) -> SweepResult:
+def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> SweepResult:
     """Train and certify every replica of one sweep.
 
     Args:
         spec: the sweep.
-        stage: stage-wide settings.
-        base_seed: the config's global seed; every data, model and batch seed derives from it.
+        stage: stage-wide settings, the global seed among them.
         device: where to train.
     """
     unknown = set(stage.group_by) - set(GROUP_KEYS)
@@ -112,13 +81,11 @@ def run_sweep(
     replicas = [
         Replica(setting, seed, examples)
         for setting in spec.settings()
-        for seed in stage.seeds
+        for seed in stage.replicate_seeds()
         for examples in spec.examples
     ]
-    datasets = {
-        key: _dataset(spec, stage, base_seed, key) for key in {_data_key(r) for r in replicas}
-    }
-    cfg = stage.train if spec.steps is None else _with_steps(stage.train, spec.steps)
+    datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
+    cfg = stage.train_config(spec)
     groups: dict[tuple, list[Replica]] = {}
     for replica in replicas:
         groups.setdefault(replica.group(stage.group_by), []).append(replica)
@@ -134,9 +101,7 @@ def run_sweep(
     rows, saturation_rows = [], []
     for key, members in groups.items():
         start = time.perf_counter()
-        group_rows, group_saturation = _train_group(
-            spec, stage, cfg, base_seed, members, datasets, device
-        )
+        group_rows, group_saturation = _train_group(spec, stage, cfg, members, datasets, device)
         rows += group_rows
         saturation_rows += group_saturation
         _logger.info(
@@ -156,21 +121,16 @@ def _data_key(replica: Replica) -> tuple:
     return (replica.seed, s.n, s.context, s.task)
 
 
-def _dataset(spec: SweepSpec, stage: StageSettings, base_seed: int, key: tuple) -> SyntheticSet:
+def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
     seed, n, context, task = key
-    data_seed = derive_seed(base_seed, "data", spec.name, seed, n, context, task)
+    data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
     return make_dataset(max(spec.examples), n, stage.d, context, task, stage.classes, data_seed)
-
-
-def _with_steps(cfg: TrainConfig, steps: int) -> TrainConfig:
-    return TrainConfig(**{**cfg.__dict__, "steps": steps})
 
 
 def _train_group(
     spec: SweepSpec,
     stage: StageSettings,
     cfg: TrainConfig,
-    base_seed: int,
     members: list[Replica],
     datasets: dict[tuple, SyntheticSet],
     device: torch.device,
@@ -188,8 +148,8 @@ def _train_group(
         )
         for r in members
     ]
-    model_seeds = [_replica_seed(base_seed, "model", spec, r) for r in members]
-    batch_seeds = [_replica_seed(base_seed, "batches", spec, r) for r in members]
+    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
+    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
     data = _stack(members, datasets, model.max_n, device)
     result = train_replicas(model, data, task, cfg, batch_seeds)
@@ -225,7 +185,7 @@ def _train_group(
                     own.contexts,
                     [s.heads],
                     s.head_dim,
-                    seed=derive_seed(base_seed, "certify", spec.name, replica.seed),
+                    seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
                     device=device,
                 )[0].rank,
                 "certified_trained": certified_capacity_from_attention(

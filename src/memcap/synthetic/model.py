@@ -15,15 +15,12 @@ and their gradients are exactly zero.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
-_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -170,25 +167,6 @@ class ReplicaMHA(nn.Module):
         out = self.layer_output(query, context)
         decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
         return decoded.squeeze(-1) if self.classes is None else decoded
-
-    def forward_all(self, query: Tensor, context: Tensor) -> Tensor:
-        """The MHA layer's output at every position, (R, B, 1 + n_max, d).
-
-        The plain masked-attention computation (every position attends to the context tokens,
-        none to token 0); :meth:`layer_output` is its position-0 row computed cheaply.
-        """
-        x, e = self.embed(query, context)
-        tokens = torch.cat([x[:, :, None], e], dim=2)  # (R, B, 1 + n, d)
-        w_query, w_key, w_value = self._projections()
-        q = torch.einsum("rbtd,rhde->rbhte", tokens, w_query)
-        k = torch.einsum("rbtd,rhde->rbhte", tokens, w_key)
-        v = torch.einsum("rbtd,rhdv->rbhtv", tokens, w_value)
-        scale = self.score_scale[:, None, None, None, None]
-        scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * scale
-        readable = torch.cat([torch.zeros_like(self.context_mask[:, :1]), self.context_mask], 1)
-        scores = scores.masked_fill(~readable[:, None, None, None, :], float("-inf"))
-        heads = torch.einsum("rbhst,rbhtv->rbhsv", _softmax(scores), v)
-        return torch.einsum("rbhsv,rhvd->rbsd", heads, self.w_out) + self.b_out[:, None, None]
 
 
 def _softmax(scores: Tensor) -> Tensor:

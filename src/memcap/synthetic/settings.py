@@ -1,7 +1,7 @@
-"""Typed settings of the synthetic stage, built from the validated config, and its checks.
+"""Typed settings of the synthetic stage (paper A), its config checks and memory estimate.
 
 No torch import here: the Snakefile imports this module to check the config before any job
-starts.
+starts. The dataclasses carry no defaults: they are built from the schema-defaulted config.
 """
 
 from __future__ import annotations
@@ -11,12 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcap.errors import ConfigError
+from memcap.training.config import TrainConfig, with_overrides
+from memcap.training.seeds import replicate_seeds
 
 SWEEPS = ("heads", "context_size", "head_dim")
 # The model parameter each sweep varies, as named in the result tables.
 SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
 CONTEXTS = ("shared", "random")
 TASKS = ("classification", "regression")
+GROUP_KEYS = ("shape", "examples")
+# Keys of the old config shape -> the key that replaced them ("*": any sweep name).
+MOVED_KEYS = {
+    "synthetic.real_capacity": "capacity",
+    "synthetic.sweeps.*.steps": "synthetic.sweeps.<sweep>.train.steps",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class SweepSpec:
     head_dim: int  # d_h where not swept
     contexts: tuple[str, ...]
     tasks: tuple[str, ...]
-    steps: int | None  # None: the stage's train.steps
+    train: Mapping[str, Any]  # the sweep's own training settings; null keeps the stage's
 
     def settings(self) -> list[Setting]:
         """Every (value, context, task) point, values outermost."""
@@ -76,8 +84,44 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
         head_dim=sweep.get("head_dim", 0),
         contexts=tuple(sweep["contexts"]),
         tasks=tuple(sweep["tasks"]),
-        steps=sweep.get("steps"),
+        train=sweep["train"],
     )
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """Settings shared by every sweep of the stage."""
+
+    d: int  # token dimension
+    classes: int  # C, classification labels
+    value_dim: int  # d_v per head
+    seeds: int  # replicate seeds per setting
+    base_seed: int  # the config's global seed; every data, model and batch seed derives from it
+    group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
+    saturation_threshold: float
+    train: Mapping[str, Any]  # the stage's training settings (``synthetic.train``)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
+        """Build from the validated ``synthetic`` config section and the global seed."""
+        return cls(
+            d=section["d"],
+            classes=section["classes"],
+            value_dim=section["value_dim"],
+            seeds=section["seeds"],
+            base_seed=int(seed),
+            group_by=tuple(section["group_by"]),
+            saturation_threshold=section["saturation_threshold"],
+            train=section["train"],
+        )
+
+    def replicate_seeds(self) -> list[int]:
+        """The replicate seeds of every setting."""
+        return replicate_seeds(self.base_seed, self.seeds)
+
+    def train_config(self, spec: SweepSpec) -> TrainConfig:
+        """The training settings of sweep ``spec``: the stage's, with the sweep's own."""
+        return TrainConfig(**with_overrides(self.train, spec.train))
 
 
 def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) -> int:
@@ -89,18 +133,18 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     """
     spec = sweep_spec(section, name)
     group_by = section["group_by"]
-    per_setting = len(spec.contexts) * len(section["seeds"])
+    per_setting = len(spec.contexts) * section["seeds"]
     replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
     replicas *= 1 if "examples" in group_by else len(spec.examples)
     tokens = max(setting.n for setting in spec.settings()) + 1
-    batch = section["train"]["batch_size"] or max(spec.examples)
+    batch = with_overrides(section["train"], spec.train)["batch_size"] or max(spec.examples)
     token_bytes = tokens * section["d"] * 4
     data = replicas * max(spec.examples) * token_bytes
     activations = 16 * replicas * batch * token_bytes
     return base_mb + 2 * (data + activations) // 2**20
 
 
-def enabled_sweeps(section: Mapping[str, Any]) -> list[str]:
+def sweep_names(section: Mapping[str, Any]) -> list[str]:
     """Names of the sweeps the config switches on, in canonical order."""
     return [name for name in SWEEPS if section["sweeps"][name].get("enabled", True)]
 
@@ -110,14 +154,14 @@ def check_synthetic_config(config: Mapping[str, Any]) -> None:
     section = config.get("synthetic", {})
     if not section.get("enabled", True) or "sweeps" not in section:
         return
-    if not enabled_sweeps(section):
+    if not sweep_names(section):
         raise ConfigError(
             "synthetic.sweeps",
             "every sweep is disabled, so there is nothing to summarize",
             "enable a sweep, or switch the stage off with synthetic.enabled: false",
         )
     d = section["d"]
-    for name in enabled_sweeps(section):
+    for name in sweep_names(section):
         _check_sweep(sweep_spec(section, name), d)
     threshold = section["saturation_threshold"]
     if not 0.5 <= threshold < 1.0:

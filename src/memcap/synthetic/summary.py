@@ -10,16 +10,20 @@ too; since the datasets of a grid are nested that is their value at the largest 
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterable
 
-import numpy as np
 import pandas as pd
 
-_logger = logging.getLogger(__name__)
+from memcap.synthetic.bounds import linear_fit
 
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
 QUANTITIES = ("capacity", "certified", "certified_trained")
 FIT_ACCURACY = 0.99
+
+
+def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """One row per replica, sweeps in the given order."""
+    return pd.concat(list(frames), ignore_index=True)
 
 
 def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -42,18 +46,6 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Least-squares slope, intercept and R² of y on x (R² is NaN when y is constant)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(np.unique(x)) < 2:
-        return float("nan"), float("nan"), float("nan")
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = float(((y - (slope * x + intercept)) ** 2).sum())
-    total = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - residual / total if total > 0 else float("nan")  # undefined for constant y
-    return float(slope), float(intercept), r2
 
 
 def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:

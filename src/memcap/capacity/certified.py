@@ -16,21 +16,21 @@ N(0, 1/d) entries per head, scores (E W_K)(W_Qᵀ x)/√d_h, inputs first divide
 context entries have unit RMS, which keeps logits of order one) or given, e.g. a trained
 model's (:func:`certified_capacity_from_attention`).
 
+Used by the synthetic stage (random and trained attention) and by the capacity stage (random
+attention on real embeddings). Pure functions, no I/O.
+
 Ranks are numerical: singular values of Z in float64 above ``σ_max · max(T, H·d) · ε`` (ε the
 float64 machine epsilon; NumPy's ``matrix_rank`` default) count.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
-
-_logger = logging.getLogger(__name__)
 
 ArrayLike = np.ndarray | Tensor
 CHUNK = 256  # examples per block when building Z from (possibly memory-mapped) contexts
@@ -43,11 +43,6 @@ class Rank:
     rank: int
     last_kept: float  # σ_rank / σ_max (NaN for a zero matrix)
     first_dropped: float  # σ_{rank+1} / σ_max (0 when no singular value was dropped)
-
-
-def theory_bound(heads: int, n: int) -> int:
-    """Paper A's H(n−1)+1: the guaranteed count (Theorem 1) and the shared-context maximum."""
-    return heads * (n - 1) + 1
 
 
 def numerical_rank(matrix: Tensor, rtol: float | None = None) -> Rank:
@@ -94,28 +89,6 @@ def random_attention(queries: Tensor, contexts: Tensor, weights: Tensor) -> Tens
     qk = torch.einsum("the,hde->thd", q, weights[:, 1])  # (T, H, d): W_K W_Qᵀ x
     scores = torch.einsum("thd,tnd->thn", qk, contexts) / head_dim**0.5
     return torch.softmax(scores, dim=-1)
-
-
-def certified_capacity(
-    queries: ArrayLike,
-    contexts: ArrayLike,
-    n_heads: int,
-    head_dim: int,
-    seed: int = 0,
-) -> int:
-    """Examples a linear readout provably memorizes on top of random multi-head attention.
-
-    Args:
-        queries: (T, d) query tokens.
-        contexts: (T, n, d) context tokens of each example.
-        n_heads: H.
-        head_dim: d_h, query/key dimension per head.
-        seed: seed of the random attention weights.
-
-    Returns:
-        rank(Z) ≤ min(T, H·d); with a shared context also ≤ H(n−1)+1.
-    """
-    return certified_capacity_curve(queries, contexts, [n_heads], head_dim, seed)[0].rank
 
 
 def certified_capacity_curve(
@@ -177,61 +150,6 @@ def saturation(attention: Tensor, threshold: float = 0.99) -> Tensor:
     if threshold < 0.5:
         raise ValueError("threshold must be at least 0.5")
     return (attention > threshold).sum(-1).to(torch.float64).mean(0)
-
-
-def real_capacity_rows(
-    queries: ArrayLike,
-    contexts: ArrayLike,
-    max_heads: int,
-    head_dim: int | None,
-    max_examples: int | None,
-    seed: int,
-) -> list[dict[str, float]]:
-    """Certified capacity of real embeddings for H = 1 … ``max_heads`` (nested heads).
-
-    Args:
-        queries: (T, d), e.g. a memory-mapped ``queries.npy``.
-        contexts: (T, n, d).
-        max_heads: the largest H.
-        head_dim: d_h of the random attention; None uses d_h = n, Theorem 1's regime.
-        max_examples: use a seeded random subset of at most this many examples.
-        seed: seed of the subset and of the random attention weights.
-
-    Returns:
-        One record per H: certified capacity, the sizes, the singular values at the rank's
-        edge, the ceiling min(T, H·d) and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d).
-    """
-    total, n, d = contexts.shape
-    index = subsample(total, max_examples, seed)
-    if len(index) < total:
-        queries, contexts = np.asarray(queries[index]), np.asarray(contexts[index])
-    dh = n if head_dim is None else head_dim
-    heads = list(range(1, max_heads + 1))
-    ranks = certified_capacity_curve(queries, contexts, heads, dh, seed)
-    examples = len(index)
-    return [
-        {
-            "H": h,
-            "certified": r.rank,
-            "T": examples,
-            "T_total": total,
-            "n": n,
-            "d": d,
-            "d_h": dh,
-            "bound": float(theory_bound(h, n)) if dh >= n and n <= d else float("nan"),
-            "ceiling": min(examples, h * d),
-            "last_kept": r.last_kept,
-            "first_dropped": r.first_dropped,
-        }
-        for h, r in zip(heads, ranks, strict=True)
-    ]
-
-
-def subsample(total: int, limit: int | None, seed: int) -> np.ndarray:
-    """Sorted indices of at most ``limit`` of ``total`` examples, drawn without replacement."""
-    if limit is None or limit >= total:
-        return np.arange(total)
-    return np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
 
 
 def _float64(x: ArrayLike) -> Tensor:

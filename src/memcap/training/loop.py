@@ -6,8 +6,8 @@ maps inputs of shape (R, B, ...) to outputs of shape (R, B, ...). Replica r's lo
 only on replica r's parameters, and Adam is element-wise, so one optimizer step on the sum of
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
-Both papers' experiments (``memcap.synthetic``, ``memcap.aot``) train through
-:func:`train_replicas`.
+Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train through
+:func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`.
 """
 
 from __future__ import annotations
@@ -23,31 +23,11 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from memcap.training.config import TrainConfig
+
 _logger = logging.getLogger(__name__)
 
 Objective = Literal["classification", "regression", "distribution"]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings shared by every experiment."""
-
-    steps: int = 2000  # step budget per replica
-    lr: float = 1e-3  # peak Adam learning rate
-    warmup_frac: float = 0.05  # fraction of steps with linear warm-up from 0
-    schedule: Literal["cosine", "linear", "constant"] = "cosine"  # decay after warm-up
-    batch_size: int | None = None  # examples per replica and step; None = full batch
-    eval_every: int = 50  # steps between full-data evaluations (and early-stop checks)
-    early_stop: bool = True  # stop once every replica fits its training set exactly
-    regression_tol: float = 1e-2  # |prediction - target| below this counts as memorized
-
-    def __post_init__(self) -> None:
-        if self.steps < 1 or self.eval_every < 1:
-            raise ValueError("steps and eval_every must be positive")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ValueError("warmup_frac must lie in [0, 1)")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError("batch_size must be positive or None (full batch)")
 
 
 @dataclass
@@ -129,12 +109,14 @@ def kl_divergence(target_probs: Tensor, logits: Tensor) -> Tensor:
 
 
 def example_correct(
-    outputs: Tensor, targets: Tensor, objective: Objective, regression_tol: float
+    outputs: Tensor, targets: Tensor, objective: Objective, regression_tol: float | None
 ) -> Tensor:
     """(R, B) True where the example is memorized (top logit right / error under tolerance)."""
     if objective == "classification":
         return outputs.argmax(-1) == targets
     if objective == "regression":
+        if regression_tol is None:
+            raise ValueError("the regression objective needs a regression_tol")
         return (outputs - targets).abs() < regression_tol
     return outputs.argmax(-1) == targets.argmax(-1)
 
@@ -144,7 +126,7 @@ def evaluate(
     model: nn.Module,
     data: ReplicaData,
     objective: Objective,
-    regression_tol: float = 1e-2,
+    regression_tol: float | None,
     chunk: int = 4096,
 ) -> dict[str, Tensor]:
     """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks."""

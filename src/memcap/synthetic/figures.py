@@ -1,8 +1,6 @@
-"""Figures of the synthetic stage: capacity vs H / n / d_h, saturation, real-data capacity."""
+"""Figures of the synthetic stage: memorized examples against H / n / d_h, and saturation."""
 
 from __future__ import annotations
-
-import logging
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,8 +8,7 @@ import pandas as pd
 import seaborn as sns
 
 from memcap.plotting import set_theme
-
-_logger = logging.getLogger(__name__)
+from memcap.synthetic.settings import SWEPT
 
 LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
 
@@ -78,7 +75,7 @@ def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
     fig, axes = plt.subplots(1, len(sweeps), figsize=(5.0 * len(sweeps), 4.0), squeeze=False)
     for ax, sweep in zip(axes[0], sweeps, strict=True):
         part = saturation[saturation["sweep"] == sweep]
-        swept = {"heads": "H", "context_size": "n", "head_dim": "d_h"}[sweep]
+        swept = SWEPT[sweep]
         # Categorical hue, so the legend lists the swept values themselves.
         order = [str(v) for v in sorted(part[swept].unique())]
         sns.lineplot(
@@ -98,31 +95,6 @@ def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
         ax.set_ylabel("fraction of examples with a weight > threshold")
         ax.set_title(f"{sweep} sweep")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def plot_real_capacity(real: pd.DataFrame) -> plt.Figure:
-    """Certified capacity on real embeddings against H, per model and layer, with H(n−1)+1."""
-    set_theme()
-    fig, ax = plt.subplots(figsize=(7.0, 4.6))
-    real = real.assign(source=real["model"] + " / layer " + real["layer"].astype(str))
-    sns.lineplot(data=real, x="H", y="certified", hue="source", marker="o", ax=ax)
-    bound = real.dropna(subset=["bound"]).groupby("H")["bound"].agg(["min", "max"])
-    if len(bound):
-        ax.fill_between(
-            bound.index,
-            bound["min"],
-            bound["max"],
-            color="black",
-            alpha=0.1,
-            label="theory H(n−1)+1 (range over models)",
-        )
-    examples = real.groupby("H")["T"].max()
-    ax.plot(examples.index, examples.values, "k:", linewidth=1, label="examples T")
-    ax.set_xlabel("heads H")
-    ax.set_ylabel("certified capacity rank(Z)")
-    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
