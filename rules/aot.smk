@@ -16,7 +16,7 @@ rule train_aot_sweep:
     log:
         "logs/train_aot_sweep/{sweep}.log",
     benchmark:
-        "benchmarks/results/train_aot_sweep/{sweep}.tsv"
+        benchmark_file("train_aot_sweep")
     wildcard_constraints:
         sweep="|".join(aot_sweeps()),
     conda:
@@ -67,14 +67,7 @@ rule plot_aot:
     input:
         summary="results/aot/summary.csv",
     output:
-        figures=report(
-            directory("results/aot/figures"),
-            patterns=["{sweep}.png"],
-            caption="../workflow/report/aot_sweep.rst",
-            category=AOT_CATEGORY,
-            subcategory="Sweeps",
-            labels={"sweep": "{sweep}"},
-        ),
+        figures=figure_report("aot_sweep"),
     log:
         "logs/plot_aot/plot_aot.log",
     conda:

@@ -15,26 +15,14 @@ rule check_assumptions:
     output:
         context_table="results/assumptions/{model}/{layer}/context_rank.csv",
         context_summary="results/assumptions/{model}/{layer}/context_rank.json",
-        context_figure=report(
-            "results/assumptions/{model}/{layer}/context_rank.png",
-            caption="../workflow/report/assumptions_context_rank.rst",
-            category="Assumptions",
-            subcategory="{model}",
-            labels={"model": "{model}", "layer": "{layer}", "figure": "context ranks"},
-        ),
+        context_figure=figure_report("context_rank"),
         profile_table="results/assumptions/{model}/{layer}/kruskal_profile.csv",
         profile_summary="results/assumptions/{model}/{layer}/kruskal.json",
-        profile_figure=report(
-            "results/assumptions/{model}/{layer}/kruskal_profile.png",
-            caption="../workflow/report/assumptions_kruskal_profile.rst",
-            category="Assumptions",
-            subcategory="{model}",
-            labels={"model": "{model}", "layer": "{layer}", "figure": "P(k) profile"},
-        ),
+        profile_figure=figure_report("kruskal_profile"),
     log:
         "logs/check_assumptions/{model}/{layer}.log",
     benchmark:
-        "benchmarks/results/check_assumptions/{model}/{layer}.tsv"
+        benchmark_file("check_assumptions")
     wildcard_constraints:
         model=extract_model_pattern(),
         layer=r"[0-9]+|random_attention",

@@ -18,7 +18,7 @@ rule certify_real_capacity:
     log:
         "logs/certify_real_capacity/{model}/{layer}.log",
     benchmark:
-        "benchmarks/results/certify_real_capacity/{model}/{layer}.tsv"
+        benchmark_file("certify_real_capacity")
     wildcard_constraints:
         model=extract_model_pattern(),
         layer=r"[0-9]+|random_attention",
@@ -45,13 +45,7 @@ rule summarize_real_capacity:
             subcategory="Real embeddings",
             labels={"table": "certified capacity"},
         ),
-        figure=report(
-            "results/capacity/real.png",
-            caption="../workflow/report/capacity_real.rst",
-            category=CAPACITY_CATEGORY,
-            subcategory="Real embeddings",
-            labels={"figure": "certified capacity"},
-        ),
+        figure=figure_report("capacity_real"),
     log:
         "logs/summarize_real_capacity/summarize_real_capacity.log",
     conda:

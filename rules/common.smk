@@ -113,13 +113,7 @@ def extract_mem_mb(wildcards):
 
 # --- assumptions ---------------------------------------------------------------------------------
 
-
-# Resident memory of an assumptions job besides its arrays: interpreter, torch, pandas.
-ASSUMPTIONS_BASE_MB = 1000
-# Batched prefix rows of the Kruskal search's QR route (memcap.numerics.sampling.BATCH_BYTES) and slack.
-KRUSKAL_BATCH_MB = 1024
-# Largest n * d of one context assumed when sizing context-rank chunks (n = 512, d = 1024).
-CONTEXT_MAX_ND = 512 * 1024
+from memcap.assumptions_memory import check_memory_mb
 
 
 def assumptions_outputs(pattern):
@@ -151,12 +145,10 @@ def assumptions_settings(wildcards=None):
 
 
 def assumptions_mem_mb(wildcards):
-    """Memory of a check: the T x T float64 Gram matrix and Kruskal batch buffers, then three
-    float64 copies of one chunk of contexts (the two checks run one after the other)."""
-    t = extract_entry(wildcards.model)["data"]["T"]
-    kruskal = KRUSKAL_BATCH_MB + 3 * t * t * 8 // 2**20
-    contexts = 3 * config["assumptions"]["context_chunk"] * CONTEXT_MAX_ND * 8 // 2**20
-    return ASSUMPTIONS_BASE_MB + max(kruskal, contexts)
+    """Memory request of one check, from the model's T and the context chunk."""
+    return check_memory_mb(
+        extract_entry(wildcards.model)["data"]["T"], config["assumptions"]["context_chunk"]
+    )
 
 
 def assumptions_kruskal_jsons(wildcards):
@@ -290,11 +282,146 @@ def aot_sweep_mem_mb(wildcards):
 # --- report --------------------------------------------------------------------------------------
 
 
-from snakemake.io import regex_from_filepattern
-from snakemake.iocontainers import Wildcards
-
 REPORT_HTML = "reports/report.html"
 REPORT_STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
+REPORT_CAPTIONS = "../workflow/report/"
+
+# Every figure of the page, by kind: its stage, path pattern and Snakemake report flags. The
+# rules flag their outputs through figure_report(kind), so the page captions each figure as
+# `snakemake --report` does, from the same entry.
+REPORT_FIGURES = {
+    "context_rank": {
+        "stage": "assumptions",
+        "pattern": "results/assumptions/{model}/{layer}/context_rank.png",
+        "caption": "assumptions_context_rank.rst",
+        "category": "Assumptions",
+        "subcategory": "{model}",
+        "labels": {"model": "{model}", "layer": "{layer}", "figure": "context ranks"},
+    },
+    "kruskal_profile": {
+        "stage": "assumptions",
+        "pattern": "results/assumptions/{model}/{layer}/kruskal_profile.png",
+        "caption": "assumptions_kruskal_profile.rst",
+        "category": "Assumptions",
+        "subcategory": "{model}",
+        "labels": {"model": "{model}", "layer": "{layer}", "figure": "P(k) profile"},
+    },
+    "capacity_real": {
+        "stage": "capacity",
+        "pattern": "results/capacity/real.png",
+        "caption": "capacity_real.rst",
+        "category": "Certified capacity",
+        "subcategory": "Real embeddings",
+        "labels": {"figure": "certified capacity"},
+    },
+    "synthetic_memorized": {
+        "stage": "synthetic",
+        "pattern": "results/synthetic/memorized_{sweep}.png",
+        "caption": "synthetic_memorized.rst",
+        "category": "Synthetic capacity",
+        "subcategory": "Scaling laws",
+        "labels": {"sweep": "{sweep}"},
+    },
+    "synthetic_saturation": {
+        "stage": "synthetic",
+        "pattern": "results/synthetic/saturation.png",
+        "caption": "synthetic_saturation.rst",
+        "category": "Synthetic capacity",
+        "subcategory": "Softmax saturation",
+        "labels": {"figure": "saturation per head"},
+    },
+    "aot_sweep": {
+        "stage": "aot",
+        "pattern": "results/aot/figures/{sweep}.png",
+        "folder": "results/aot/figures",  # plot_aot writes one folder of figures
+        "caption": "aot_sweep.rst",
+        "category": "Attention-only transformers",
+        "subcategory": "Sweeps",
+        "labels": {"sweep": "{sweep}"},
+    },
+}
+
+# Compute rules with a benchmark file per job: rule -> (stage, benchmark pattern). The rules
+# name their benchmark through benchmark_file(rule).
+BENCHMARKS = {
+    "extract_embeddings": (
+        "extract",
+        "benchmarks/results/extract_embeddings/{model}/{layer}.tsv",
+    ),
+    "check_assumptions": (
+        "assumptions",
+        "benchmarks/results/check_assumptions/{model}/{layer}.tsv",
+    ),
+    "certify_real_capacity": (
+        "capacity",
+        "benchmarks/results/certify_real_capacity/{model}/{layer}.tsv",
+    ),
+    "run_synthetic_sweep": (
+        "synthetic",
+        "benchmarks/results/run_synthetic_sweep/{sweep}.tsv",
+    ),
+    "train_aot_sweep": ("aot", "benchmarks/results/train_aot_sweep/{sweep}.tsv"),
+}
+
+
+def figure_report(kind):
+    """The report() flag of a figure kind: its file pattern, or its folder and file pattern."""
+    entry = REPORT_FIGURES[kind]
+    folder = entry.get("folder")
+    return report(
+        directory(folder) if folder else entry["pattern"],
+        patterns=[str(Path(entry["pattern"]).relative_to(folder))] if folder else [],
+        caption=f"{REPORT_CAPTIONS}{entry['caption']}",
+        category=entry["category"],
+        subcategory=entry["subcategory"],
+        labels=entry["labels"],
+    )
+
+
+def benchmark_file(name):
+    """Benchmark file pattern of the compute rule ``name``."""
+    return BENCHMARKS[name][1]
+
+
+def stage_jobs(stage):
+    """Wildcards of every per-model or per-sweep job of an enabled stage, from the config."""
+    if stage in ("extract", "assumptions", "capacity"):
+        on = stage_enabled(stage) if stage != "capacity" else capacity_enabled()
+        return (
+            [
+                {"model": name, "layer": layer}
+                for name in extract_models()
+                for layer in model_layers(name)
+            ]
+            if on
+            else []
+        )
+    if stage == "synthetic":
+        return (
+            [{"sweep": s} for s in synthetic_sweeps()] if stage_enabled(stage) else []
+        )
+    if stage == "aot":
+        return [{"sweep": s} for s in aot_sweeps()] if stage_enabled(stage) else []
+    return []
+
+
+def _figure_entries(kind):
+    """One entry per file of a figure kind: path, caption file, category, labels, wildcards."""
+    entry = REPORT_FIGURES[kind]
+    jobs = stage_jobs(entry["stage"])
+    if "{" not in entry["pattern"]:
+        jobs = jobs[:1] and [{}]
+    return [
+        {
+            "path": entry["pattern"].format(**job),
+            "output": entry.get("folder") or entry["pattern"].format(**job),
+            "caption": workflow.source_path(f"{REPORT_CAPTIONS}{entry['caption']}"),
+            "category": entry["category"],
+            "labels": {k: v.format(**job) for k, v in entry["labels"].items()},
+            "wildcards": job,
+        }
+        for job in jobs
+    ]
 
 
 def report_targets():
@@ -302,112 +429,120 @@ def report_targets():
     return [REPORT_HTML] if stage_enabled("report") else []
 
 
-def report_extract_files(wildcards):
-    """Extraction provenance (model, weights, data, T, n, d, warnings) of every model x layer."""
-    return [path for path in extract_targets() if Path(path).name == "provenance.json"]
-
-
-def report_assumptions_files(wildcards):
-    """The assumptions summary, figures and P(k) tables of every model x layer."""
-    if not stage_enabled("assumptions"):
-        return []
-    return assumptions_targets() + assumptions_outputs(
-        "results/assumptions/{model}/{layer}/kruskal_profile.csv"
-    )
-
-
-def report_synthetic_files(wildcards):
-    """Synthetic figures, capacity and fit tables, sweep provenance."""
-    if not stage_enabled("synthetic"):
-        return []
-    tables = ["results/synthetic/fits.csv", "results/synthetic/capacity.csv"]
-    provenance = expand(
-        "results/synthetic/{sweep}_provenance.json", sweep=synthetic_sweeps()
-    )
-    return synthetic_targets() + tables + provenance
-
-
-def report_capacity_files(wildcards):
-    """Real-data certified capacity: merged table, figure and per model x layer provenance."""
-    if not capacity_enabled():
-        return []
-    provenance = [
-        path.replace(".csv", "_provenance.json") for path in capacity_tables(wildcards)
+def report_layout(wildcards=None):
+    """Every file the page reads, by name, computed from the config (JSON-able)."""
+    assumptions_on = stage_enabled("assumptions")
+    layers = [
+        {
+            "model": job["model"],
+            "layer": job["layer"],
+            "provenance": f"results/extract/{job['model']}/{job['layer']}/provenance.json",
+            "kruskal_profile": (
+                f"results/assumptions/{job['model']}/{job['layer']}/kruskal_profile.csv"
+                if assumptions_on
+                else None
+            ),
+            "figures": [
+                figure
+                for kind in ("context_rank", "kruskal_profile")
+                for figure in _figure_entries(kind)
+                if figure["wildcards"] == job
+            ],
+        }
+        for job in stage_jobs("extract")
     ]
-    return capacity_targets() + provenance
+    stages = {
+        "extract": {"records": [layer["provenance"] for layer in layers]},
+        "assumptions": {
+            "tables": (
+                {"summary": "results/assumptions/summary.csv"} if assumptions_on else {}
+            )
+        },
+        "capacity": {
+            "tables": (
+                {"real": "results/capacity/real.csv"} if capacity_enabled() else {}
+            ),
+            "records": (
+                [
+                    path.replace(".csv", "_provenance.json")
+                    for path in capacity_tables(None)
+                ]
+                if capacity_enabled()
+                else []
+            ),
+        },
+        "synthetic": {
+            "tables": (
+                {
+                    "fits": "results/synthetic/fits.csv",
+                    "capacity": "results/synthetic/capacity.csv",
+                }
+                if stage_enabled("synthetic")
+                else {}
+            ),
+            "records": [
+                f"results/synthetic/{job['sweep']}_provenance.json"
+                for job in stage_jobs("synthetic")
+            ],
+        },
+        "aot": {
+            "tables": (
+                {"fits": "results/aot/fits.csv", "summary": "results/aot/summary.csv"}
+                if stage_enabled("aot")
+                else {}
+            ),
+            "records": [
+                f"results/aot/{job['sweep']}_provenance.json"
+                for job in stage_jobs("aot")
+            ],
+        },
+    }
+    for kind, entry in REPORT_FIGURES.items():
+        if entry["stage"] != "assumptions":
+            stages[entry["stage"]].setdefault("figures", []).extend(
+                _figure_entries(kind)
+            )
+    benchmarks = {
+        name: [pattern.format(**job) for job in stage_jobs(stage)]
+        for name, (stage, pattern) in BENCHMARKS.items()
+    }
+    return {
+        "layers": layers,
+        "stages": stages,
+        "benchmarks": benchmarks,
+        "rule_stages": {name: stage for name, (stage, _) in BENCHMARKS.items()},
+    }
 
 
-def report_aot_files(wildcards):
-    """AoT summary, fits, figures folder and sweep provenance."""
-    if not stage_enabled("aot"):
-        return []
-    return aot_targets() + expand(
-        "results/aot/{sweep}_provenance.json", sweep=aot_sweeps()
-    )
-
-
-def report_stage_files(wildcards=None):
-    """Every stage output the report reads."""
-    return (
-        report_extract_files(wildcards)
-        + report_assumptions_files(wildcards)
-        + report_synthetic_files(wildcards)
-        + report_capacity_files(wildcards)
-        + report_aot_files(wildcards)
-    )
+def report_stage_files(wildcards):
+    """The stage outputs the page reads (tables, figures, provenance), for the rule's inputs."""
+    layout = report_layout()
+    files = []
+    for layer in layout["layers"]:
+        files.append(layer["provenance"])
+        files += [layer["kruskal_profile"]] if layer["kruskal_profile"] else []
+        files += [figure["output"] for figure in layer["figures"]]
+    for stage in layout["stages"].values():
+        files += list(stage.get("tables", {}).values()) + stage.get("records", [])
+        files += [figure["output"] for figure in stage.get("figures", [])]
+    return list(dict.fromkeys(files))
 
 
 def report_benchmarks(wildcards):
-    """Benchmark files of every job upstream of the report, found by walking the rules back
-    from the files it reads (so intermediate jobs count too)."""
-    pending, seen, benchmarks = list(report_stage_files(wildcards)), set(), set()
-    while pending:
-        path = str(pending.pop())
-        if path in seen:
-            continue
-        seen.add(path)
-        for step in workflow.rules:
-            if step.name in ("render_report", "all") or not step.is_producer(path):
-                continue
-            job_wildcards = step.get_wildcards(path)
-            if step.benchmark:
-                benchmarks.add(str(step.expand_benchmark(job_wildcards)))
-            inputs = step.expand_input(Wildcards(fromdict=job_wildcards))[0]
-            pending.extend(str(f) for f in inputs)
-            break
-    return sorted(benchmarks)
-
-
-def report_rule_stages(wildcards):
-    """Rule name -> stage (the rules/<stage>.smk file defining it), for wall time per stage."""
-    return {step.name: Path(step.snakefile).stem for step in workflow.rules}
-
-
-def report_caption_rules(wildcards):
-    """Every report-flagged output pattern with its caption file, category and labels, so
-    the page captions each figure as `snakemake --report` does."""
-    captions = []
-    for step in workflow.rules:
-        for item in step.output:
-            flagged = item.flags.get("report")
-            if flagged is None or flagged.caption is None:
-                continue
-            patterns = [f"{item}/{p}" for p in flagged.patterns] or [str(item)]
-            captions += [
-                {
-                    "regex": regex_from_filepattern(pattern),
-                    "caption": flagged.caption.get_path_or_uri(secret_free=True),
-                    "category": flagged.category,
-                    "labels": flagged.labels or {},
-                }
-                for pattern in patterns
-            ]
-    return captions
+    """Benchmark files of every compute job upstream of the page."""
+    return sorted(
+        {f for files in report_layout()["benchmarks"].values() for f in files}
+    )
 
 
 def report_caption_files(wildcards):
-    """The caption files of report_caption_rules (inputs, so editing one rebuilds the page)."""
-    return sorted({entry["caption"] for entry in report_caption_rules(wildcards)})
+    """Caption files of the page's figures (inputs, so editing one rebuilds the page)."""
+    return sorted(
+        {
+            workflow.source_path(f"{REPORT_CAPTIONS}{e['caption']}")
+            for e in REPORT_FIGURES.values()
+        }
+    )
 
 
 def report_stages(wildcards):

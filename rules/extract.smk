@@ -13,7 +13,7 @@ rule extract_embeddings:
     log:
         "logs/extract_embeddings/{model}/{layer}.log",
     benchmark:
-        "benchmarks/results/extract_embeddings/{model}/{layer}.tsv"
+        benchmark_file("extract_embeddings")
     wildcard_constraints:
         model=extract_model_pattern(),
         layer=r"[0-9]+|random_attention",

@@ -1,17 +1,13 @@
 """Report stage: one self-contained HTML page from every enabled stage's outputs.
 
-Its functions (targets, inputs, benchmark discovery) live in the report section of
-rules/common.smk.
+Its input functions live in the report section of rules/common.smk: every file the page
+reads is named there from the config (report_layout), never found by walking rules or paths.
 """
 
 
 rule render_report:
     input:
-        extract=report_extract_files,
-        assumptions=report_assumptions_files,
-        synthetic=report_synthetic_files,
-        capacity=report_capacity_files,
-        aot=report_aot_files,
+        stages=report_stage_files,
         benchmarks=report_benchmarks,
         template=workflow.source_path("../workflow/report/report.html.j2"),
         captions=report_caption_files,
@@ -33,7 +29,6 @@ rule render_report:
         config=config,
         title=config["report"]["title"],
         stages=report_stages,
-        rule_stages=report_rule_stages,
-        caption_rules=report_caption_rules,
+        layout=report_layout,
     script:
         "../workflow/scripts/render_report.py"

@@ -16,7 +16,7 @@ rule run_synthetic_sweep:
     log:
         "logs/run_synthetic_sweep/{sweep}.log",
     benchmark:
-        "benchmarks/results/run_synthetic_sweep/{sweep}.tsv"
+        benchmark_file("run_synthetic_sweep")
     wildcard_constraints:
         sweep=synthetic_sweep_pattern(),
     conda:
@@ -82,13 +82,7 @@ rule plot_synthetic_sweep:
         capacity="results/synthetic/capacity.csv",
         fits="results/synthetic/fits.csv",
     output:
-        figure=report(
-            "results/synthetic/memorized_{sweep}.png",
-            caption="../workflow/report/synthetic_memorized.rst",
-            category=SYNTHETIC_CATEGORY,
-            subcategory="Scaling laws",
-            labels={"sweep": "{sweep}"},
-        ),
+        figure=figure_report("synthetic_memorized"),
     log:
         "logs/plot_synthetic_sweep/{sweep}.log",
     wildcard_constraints:
@@ -106,13 +100,7 @@ rule plot_synthetic_saturation:
     input:
         saturation=synthetic_saturation_tables,
     output:
-        figure=report(
-            "results/synthetic/saturation.png",
-            caption="../workflow/report/synthetic_saturation.rst",
-            category=SYNTHETIC_CATEGORY,
-            subcategory="Softmax saturation",
-            labels={"figure": "saturation per head"},
-        ),
+        figure=figure_report("synthetic_saturation"),
     log:
         "logs/plot_synthetic_saturation/plot_synthetic_saturation.log",
     conda:

@@ -1,6 +1,6 @@
 """Figure captions taken from the stages' Snakemake report captions."""
 
-from memcap.report.captions import CaptionRule, describe_figure, render_caption, rst_to_text
+from memcap.report.captions import FigureSpec, describe_figure, render_caption, rst_to_text
 
 
 def test_rst_markup_becomes_plain_text():
@@ -16,19 +16,22 @@ def test_caption_template_sees_wildcards_and_config_and_tolerates_unknowns():
     assert text == "vit at 200."
 
 
-def test_describe_figure_matches_pattern_and_titles_from_labels(tmp_path):
+def test_describe_figure_renders_its_caption_and_titles_from_labels(tmp_path):
     caption = tmp_path / "c.rst"
     caption.write_text("Sweep **{{ snakemake.wildcards.sweep }}**.")
-    rules = [
-        CaptionRule(
-            r"results/aot/figures/(?P<sweep>.+)\.png$", str(caption), "AoT", {"sweep": "{sweep}"}
-        ),
-        CaptionRule(r"results/x/(?P<model>.+)/p\.png$", str(caption), "X", {"figure": "profile"}),
-    ]
-    assert describe_figure("/tmp/w/results/aot/figures/heads.png", rules, {}) == (
-        "AoT: sweep heads",
-        "Sweep heads.",
-    )
-    title, _ = describe_figure("results/x/bert/p.png", rules, {})
-    assert title == "Profile"
-    assert describe_figure("results/elsewhere/heads.png", rules, {}) is None
+    sweep = FigureSpec("results/aot/figures/heads.png", str(caption), "AoT", {"sweep": "heads"},
+                       {"sweep": "heads"})  # fmt: skip
+    assert describe_figure(sweep, {}) == ("AoT: sweep heads", "Sweep heads.")
+    profile = FigureSpec("results/x/bert/p.png", str(caption), "X", {"figure": "profile"})
+    assert describe_figure(profile, {})[0] == "Profile"
+    bare = FigureSpec("results/x/p_curve.png", str(tmp_path / "missing.rst"))
+    assert describe_figure(bare, {}) == ("p_curve", "")
+
+
+def test_figure_spec_round_trips_the_workflow_layout():
+    entry = {"path": "a.png", "caption": "c.rst", "category": "C", "labels": {"figure": "f"},
+             "wildcards": {"model": "m"}, "output": "a.png"}  # fmt: skip
+    spec = FigureSpec.from_dict(entry)
+    assert (spec.path, spec.caption, spec.labels, spec.wildcards) == (
+        "a.png", "c.rst", {"figure": "f"}, {"model": "m"}
+    )  # fmt: skip

@@ -11,7 +11,8 @@ from html_tags import parse
 
 from memcap.plotting import save_figure
 from memcap.report import ReportInputs, build_context, write_report
-from memcap.report.captions import CaptionRule
+from memcap.report.assemble import LayerFiles, StageFiles
+from memcap.report.captions import FigureSpec
 from memcap.report.loaders import rule_timings
 from memcap.report.render import format_seconds, png_data_uri, render_html
 from memcap.report.verdicts import Verdict
@@ -29,8 +30,8 @@ def _png(path: Path, slope: float = 1.0) -> str:
     return str(path)
 
 
-def _caption_rules(root: Path) -> list[CaptionRule]:
-    """Caption rules as rules/common.smk derives them from the stages' report() flags."""
+def _captions(root: Path) -> dict[str, str]:
+    """Caption files as the stages' report() flags name them."""
     rst = root / "captions"
     rst.mkdir()
     (rst / "profile.rst").write_text(
@@ -38,27 +39,18 @@ def _caption_rules(root: Path) -> list[CaptionRule]:
         "seed {{ snakemake.config['seed'] }}."
     )
     (rst / "sweep.rst").write_text("Memorized vs {{ snakemake.wildcards.sweep }}.")
-    return [
-        CaptionRule(
-            r"results/assumptions/(?P<model>.+)/(?P<layer>[0-9]+|random_attention)/context_rank\.png$",
-            str(rst / "profile.rst"),
-            "Assumptions",
-            {"model": "{model}", "figure": "context ranks"},
-        ),
-        CaptionRule(
-            r"results/synthetic/memorized_(?P<sweep>.+)\.png$",
-            str(rst / "sweep.rst"),
-            "Synthetic capacity",
-            {"sweep": "{sweep}"},
-        ),
-    ]
+    (rst / "plain.rst").write_text("A figure.")
+    return {name: str(rst / f"{name}.rst") for name in ("profile", "sweep", "plain")}
+
+
+def _spec(path: str, caption: str, category: str, labels=None, **wildcards) -> FigureSpec:
+    return FigureSpec(path, caption, category, labels or {}, wildcards)
 
 
 def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     """Write a miniature set of stage outputs under ``root`` and return the report's inputs."""
-    files: dict[str, list[str]] = {
-        s: [] for s in ("extract", "assumptions", "synthetic", "capacity", "aot")
-    }
+    captions = _captions(root)
+    layer_files: list[LayerFiles] = []
     # layer: (fraction of full-rank contexts, P(n), P(d), certified Kruskal rank upper bound)
     layers = {
         "0": (1.0, 1.0, 0.0, 20),
@@ -83,7 +75,6 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "versions": {"numpy": "2.4.6", "torch": "2.13.0"},
         }
         (base / "provenance.json").write_text(json.dumps(prov))
-        files["extract"].append(str(base / "provenance.json"))
     assumptions = root / "results" / "assumptions"
     rows = []
     for layer, (ctx_frac, p_n, p_d, upper) in layers.items():
@@ -99,34 +90,60 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         pd.DataFrame(
             {"k": [2, 4, 6, 8, 32], "p_full_rank": [1, 1, 1, p_n, p_d], "dependent_bound": 0.03}
         ).to_csv(profile, index=False)
-        files["assumptions"] += [
-            str(profile),
-            _png(assumptions / model / layer / "context_rank.png"),
-            _png(assumptions / model / layer / "kruskal_profile.png"),
-        ]
+        context_figure = _png(assumptions / model / layer / "context_rank.png")
+        labels = {"model": model, "figure": "context ranks"}
+        layer_files.append(
+            LayerFiles(
+                model,
+                layer,
+                str(root / "results" / "extract" / model / layer / "provenance.json"),
+                str(profile),
+                [
+                    _spec(context_figure, captions["profile"], "Assumptions", labels,
+                          model=model, layer=layer),
+                    _spec(_png(assumptions / model / layer / "kruskal_profile.png"),
+                          captions["plain"], "Assumptions", {"figure": "P(k) profile"}),
+                ],
+            )
+        )  # fmt: skip
     pd.DataFrame(rows).to_csv(assumptions / "summary.csv", index=False)
-    files["assumptions"].append(str(assumptions / "summary.csv"))
     capacity = root / "results" / "capacity" / "real.csv"
     capacity.parent.mkdir(parents=True)
     pd.DataFrame(
         [dict(model=model, layer=layer, H=h, certified=min(32, h * 7 + 1), T=32, n=8, d=32)
          for layer in layers for h in (1, 2, 4)]
     ).to_csv(capacity, index=False)  # fmt: skip
-    files["capacity"] += [str(capacity), _png(capacity.with_suffix(".png"))]
     synthetic = root / "results" / "synthetic"
-    files["synthetic"] += [
-        _png(synthetic / "memorized_heads.png"),
-        _png(synthetic / "saturation.png"),
-    ]
+    synthetic_figures = [
+        _spec(_png(synthetic / "memorized_heads.png"), captions["sweep"], "Synthetic capacity",
+              {"sweep": "heads"}, sweep="heads"),
+        _spec(_png(synthetic / "saturation.png"), captions["plain"], "Synthetic capacity",
+              {"figure": "saturation per head"}),
+    ]  # fmt: skip
     pd.DataFrame({"sweep": ["heads"], "slope": [6.8], "r2": [0.991], "points": [4]}).to_csv(
         synthetic / "fits.csv", index=False
     )
     pd.DataFrame({"sweep": ["heads"], "capacity": [17], "censored": [True]}).to_csv(
         synthetic / "capacity.csv", index=False
     )
-    files["synthetic"] += [str(synthetic / "fits.csv"), str(synthetic / "capacity.csv")]
-    _png(root / "results" / "aot" / "figures" / "heads.png", 2.0)
-    files["aot"].append(str(root / "results" / "aot" / "figures"))
+    aot_figure = _png(root / "results" / "aot" / "figures" / "heads.png", 2.0)
+    stage_files = {
+        "assumptions": StageFiles(tables={"summary": str(assumptions / "summary.csv")}),
+        "capacity": StageFiles(
+            tables={"real": str(capacity)},
+            figures=[
+                _spec(_png(capacity.with_suffix(".png")), captions["plain"], "Capacity",
+                      {"figure": "certified capacity"})
+            ],
+        ),
+        "synthetic": StageFiles(
+            tables={name: str(synthetic / f"{name}.csv") for name in ("fits", "capacity")},
+            figures=synthetic_figures,
+        ),
+        "aot": StageFiles(
+            figures=[_spec(aot_figure, captions["sweep"], "AoT", {"sweep": "heads"}, sweep="heads")]
+        ),
+    }  # fmt: skip
     bench = root / "benchmarks" / "results" / "check_context_rank" / model / "0.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t301.2\n")
@@ -140,10 +157,10 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "capacity": True,
             "aot": True,
         },
-        stage_files=files,
-        benchmarks=[str(bench)],
+        layers=layer_files,
+        stage_files=stage_files,
+        benchmarks={"check_context_rank": [str(bench)]},
         rule_stages={"check_context_rank": "assumptions"},
-        captions=_caption_rules(root),
     )
 
 
@@ -217,7 +234,8 @@ def test_disabled_stage_is_explained(tmp_path):
         config=inputs.config,
         title=inputs.title,
         stages={**inputs.stages, "aot": False},
-        stage_files={**inputs.stage_files, "aot": []},
+        layers=inputs.layers,
+        stage_files={**inputs.stage_files, "aot": StageFiles()},
     )
     html = render_html(TEMPLATE, ctx=build_context(inputs))
     assert "<code>aot</code> stage is switched off" in html
@@ -235,7 +253,8 @@ def test_rule_timings_sum_jobs_per_rule(tmp_path):
         path = tmp_path / "train_model" / f"{i}.tsv"
         path.parent.mkdir(exist_ok=True)
         path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:01\t{100 * (i + 1)}\n")
-    (timing,) = rule_timings(sorted(tmp_path.rglob("*.tsv")), {"train_model": "aot"})
+    files = {"train_model": sorted(tmp_path.rglob("*.tsv")) + [tmp_path / "missing.tsv"]}
+    (timing,) = rule_timings(files, {"train_model": "aot"})
     assert (timing.stage, timing.jobs, timing.wall_s, timing.max_rss_mb) == ("aot", 2, 4.0, 200.0)
 
 

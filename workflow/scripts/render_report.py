@@ -6,19 +6,12 @@ from memcap.logs import setup_logging
 log = setup_logging(snakemake.log[0])
 
 from memcap.report import ReportInputs, write_report  # noqa: E402
-from memcap.report.captions import CaptionRule  # noqa: E402
 
-inputs = ReportInputs(
+inputs = ReportInputs.from_layout(
+    snakemake.params.layout,
     config=snakemake.params.config,
     title=snakemake.params.title,
     stages=snakemake.params.stages,
-    stage_files={
-        stage: list(snakemake.input[stage])
-        for stage in ("extract", "assumptions", "synthetic", "capacity", "aot")
-    },
-    benchmarks=list(snakemake.input.benchmarks),
-    rule_stages=snakemake.params.rule_stages,
-    captions=[CaptionRule.from_dict(rule) for rule in snakemake.params.caption_rules],
 )
 context = write_report(inputs, snakemake.input.template, snakemake.output.html)
 log.info(

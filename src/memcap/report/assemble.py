@@ -14,7 +14,7 @@ import yaml
 
 from memcap.provenance import library_versions
 from memcap.report import loaders
-from memcap.report.captions import CaptionRule, describe_figure
+from memcap.report.captions import FigureSpec, describe_figure
 from memcap.report.context import (
     STAGES,
     Figure,
@@ -34,53 +34,92 @@ REPORT_PACKAGES = ("memcap", "jinja2", "matplotlib", "seaborn", "pandas", "snake
 
 
 @dataclass(frozen=True)
+class LayerFiles:
+    """The files of one model × layer: extraction provenance, P(k) table, figures."""
+
+    model: str
+    layer: str
+    provenance: str
+    kruskal_profile: str | None = None
+    figures: Sequence[FigureSpec] = ()
+
+
+@dataclass(frozen=True)
+class StageFiles:
+    """A stage's named tables (e.g. ``fits``), its figures and its provenance records."""
+
+    tables: Mapping[str, str] = field(default_factory=dict)
+    figures: Sequence[FigureSpec] = ()
+    records: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class ReportInputs:
-    """Paths of every stage output the report reads, and the run's settings.
+    """Every stage output the report reads, by name, and the run's settings.
 
     Attributes:
-        stage_files: per stage, the output files (or folders of figures) the report reads.
-        benchmarks: Snakemake benchmark files, ``benchmarks/results/<rule>/*.tsv``.
+        layers: per extracted model × layer, its files.
+        stage_files: per stage, its named tables, figures and provenance records.
+        benchmarks: rule -> its jobs' Snakemake benchmark files.
         rule_stages: rule name -> stage name, to sum wall times per stage.
-        captions: the workflow's report-flagged output patterns and their caption files.
     """
 
     config: Mapping[str, Any]
     title: str
     stages: Mapping[str, bool]
-    stage_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    benchmarks: Sequence[str] = ()
+    layers: Sequence[LayerFiles] = ()
+    stage_files: Mapping[str, StageFiles] = field(default_factory=dict)
+    benchmarks: Mapping[str, Sequence[str]] = field(default_factory=dict)
     rule_stages: Mapping[str, str] = field(default_factory=dict)
-    captions: Sequence[CaptionRule] = ()
+
+    @classmethod
+    def from_layout(cls, layout: Mapping[str, Any], **settings: Any) -> ReportInputs:
+        """Build from the workflow's report layout (``report_layout`` in rules/common.smk)."""
+        layers = [
+            LayerFiles(
+                model=str(layer["model"]),
+                layer=str(layer["layer"]),
+                provenance=layer["provenance"],
+                kruskal_profile=layer.get("kruskal_profile"),
+                figures=[FigureSpec.from_dict(f) for f in layer.get("figures", ())],
+            )
+            for layer in layout.get("layers", ())
+        ]
+        stage_files = {
+            stage: StageFiles(
+                tables=dict(files.get("tables") or {}),
+                figures=[FigureSpec.from_dict(f) for f in files.get("figures", ())],
+                records=list(files.get("records") or ()),
+            )
+            for stage, files in layout.get("stages", {}).items()
+        }
+        return cls(
+            layers=layers,
+            stage_files=stage_files,
+            benchmarks={rule: list(files) for rule, files in layout.get("benchmarks", {}).items()},
+            rule_stages=dict(layout.get("rule_stages") or {}),
+            **settings,
+        )
+
+    def stage(self, name: str) -> StageFiles:
+        """The files of stage ``name`` (none when the stage is off)."""
+        return self.stage_files.get(name, StageFiles())
+
+    def table(self, stage: str, name: str) -> Path | None:
+        """The stage's table ``name`` when it exists."""
+        path = self.stage(stage).tables.get(name)
+        return Path(path) if path and Path(path).exists() else None
 
 
-def _files(inputs: ReportInputs, stage: str, suffix: str) -> list[Path]:
-    """A stage's files ending in ``suffix``, in the stage's (config) order; folders (of
-    figures) are listed one level deep."""
-    found = []
-    for entry in map(Path, inputs.stage_files.get(stage, ())):
-        found.extend(sorted(entry.iterdir()) if entry.is_dir() else [entry])
-    return [p for p in found if p.name.endswith(suffix) and p.exists()]
-
-
-def _named(paths: Sequence[Path], name: str) -> Path | None:
-    return next((p for p in paths if p.name == name), None)
-
-
-def _figure(path: Path, inputs: ReportInputs) -> Figure:
-    """Embed a stage's PNG with the title and caption its Snakemake report item carries."""
-    described = describe_figure(path, inputs.captions, inputs.config)
-    title, caption = described or (path.stem.replace("_", " ").capitalize(), "")
-    return Figure(title, caption, path.read_bytes(), path.as_posix())
-
-
-def _model_layer(path: Path, base: str) -> tuple[str, str] | None:
-    """(model, layer) of ``<base>/{model}/{layer}/file``, or None for a stage-wide file."""
-    parts = path.as_posix().split("/")
-    depth = base.count("/") + 1
-    for i in range(len(parts) - depth):
-        if "/".join(parts[i : i + depth]) == base and len(parts) == i + depth + 3:
-            return parts[i + depth], parts[i + depth + 1]
-    return None
+def _figures(specs: Sequence[FigureSpec], config: Mapping[str, Any]) -> list[Figure]:
+    """Embed the stage's PNGs that exist, with the titles and captions their report items carry."""
+    figures = []
+    for spec in specs:
+        path = Path(spec.path)
+        if path.exists():
+            title, caption = describe_figure(spec, config)
+            figures.append(Figure(title, caption, path.read_bytes(), path.as_posix()))
+    return figures
 
 
 def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> list[str]:
@@ -128,20 +167,17 @@ def _assumption_sections(
     The capacity stage's certified capacity of the same embeddings sits beside the assumption
     checks, which decide whether Theorem 1's bound applies to them.
     """
-    overview = [_figure(p, inputs) for p in _files(inputs, "capacity", ".png")]
-    summary = loaders.read_table(_named(_files(inputs, "assumptions", ".csv"), "summary.csv"))
+    overview = _figures(inputs.stage("capacity").figures, inputs.config)
+    summary = loaders.read_table(inputs.table("assumptions", "summary"))
     if summary is None:
         return [], overview
     profiles, layer_figures = {}, {}
-    for path in _files(inputs, "assumptions", ".csv"):
-        key = _model_layer(path, "results/assumptions")
-        if key is not None and path.stem == "kruskal_profile":
-            profiles[key] = pd.read_csv(path)
-    for path in _files(inputs, "assumptions", ".png"):
-        key = _model_layer(path, "results/assumptions")
-        figure = _figure(path, inputs)
-        (layer_figures.setdefault(key, []) if key else overview).append(figure)
-    capacity = loaders.read_table(_named(_files(inputs, "capacity", ".csv"), "real.csv"))
+    for layer in inputs.layers:
+        key = (layer.model, layer.layer)
+        if layer.kruskal_profile and Path(layer.kruskal_profile).exists():
+            profiles[key] = pd.read_csv(layer.kruskal_profile)
+        layer_figures[key] = _figures(layer.figures, inputs.config)
+    capacity = loaders.read_table(inputs.table("capacity", "real"))
     sections = []
     for ev in loaders.evidence_from_summary(summary, profiles):
         section = LayerSection(layer_verdicts(ev), layer_figures.get((ev.model, ev.layer), []))
@@ -173,10 +209,10 @@ def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
 def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     """A paper's scaling laws: the stage's figures, its fits and capacity tables, caveats."""
     section = ScalingSection(enabled=inputs.stages.get(stage, False))
-    section.figures = [_figure(p, inputs) for p in _files(inputs, stage, ".png")]
-    tables = {p.name: p for p in _files(inputs, stage, ".csv")}
-    if "fits.csv" in tables:
-        fits = pd.read_csv(tables["fits.csv"])
+    section.figures = _figures(inputs.stage(stage).figures, inputs.config)
+    fits_path, capacity_path = inputs.table(stage, "fits"), inputs.table(stage, "capacity")
+    if fits_path is not None:
+        fits = pd.read_csv(fits_path)
         section.fits = Table.from_frame(fits.drop(columns=["coefficients"], errors="ignore"))
         if "r2" in fits and fits["r2"].isna().any():
             section.notes.append(
@@ -187,8 +223,8 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
             section.notes.append(
                 "Some fits rest on fewer than 3 points: their R² is 1 by construction."
             )
-    if "capacity.csv" in tables:
-        capacity = pd.read_csv(tables["capacity.csv"])
+    if capacity_path is not None:
+        capacity = pd.read_csv(capacity_path)
         section.tables["Capacity estimates per setting and seed"] = Table.from_frame(capacity)
         if "censored" in capacity and capacity["censored"].astype(bool).any():
             section.notes.append(
@@ -236,12 +272,16 @@ def _run_limitations(
 
 def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportContext:
     """Read every stage output and decide everything the page shows."""
-    provenance = [loaders.read_json(p) for p in _files(inputs, "extract", "provenance.json")]
+    provenance = [
+        loaders.read_json(layer.provenance)
+        for layer in inputs.layers
+        if Path(layer.provenance).exists()
+    ]
     models = loaders.models_from_provenance(provenance)
     layers, assumption_figures = _assumption_sections(inputs, {m.name: m for m in models})
     records = {
-        stage: [loaders.read_json(p) for p in _files(inputs, stage, ".json")]
-        for stage in inputs.stage_files
+        stage: [loaders.read_json(p) for p in files.records if Path(p).exists()]
+        for stage, files in inputs.stage_files.items()
     }
     records["report"] = [{"versions": library_versions(REPORT_PACKAGES)}]
     paper_a = _scaling_section(inputs, "synthetic")

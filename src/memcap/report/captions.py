@@ -2,15 +2,16 @@
 
 Every figure a stage flags with ``report(path, caption=..., labels=...)`` carries an RST caption
 (a Jinja template over ``snakemake.wildcards`` and ``snakemake.config``). The page reuses them:
-the figure's path gives the wildcards, the template is rendered, and the RST markup is reduced
-to plain text (the page escapes it like any other text).
+the workflow names each figure with its caption file, labels and wildcards (a
+:class:`FigureSpec`), the template is rendered, and the RST markup is reduced to plain text
+(the page escapes it like any other text).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,28 +23,31 @@ _logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class CaptionRule:
-    """One report-flagged output pattern of the workflow.
+class FigureSpec:
+    """One figure the page embeds, as the workflow flags it for ``snakemake --report``.
 
     Attributes:
-        regex: regular expression of the output path, with one named group per wildcard.
+        path: the PNG file.
         caption: path of the RST caption file.
         category: the report category (the stage's name for readers).
-        labels: the report labels; values may hold ``{wildcard}`` placeholders.
+        labels: the report labels, wildcards filled in.
+        wildcards: the wildcards of the job that wrote the figure.
     """
 
-    regex: str
+    path: str
     caption: str
     category: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    wildcards: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, entry: Mapping[str, Any]) -> CaptionRule:
+    def from_dict(cls, entry: Mapping[str, Any]) -> FigureSpec:
         return cls(
-            regex=entry["regex"],
-            caption=entry["caption"],
+            path=str(entry["path"]),
+            caption=str(entry["caption"]),
             category=entry.get("category") or "",
             labels=dict(entry.get("labels") or {}),
+            wildcards=dict(entry.get("wildcards") or {}),
         )
 
 
@@ -62,29 +66,21 @@ def render_caption(template: str, wildcards: Mapping[str, str], config: Mapping[
     return rst_to_text(env.from_string(template).render(snakemake=snakemake))
 
 
-def _title(rule: CaptionRule, wildcards: Mapping[str, str], stem: str) -> str:
-    """The label naming the figure, else the category and the wildcards that tell it apart."""
-    labels = {key: value.format(**wildcards) for key, value in rule.labels.items()}
-    if "figure" in labels:
-        return labels["figure"][:1].upper() + labels["figure"][1:]
-    named = ", ".join(f"{key} {value}" for key, value in labels.items())
-    return f"{rule.category}: {named}" if named else rule.category or stem
+def _title(spec: FigureSpec) -> str:
+    """The label naming the figure, else the category and the labels that tell it apart."""
+    if "figure" in spec.labels:
+        return spec.labels["figure"][:1].upper() + spec.labels["figure"][1:]
+    named = ", ".join(f"{key} {value}" for key, value in spec.labels.items())
+    if named:
+        return f"{spec.category}: {named}" if spec.category else named
+    return spec.category or Path(spec.path).stem
 
 
-def describe_figure(
-    path: str | Path, rules: Sequence[CaptionRule], config: Mapping[str, Any]
-) -> tuple[str, str] | None:
-    """(title, caption) of the figure at ``path`` from the first rule whose pattern matches."""
-    posix = Path(path).as_posix()
-    for rule in rules:
-        match = re.search(f"(?:^|/)(?:{rule.regex.removesuffix('$')})$", posix)
-        if match is None:
-            continue
-        wildcards = {k: v for k, v in match.groupdict().items() if v is not None}
-        try:
-            caption = render_caption(Path(rule.caption).read_text(), wildcards, config)
-        except (OSError, jinja2.TemplateError) as err:
-            _logger.warning("caption %s of %s not rendered: %s", rule.caption, posix, err)
-            caption = ""
-        return _title(rule, wildcards, Path(path).stem), caption
-    return None
+def describe_figure(spec: FigureSpec, config: Mapping[str, Any]) -> tuple[str, str]:
+    """(title, caption) of a figure, its caption rendered with its wildcards and the config."""
+    try:
+        caption = render_caption(Path(spec.caption).read_text(), spec.wildcards, config)
+    except (OSError, jinja2.TemplateError) as err:
+        _logger.warning("caption %s of %s not rendered: %s", spec.caption, spec.path, err)
+        caption = ""
+    return _title(spec), caption

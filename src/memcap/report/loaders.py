@@ -181,15 +181,14 @@ def _profile_column(profile: pd.DataFrame | None, column: str) -> dict[int, floa
 
 
 def rule_timings(
-    benchmark_files: Iterable[str | Path], rule_stages: Mapping[str, str]
+    benchmarks: Mapping[str, Iterable[str | Path]], rule_stages: Mapping[str, str]
 ) -> list[RuleTiming]:
-    """Sum Snakemake benchmark files (``benchmarks/results/<rule>/*.tsv``) per rule."""
-    per_rule: dict[str, list[pd.DataFrame]] = defaultdict(list)
-    for path in map(Path, benchmark_files):
-        if path.exists():
-            per_rule[benchmark_rule(path)].append(pd.read_csv(path, sep="\t"))
+    """Sum each rule's Snakemake benchmark files (those that exist) over its jobs."""
     timings = []
-    for rule, tables in per_rule.items():
+    for rule, files in benchmarks.items():
+        tables = [pd.read_csv(path, sep="\t") for path in map(Path, files) if path.exists()]
+        if not tables:
+            continue
         frame = pd.concat(tables, ignore_index=True)
         rss = pd.to_numeric(frame.get("max_rss"), errors="coerce") if "max_rss" in frame else None
         timings.append(
@@ -202,15 +201,6 @@ def rule_timings(
             )
         )
     return sorted(timings, key=lambda t: (t.stage, t.rule))
-
-
-def benchmark_rule(path: str | Path) -> str:
-    """The rule of ``benchmarks/results/<rule>/<wildcards...>.tsv`` (else the parent folder)."""
-    parts = Path(path).parts
-    for i in range(len(parts) - 2):
-        if parts[i : i + 2] == ("benchmarks", "results"):
-            return parts[i + 2]
-    return Path(path).parent.name
 
 
 def version_table(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[VersionRow]:
