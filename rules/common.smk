@@ -218,7 +218,7 @@ def real_capacity_mem_mb(wildcards):
     t = entry["data"]["T"]
     if settings["max_examples"] is not None:
         t = min(t, settings["max_examples"])
-    n = entry["n"] or REAL_CAPACITY_FULL_N[entry["family"]]
+    n = entry["n"] or REAL_CAPACITY_FULL_N.get(entry["family"], 128)
     contexts = t * n * REAL_CAPACITY_MAX_D * 4
     features = 4 * t * settings["max_heads"] * REAL_CAPACITY_MAX_D * 8
     return REAL_CAPACITY_BASE_MB + (contexts + features) // 2**20
