@@ -16,11 +16,8 @@ from typing import Any
 
 from memcap.errors import ConfigError
 from memcap.extract.sizes import known_sizes
-from memcap.extract.weights import (
-    PACKAGE_PREFIX,
-    package_root,
-    weights_route,
-)
+from memcap.extract.weights import PACKAGE_PREFIX, package_root, weights_route
+from memcap.extract.weights import resolve_package_path as resolve_package_path  # re-export
 
 # Each family names what the model does with its tokens; bert and gpt2 are aliases kept from
 # the first version of the config (any transformers encoder / causal decoder works under them).
