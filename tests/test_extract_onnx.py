@@ -91,5 +91,9 @@ def test_unmappable_tensors_are_a_config_error(tmp_path):
     onnx.save(onnx.helper.make_model(graph), str(path))
     with pytest.raises(ConfigError, match="extract.models.0..weights.*does not map"):
         convert_onnx_backbone(
-            path, "vit_small_patch14_dinov2", {"img_size": 224}, tmp_path / "x", "extract.models[0].weights"
+            path,
+            "vit_small_patch14_dinov2",
+            {"img_size": 224},
+            tmp_path / "x",
+            "extract.models[0].weights",
         )

