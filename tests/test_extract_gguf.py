@@ -107,3 +107,15 @@ def test_gguf_without_the_gguf_package_is_a_config_error(tiny_gguf, monkeypatch)
     with pytest.raises(ConfigError, match="needs the 'gguf' package") as info:
         hf_models.hf_config(entry_for(tiny_gguf))
     assert info.value.key == "extract.models[0].gguf_file"
+
+
+def test_device_map_loads_through_accelerate(tiny_gguf, tmp_path):
+    """device_map places the blocks with accelerate; the stored states do not change."""
+    settings = ExtractSettings(batch_size=24, device="cpu")
+    arrays = []
+    for name, device_map in (("plain", None), ("mapped", "cpu")):
+        outputs = ExtractOutputs(*(tmp_path / f"{name}.{f}" for f in ("q.npy", "c.npy", "json")))
+        run_extraction(entry_for(tiny_gguf, device_map=device_map), 1, settings, outputs)
+        arrays.append(np.load(outputs.contexts))
+        assert json.loads(outputs.provenance.read_text())["device_map"] == device_map
+    np.testing.assert_array_equal(*arrays)
