@@ -272,3 +272,30 @@ def test_remote_code_needs_the_opt_in(tmp_path):
     with pytest.raises(ConfigError, match="trust_remote_code: true") as info:
         run(entry, 0, tmp_path / "out")
     assert info.value.key.endswith(".trust_remote_code")
+
+
+def test_transformers_vision_directory_uses_its_own_image_processor(tmp_path):
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    config = Dinov2Config(**NEW_FAMILIES["hf-dinov2"]["model_kwargs"])
+    Dinov2Model(config).save_pretrained(tmp_path / "dinov2")
+    processor = BitImageProcessor(
+        size={"shortest_edge": 32},
+        crop_size={"height": 28, "width": 28},
+        resample=3,
+        image_mean=[0.485, 0.456, 0.406],
+        image_std=[0.229, 0.224, 0.225],
+    )
+    processor.save_pretrained(tmp_path / "dinov2")
+    entry = model_entry(
+        {"name": "d", "family": "vit", "model": "my-dinov2", "weights": str(tmp_path / "dinov2")},
+        0,
+        0,
+    )
+    loaded = create_model(entry)
+    settings = loaded.data_config
+    assert settings["input_size"] == (3, 28, 28) and settings["crop_pct"] == 28 / 32
+    assert settings["interpolation"] == "bicubic" and settings["mean"] == (0.485, 0.456, 0.406)
+    _, contexts, provenance = run(replace(entry, data=replace(entry.data, T=8)), 0, tmp_path / "o")
+    assert contexts.shape == (8, 5, 32) and provenance["library"] == "transformers"
