@@ -207,6 +207,19 @@ NEW_FAMILIES = {
         "model": "vit_small_patch14_reg4_dinov2",
         "model_kwargs": {"img_size": 28, "embed_dim": 32, "depth": 2, "num_heads": 2},
     },
+    "hf-clip-vision": {
+        "family": "vit",
+        "model": "CLIPConfig",
+        "model_kwargs": {
+            "vision_config": {
+                **TINY_TEXT,
+                "intermediate_size": 64,
+                "image_size": 32,
+                "patch_size": 8,
+            },
+            "text_config": TINY_TEXT,
+        },
+    },
     "hf-dinov2": {
         "family": "vit",
         "model": "Dinov2Config",

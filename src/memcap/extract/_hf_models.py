@@ -85,7 +85,8 @@ def create_hf_model(entry: ModelEntry, config: Any, dtype: torch.dtype) -> tuple
     origin, extra = load_origin(entry)
     if entry.device_map is not None:
         extra["device_map"] = entry.device_map
-    model_class = _vision_class(config) or AutoModel
+    vision = _vision_class(config)
+    model_class, config = (vision, config.vision_config) if vision else (AutoModel, config)
     try:
         model, info = model_class.from_pretrained(
             origin, config=config, dtype=dtype, output_loading_info=True, **extra
@@ -109,7 +110,7 @@ def _from_config(config: Any, entry: ModelEntry) -> Any:
 
     vision = _vision_class(config)
     if vision is not None:
-        return vision(config)
+        return vision(config.vision_config)
     return AutoModel.from_config(config, trust_remote_code=entry.trust_remote_code)
 
 
