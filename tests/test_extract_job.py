@@ -257,8 +257,9 @@ def test_new_families_extract_the_models_own_hidden_states(name, tmp_path):
     assert provenance["kind"] == entry.kind and provenance["precision"] == "float32"
 
 
-def test_bfloat16_forward_stores_float32(tmp_path):
-    raw = {"name": "llama", "n": 16, "data": {"T": 20}, **NEW_FAMILIES["llama"]}
+@pytest.mark.parametrize("name", ["llama", "dinov2-registers"])
+def test_bfloat16_forward_stores_float32(name, tmp_path):
+    raw = {"name": name, "data": {"T": 20}, **NEW_FAMILIES[name]}
     entry = model_entry({**raw, "precision": "bfloat16"}, 0, 0)
     queries, contexts, provenance = run(entry, 1, tmp_path / "half")
     _, full, _ = run(model_entry(raw, 0, 0), 1, tmp_path / "full")

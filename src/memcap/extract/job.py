@@ -30,6 +30,7 @@ from memcap.extract.config import (
 from memcap.extract.images import builtin_photographs, datasets_images, image_batches, plan_inputs
 from memcap.extract.layers import LayerExtractor, blocks_needed
 from memcap.extract.registry import (
+    DTYPES,
     Architecture,
     LoadedModel,
     architecture,
@@ -76,20 +77,20 @@ def resolve_n(entry: ModelEntry, arch: Architecture) -> int:
     return min(DEFAULT_TEXT_N, arch.width, arch.max_tokens)
 
 
-def check_against_model(entry: ModelEntry, layer: Layer, n: int, loaded: Architecture) -> None:
+def check_against_model(entry: ModelEntry, layer: Layer, n: int, arch: Architecture) -> None:
     """Checks that need the model's sizes; raise :class:`ConfigError` before weights load."""
-    if layer != RANDOM_ATTENTION and int(layer) > loaded.depth:
+    if layer != RANDOM_ATTENTION and int(layer) > arch.depth:
         raise ConfigError(
             f"{entry.key}.layers",
-            f"layer {layer} is beyond the depth of '{entry.model}' ({loaded.depth} blocks)",
-            f"use layers between 0 and {loaded.depth}",
+            f"layer {layer} is beyond the depth of '{entry.model}' ({arch.depth} blocks)",
+            f"use layers between 0 and {arch.depth}",
         )
-    if n > loaded.max_tokens:
+    if n > arch.max_tokens:
         what = "tokens per image" if entry.kind == "vit" else "positions"
         raise ConfigError(
             f"{entry.key}.n",
-            f"n = {n} exceeds the model's {loaded.max_tokens} {what}",
-            f"use n <= {loaded.max_tokens}",
+            f"n = {n} exceeds the model's {arch.max_tokens} {what}",
+            f"use n <= {arch.max_tokens}",
         )
     q = entry.resolved_query_index
     if not -n <= q < n:
@@ -230,7 +231,7 @@ def run_extraction(
     contexts = ChunkedArrayWriter(outputs.contexts, (T, n, d))
     with torch.inference_mode(), tqdm(total=T, desc=f"{entry.name}/{layer}", unit="ex") as bar:
         for batch in prepared.batches:
-            batch = _to_device(batch, device)
+            batch = _to_device(batch, device, DTYPES[entry.precision])
             hidden = extractor(batch)[:, :n].float()  # (B, n, d), float32 whatever the precision
             contexts.write(hidden.cpu().numpy())
             queries.write(hidden[:, q].cpu().numpy())  # (B, d)
@@ -280,7 +281,8 @@ def run_extraction(
     )
 
 
-def _to_device(batch: Any, device: torch.device) -> Any:
+def _to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """The batch on the device; images (floating tensors) in the forward precision."""
     if isinstance(batch, dict):
-        return {name: tensor.to(device) for name, tensor in batch.items()}
-    return batch.to(device)
+        return {name: _to_device(tensor, device, dtype) for name, tensor in batch.items()}
+    return batch.to(device, dtype) if batch.is_floating_point() else batch.to(device)
