@@ -29,7 +29,6 @@ FAMILY_KINDS = {
     "gpt2": "decoder",
 }
 FAMILIES = tuple(FAMILY_KINDS)
-TEXT_FAMILIES = tuple(f for f, kind in FAMILY_KINDS.items() if kind != "vit")
 RANDOM_ATTENTION = "random_attention"
 # A transformers config class name (BertConfig, LlamaConfig, ViTConfig, ...): an architecture
 # built from the library's defaults (plus model_kwargs), not a hub id.
