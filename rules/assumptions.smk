@@ -57,6 +57,6 @@ rule summarize_assumptions:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=ASSUMPTIONS_BASE_MB,
+        mem_mb=1000,
     script:
         "../workflow/scripts/summarize_assumptions.py"

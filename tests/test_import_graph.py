@@ -1,4 +1,7 @@
-"""The package's import graph has no cycle, including imports hidden inside functions."""
+"""The package's import graph has no cycle, including imports hidden inside functions.
+
+Imports under ``if TYPE_CHECKING:`` are left out: they never run, so they cannot cycle.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,17 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -107,6 +120,17 @@ def test_function_level_imports_count(tmp_path, monkeypatch):
     source.write_text("def f():\n    from memcap.y import g\n    import memcap.z\n")
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "memcap")
     assert _imports(source, {"memcap.x", "memcap.y", "memcap.z"}) == {"memcap.y", "memcap.z"}
+
+
+def test_typing_only_imports_are_left_out(tmp_path, monkeypatch):
+    source = tmp_path / "memcap" / "x.py"
+    source.parent.mkdir()
+    source.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memcap.y import T\n"
+        "import memcap.z\n"
+    )
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "memcap")
+    assert _imports(source, {"memcap.x", "memcap.y", "memcap.z"}) == {"memcap.z"}
 
 
 def test_errors_module_imports_nothing_from_memcap():

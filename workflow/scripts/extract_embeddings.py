@@ -2,6 +2,7 @@
 """Snakemake adapter: extract one (model, layer) of the config into queries/contexts .npy."""
 
 import sys
+from pathlib import Path
 
 from memcap.logs import setup_logging
 
@@ -21,7 +22,15 @@ outputs = ExtractOutputs(
 )
 settings = ExtractSettings(batch_size=params.batch_size, device=params.device)
 try:
-    run_extraction(entry, parse_layer(layer), settings, outputs, threads=snakemake.threads)
+    checkpoint = snakemake.input.get("checkpoint")  # a converted ONNX backbone, if any
+    run_extraction(
+        entry,
+        parse_layer(layer),
+        settings,
+        outputs,
+        threads=snakemake.threads,
+        checkpoint=Path(checkpoint) if checkpoint else None,
+    )
 except ConfigError as err:
     # A config problem (e.g. unreachable pretrained weights) is one line, not a traceback:
     # in the job log, and on the terminal, where Snakemake does not show the log.

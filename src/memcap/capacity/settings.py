@@ -15,7 +15,8 @@ BASE_MB = 700
 MAX_D = 1024
 # Context size assumed when `n` is null: every token of a ViT at 224 px with 16 px patches (197;
 # other inputs: raise mem_mb with --set-resources), or at most 128 text tokens (schema: n).
-FULL_N = {"vit": 197, "bert": 128, "gpt2": 128}
+VIT_FULL_N = 197
+TEXT_FULL_N = 128
 
 
 def certify_memory_mb(section: Mapping[str, Any], model: Mapping[str, Any]) -> int:
@@ -31,7 +32,7 @@ def certify_memory_mb(section: Mapping[str, Any], model: Mapping[str, Any]) -> i
     examples = model["data"]["T"]
     if section["max_examples"] is not None:
         examples = min(examples, section["max_examples"])
-    n = model["n"] or FULL_N[model["family"]]
+    n = model["n"] or (VIT_FULL_N if model["family"] == "vit" else TEXT_FULL_N)
     contexts = examples * n * MAX_D * 4
     features = 4 * examples * section["max_heads"] * MAX_D * 8
     return BASE_MB + (contexts + features) // 2**20

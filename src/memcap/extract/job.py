@@ -29,9 +29,18 @@ from memcap.extract.config import (
 )
 from memcap.extract.images import builtin_photographs, datasets_images, image_batches, plan_inputs
 from memcap.extract.layers import LayerExtractor, blocks_needed
-from memcap.extract.registry import LoadedModel, create_model, parameter_checksum
+from memcap.extract.registry import (
+    DTYPES,
+    Architecture,
+    LoadedModel,
+    architecture,
+    create_model,
+    parameter_checksum,
+    parameter_count,
+)
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import load_corpus, resolve_tokenizer, text_batches, text_inputs
+from memcap.extract.weights import weights_provenance
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
@@ -58,29 +67,30 @@ class PreparedInputs:
     warnings: list[str]
 
 
-def resolve_n(entry: ModelEntry, loaded: LoadedModel) -> int:
-    """Context size: configured, or all tokens (vit) / min(128, d, positions) (text)."""
+def resolve_n(entry: ModelEntry, arch: Architecture) -> int:
+    """Context size: configured, or all tokens incl. prefix / register tokens (vit) or
+    min(128, d, positions) (text)."""
     if entry.n is not None:
         return entry.n
-    if entry.family == "vit":
-        return loaded.max_tokens
-    return min(DEFAULT_TEXT_N, loaded.width, loaded.max_tokens)
+    if entry.kind == "vit":
+        return arch.max_tokens
+    return min(DEFAULT_TEXT_N, arch.width, arch.max_tokens)
 
 
-def check_against_model(entry: ModelEntry, layer: Layer, n: int, loaded: LoadedModel) -> None:
-    """Config checks that need the built model; raise :class:`ConfigError` before any forward."""
-    if layer != RANDOM_ATTENTION and int(layer) > loaded.depth:
+def check_against_model(entry: ModelEntry, layer: Layer, n: int, arch: Architecture) -> None:
+    """Checks that need the model's sizes; raise :class:`ConfigError` before weights load."""
+    if layer != RANDOM_ATTENTION and int(layer) > arch.depth:
         raise ConfigError(
             f"{entry.key}.layers",
-            f"layer {layer} is beyond the depth of '{entry.model}' ({loaded.depth} blocks)",
-            f"use layers between 0 and {loaded.depth}",
+            f"layer {layer} is beyond the depth of '{entry.model}' ({arch.depth} blocks)",
+            f"use layers between 0 and {arch.depth}",
         )
-    if n > loaded.max_tokens:
-        what = "tokens per image" if entry.family == "vit" else "positions"
+    if n > arch.max_tokens:
+        what = "tokens per image" if entry.kind == "vit" else "positions"
         raise ConfigError(
             f"{entry.key}.n",
-            f"n = {n} exceeds the model's {loaded.max_tokens} {what}",
-            f"use n <= {loaded.max_tokens}",
+            f"n = {n} exceeds the model's {arch.max_tokens} {what}",
+            f"use n <= {arch.max_tokens}",
         )
     q = entry.resolved_query_index
     if not -n <= q < n:
@@ -96,7 +106,7 @@ def prepare_inputs(
 ) -> PreparedInputs:
     """Load the data and plan the T inputs; every data-size check fires here."""
     data = entry.data
-    if entry.family == "vit":
+    if entry.kind == "vit":
         from timm.data import create_transform
 
         source = (
@@ -118,7 +128,9 @@ def prepare_inputs(
             warnings=warnings,
         )
     corpus = load_corpus(data, entry.key)
-    tokenizer = resolve_tokenizer(entry, loaded.tokenizer_source, loaded.vocab_size, corpus)
+    tokenizer = resolve_tokenizer(
+        entry, loaded.tokenizer_source, loaded.vocab_size, corpus, loaded.tokenizer_kwargs
+    )
     if tokenizer.vocab_size > loaded.vocab_size:
         raise ConfigError(
             f"{entry.key}.tokenizer",
@@ -126,19 +138,21 @@ def prepare_inputs(
             f"{loaded.vocab_size}",
             "use a tokenizer whose vocabulary fits the model's",
         )
-    if entry.family == "bert" and (tokenizer.cls_id is None or tokenizer.sep_id is None):
+    if entry.kind == "encoder" and (tokenizer.cls_id is None or tokenizer.sep_id is None):
         raise ConfigError(
             f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
         )
     ids = np.asarray(tokenizer.encode(corpus.text), dtype=np.int64)
     try:
-        inputs = text_inputs(ids, entry.family, n, data.T, data.seed, tokenizer)
+        inputs = text_inputs(ids, entry.kind, n, data.T, data.seed, tokenizer)
     except ValueError as err:
         raise ConfigError(
             f"{entry.key}.data.T",
             f"the corpus is too small for T = {data.T} windows of n = {n} tokens ({err})",
             "lower T or n, or use a larger text source",
         ) from None
+    if not loaded.token_types:
+        inputs.pop("token_type_ids", None)  # e.g. RoBERTa: one segment embedding only
     warnings = []
     if tokenizer.substitute:
         warnings.append(f"tokenizer substitute: {tokenizer.substitute}")
@@ -174,8 +188,17 @@ def run_extraction(
     settings: ExtractSettings,
     outputs: ExtractOutputs,
     threads: int = 1,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any]:
     """Extract queries (T, d) and contexts (T, n, d) of one layer; write them and provenance.
+
+    Args:
+        entry: the model's config entry.
+        layer: the layer to extract.
+        settings: stage-wide settings (batch size, device).
+        outputs: where to write.
+        threads: CPU threads for torch.
+        checkpoint: a converted checkpoint (ONNX weights) to load instead of ``entry.weights``.
 
     Returns:
         The provenance record.
@@ -187,11 +210,18 @@ def run_extraction(
     # Rank checks downstream need full float32 products, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    loaded = create_model(entry)
-    n = resolve_n(entry, loaded)
-    check_against_model(entry, layer, n, loaded)
+    arch = architecture(entry)
+    n = resolve_n(entry, arch)
+    check_against_model(entry, layer, n, arch)
+    loaded = create_model(entry, arch, checkpoint)
     prepared = prepare_inputs(entry, loaded, n, settings.batch_size)
-    extractor = LayerExtractor(loaded.module, entry.family, layer, entry.seed).to(device).eval()
+    extractor = LayerExtractor(loaded.module, loaded.width, layer, entry.seed)
+    if entry.device_map is None:
+        extractor = extractor.to(device)
+    else:  # accelerate placed the blocks; inputs and the random head go where the embeddings are
+        device = loaded.module.device
+        extractor.head.to(device)
+    extractor.eval()
     T, d, q = entry.data.T, loaded.width, entry.resolved_query_index
     warnings = loaded.warnings + prepared.warnings + size_warnings(T, n, d)
     for message in warnings:
@@ -201,8 +231,8 @@ def run_extraction(
     contexts = ChunkedArrayWriter(outputs.contexts, (T, n, d))
     with torch.inference_mode(), tqdm(total=T, desc=f"{entry.name}/{layer}", unit="ex") as bar:
         for batch in prepared.batches:
-            batch = _to_device(batch, device)
-            hidden = extractor(batch)[:, :n].float()  # (B, n, d)
+            batch = _to_device(batch, device, DTYPES[entry.precision])
+            hidden = extractor(batch)[:, :n].float()  # (B, n, d), float32 whatever the precision
             contexts.write(hidden.cpu().numpy())
             queries.write(hidden[:, q].cpu().numpy())  # (B, d)
             bar.update(len(hidden))
@@ -213,11 +243,20 @@ def run_extraction(
         outputs.provenance,
         model=entry.name,
         family=entry.family,
+        kind=entry.kind,
+        library=arch.library,
         model_id=loaded.model_id,
         model_kwargs=dict(entry.model_kwargs),
+        description=entry.description,
+        stands_in_for=entry.stands_in_for,
         weights=entry.weights,
         weights_source=loaded.weights_source,
+        weights_origin=weights_provenance(entry, checkpoint),
+        precision=entry.precision,
+        device_map=entry.device_map,
+        parameters=parameter_count(loaded.module),
         parameter_checksum=parameter_checksum(loaded.module),
+        prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
         random_attention_checksum=(
             parameter_checksum(extractor.head) if layer == RANDOM_ATTENTION else None
         ),
@@ -242,7 +281,8 @@ def run_extraction(
     )
 
 
-def _to_device(batch: Any, device: torch.device) -> Any:
+def _to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
+    """The batch on the device; images (floating tensors) in the forward precision."""
     if isinstance(batch, dict):
-        return {name: tensor.to(device) for name, tensor in batch.items()}
-    return batch.to(device)
+        return {name: _to_device(tensor, device, dtype) for name, tensor in batch.items()}
+    return batch.to(device, dtype) if batch.is_floating_point() else batch.to(device)

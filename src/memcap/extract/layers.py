@@ -4,6 +4,11 @@ Layer 0 is the embedding output (what the model itself reports as ``hidden_state
 layer k is the output of block k, before any final norm; ``random_attention`` is paper A's
 Proposition 4 variant: a LayerNorm without affine parameters on the layer-0 embeddings, then
 one randomly initialised single-head attention layer with a skip connection.
+
+Any model whose blocks sit in one ``nn.ModuleList`` works: timm VisionTransformers (``blocks``)
+and transformers models (``encoder.layer``, ``h``, ``layers``, ...). The truncated model keeps
+the embeddings and the first ``depth`` blocks and drops the final norm, so its
+``last_hidden_state`` is the raw residual stream after block ``depth``.
 """
 
 from __future__ import annotations
@@ -17,51 +22,87 @@ from memcap.extract.config import RANDOM_ATTENTION, Layer
 
 Batch = torch.Tensor | dict[str, torch.Tensor]
 
+# Norms applied after the last block only (GPT-2 ln_f, Llama norm, HF ViT / DINOv2 layernorm,
+# OPT final_layer_norm); the truncated model replaces them by the identity.
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm", "layernorm")
+# Heads reading the last block (BERT pooler, CLIP post_layernorm on the pooled token).
+UNUSED_HEADS = ("pooler",)
+
 
 def blocks_needed(layer: Layer) -> int:
     """Number of transformer blocks a forward pass must run to reach ``layer``."""
     return 0 if layer == RANDOM_ATTENTION else int(layer)
 
 
-class TruncatedForward(nn.Module):
-    """The first ``depth`` blocks of a ViT / BERT / GPT-2 model and its embeddings.
+def block_path(model: nn.Module) -> str:
+    """Dotted name of the ``nn.ModuleList`` holding the model's transformer blocks.
 
-    The model is shallow-copied with its block list cut, so the original keeps every block
-    (the tests compare both) while sharing the same parameter tensors.
+    timm: ``blocks``; transformers: the shallowest ModuleList whose length is
+    ``config.num_hidden_layers``.
+
+    Raises:
+        ValueError: no such list (not a block-stacked transformer).
+    """
+    if isinstance(getattr(model, "blocks", None), nn.ModuleList | nn.Sequential):
+        return "blocks"
+    depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    candidates = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.ModuleList) and len(module) == depth
+    ]
+    if not candidates:
+        raise ValueError(f"no list of {depth} blocks in {type(model).__name__}")
+    return min(candidates, key=lambda name: name.count("."))
+
+
+def _owned_copy(module: nn.Module) -> nn.Module:
+    """A shallow copy with its own child dict, so replacing a child leaves ``module`` whole."""
+    clone = copy.copy(module)
+    clone._modules = dict(module._modules)
+    return clone
+
+
+class TruncatedForward(nn.Module):
+    """The embeddings and first ``depth`` blocks of a timm ViT or transformers model.
+
+    The model is shallow-copied along the path to its block list, so the original keeps every
+    block (the tests compare both) while sharing the same parameter tensors.
     """
 
-    def __init__(self, model: nn.Module, family: str, depth: int) -> None:
+    def __init__(self, model: nn.Module, depth: int) -> None:
         super().__init__()
-        self.family = family
         self.depth = depth
-        self.model = copy.copy(model)
-        # copy.copy shares _modules with the original: give the copy its own dict first.
-        self.model._modules = dict(model._modules)
-        if family == "vit":
-            self.model.blocks = model.blocks[:depth]
-        elif family == "bert":
-            self.model.encoder = copy.copy(model.encoder)
-            self.model.encoder._modules = dict(model.encoder._modules)
-            self.model.encoder.layer = model.encoder.layer[:depth]
-            self.model.pooler = None  # the pooler reads the last layer, not needed here
-        elif family == "gpt2":
-            self.model.h = model.h[:depth]
-            # ln_f follows the last block only; "output of block k" is the raw residual stream.
-            self.model.ln_f = nn.Identity()
-        else:
-            raise ValueError(f"unknown family {family!r}")
+        self.is_timm = not hasattr(model, "config")
+        self.model = _owned_copy(model)
+        *parents, last = block_path(model).split(".")
+        owner = self.model
+        for name in parents:
+            child = _owned_copy(getattr(owner, name))
+            owner._modules[name] = child
+            owner = child
+        owner._modules[last] = getattr(owner, last)[:depth]
+        if not self.is_timm:
+            for holder in {id(self.model): self.model, id(owner): owner}.values():
+                for name in FINAL_NORMS:
+                    if isinstance(holder._modules.get(name), nn.Module):
+                        holder._modules[name] = nn.Identity()
+            for name in UNUSED_HEADS:
+                if name in self.model._modules:
+                    self.model._modules[name] = None
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Hidden states (B, tokens, d) after ``depth`` blocks."""
-        if self.family == "vit":
+        if self.is_timm:
             return vit_hidden_states(self.model, batch, self.depth)
-        return self.model(**batch).last_hidden_state
+        inputs = batch if isinstance(batch, dict) else {"pixel_values": batch}
+        return self.model(**inputs).last_hidden_state
 
 
 def vit_hidden_states(model: nn.Module, images: torch.Tensor, depth: int) -> torch.Tensor:
     """A timm VisionTransformer's token states after ``depth`` blocks (no final norm)."""
     x = model.patch_embed(images)  # (B, patches, d)
-    x = model._pos_embed(x)  # (B, tokens, d): prefix tokens + position embedding
+    x = model._pos_embed(x)  # (B, tokens, d): prefix (class, register) tokens + positions
     x = model.patch_drop(x)
     x = model.norm_pre(x)
     for block in model.blocks[:depth]:
@@ -86,7 +127,7 @@ class RandomAttention(nn.Module):
 
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         """(B, tokens, d) -> (B, tokens, d)."""
-        z = self.norm(embeddings)
+        z = self.norm(embeddings.float())
         mixed, _ = self.attention(z, z, z, need_weights=False)
         return z + mixed
 
@@ -94,13 +135,12 @@ class RandomAttention(nn.Module):
 class LayerExtractor(nn.Module):
     """Everything between a model input batch and the hidden states of one layer."""
 
-    def __init__(self, model: nn.Module, family: str, layer: Layer, seed: int) -> None:
+    def __init__(self, model: nn.Module, width: int, layer: Layer, seed: int) -> None:
         super().__init__()
         self.layer = layer
-        self.trunk = TruncatedForward(model, family, blocks_needed(layer))
+        self.trunk = TruncatedForward(model, blocks_needed(layer))
         self.head: nn.Module = nn.Identity()
         if layer == RANDOM_ATTENTION:
-            width = model.embed_dim if family == "vit" else model.config.hidden_size
             self.head = RandomAttention(width, seed)
 
     def forward(self, batch: Batch) -> torch.Tensor:

@@ -24,6 +24,7 @@ import torch
 from memcap.errors import ConfigError
 from memcap.extract.config import (
     BYTE_BPE,
+    FAMILY_KINDS,
     PACKAGE_PREFIX,
     DataConfig,
     ModelEntry,
@@ -111,7 +112,11 @@ def _hub_corpus(data: DataConfig, key: str) -> Corpus:
 
 
 def resolve_tokenizer(
-    entry: ModelEntry, own_source: str | None, vocab_size: int, corpus: Corpus
+    entry: ModelEntry,
+    own_source: str | None,
+    vocab_size: int,
+    corpus: Corpus,
+    own_kwargs: dict | None = None,
 ) -> TextTokenizer:
     """The entry's tokenizer: the model's own, or the substitute named in config.
 
@@ -120,10 +125,12 @@ def resolve_tokenizer(
         own_source: hub id or directory of the model's own tokenizer (None if it has none).
         vocab_size: the model's vocabulary size; token ids must stay below it.
         corpus: the text, used to train the ``byte-bpe`` substitute.
+        own_kwargs: extra ``from_pretrained`` arguments of the model's own tokenizer
+            (e.g. ``gguf_file``).
     """
     choice = entry.tokenizer
     if choice == BYTE_BPE:
-        return _byte_bpe(entry.family, corpus, min(BPE_VOCAB_SIZE, vocab_size))
+        return _byte_bpe(entry.kind, corpus, min(BPE_VOCAB_SIZE, vocab_size))
     origin = own_source if choice is None else choice
     if origin is None:
         raise ConfigError(f"{entry.key}.tokenizer", "the model has no tokenizer", "name one")
@@ -132,7 +139,7 @@ def resolve_tokenizer(
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(origin)
+        tokenizer = AutoTokenizer.from_pretrained(origin, **(own_kwargs if choice is None else {}))
     except OSError as err:
         _logger.debug("tokenizer %s failed: %s", origin, err)
         raise ConfigError(
@@ -158,7 +165,7 @@ def _byte_bpe(family: str, corpus: Corpus, vocab_size: int) -> TextTokenizer:
     """GPT-2's tokenizer scheme (byte-level BPE) with merges learned on the corpus itself."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    specials = ["[CLS]", "[SEP]"] if family == "bert" else []
+    specials = ["[CLS]", "[SEP]"] if FAMILY_KINDS[family] == "encoder" else []
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
@@ -206,10 +213,11 @@ def text_inputs(
     BERT: ``input_ids`` = [CLS] A [SEP] B [SEP] and ``token_type_ids`` (0 up to the first
     [SEP], 1 after it); GPT-2: ``input_ids`` = n consecutive tokens.
     """
-    length = n - BERT_SPECIAL_TOKENS if family == "bert" else n
+    pairs = FAMILY_KINDS[family] == "encoder"
+    length = n - BERT_SPECIAL_TOKENS if pairs else n
     offsets = window_offsets(ids, length, T, seed)
     windows = ids[offsets[:, None] + np.arange(length)]  # (T, length)
-    if family != "bert":
+    if not pairs:
         return {"input_ids": windows}
     half = (length + 1) // 2
     cls = np.full((T, 1), tokenizer.cls_id)

@@ -34,6 +34,9 @@ class ModelInfo:
     layers: tuple[str, ...]
     tokenizer_substitute: str | None = None
     warnings: tuple[str, ...] = ()
+    description: str | None = None  # what the model is (config `description`)
+    stands_in_for: str | None = None  # the paper-A model it replaces offline
+    weights_origin: str | None = None  # package, version, file checksum; precision
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,9 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 layers=tuple(sorted({str(r["layer"]) for r in group}, key=_layer_order)),
                 tokenizer_substitute=_first(head, "tokenizer_substitute"),
                 warnings=tuple(warnings),
+                description=_first(head, "description"),
+                stands_in_for=_first(head, "stands_in_for"),
+                weights_origin=_weights_origin(head),
             )
         )
     return models
@@ -215,3 +221,17 @@ def version_table(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[Ve
         for package, by_version in sorted(seen.items())
         if set(by_version) != {"absent"}
     ]
+
+
+def _weights_origin(record: Mapping[str, Any]) -> str | None:
+    """Package and version, file checksum and forward precision of a provenance record."""
+    origin = record.get("weights_origin") or {}
+    parts = []
+    if origin.get("package"):
+        parts.append(f"{origin['package']} {origin.get('package_version', '')}".strip())
+    if origin.get("file_sha256"):
+        name = Path(str(origin.get("file", ""))).name
+        parts.append(f"{name} sha256 {origin['file_sha256'][:12]}")
+    if record.get("precision") and record["precision"] != "float32":
+        parts.append(f"forward in {record['precision']}")
+    return ", ".join(parts) or None

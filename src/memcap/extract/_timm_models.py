@@ -1,0 +1,98 @@
+"""timm VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memcap.errors import ConfigError
+from memcap.extract.config import ModelEntry
+from memcap.extract.weights import weights_path, weights_route
+
+_CHECKPOINT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def is_timm_model(entry: ModelEntry) -> bool:
+    """Whether a vit entry names a timm model (else a transformers vision encoder)."""
+    import timm
+
+    return timm.is_model(entry.model)
+
+
+def timm_architecture(entry: ModelEntry) -> Any:
+    """The entry's VisionTransformer on the meta device: sizes without weights or init."""
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+
+    with torch.device("meta"):
+        model = timm.create_model(entry.model, pretrained=False, **entry.model_kwargs)
+    if not isinstance(model, VisionTransformer):
+        raise ConfigError(
+            f"{entry.key}.model",
+            f"'{entry.model}' is a {type(model).__name__}, not a timm VisionTransformer",
+            "use a ViT model name (vit_*, deit_*) or a transformers vision encoder's hub id",
+        )
+    return model
+
+
+def create_timm_model(entry: ModelEntry, checkpoint: Path | None) -> tuple[Any, str]:
+    """(VisionTransformer with its weights, weights description).
+
+    Args:
+        entry: the config entry.
+        checkpoint: the file to load instead of the configured weights (a converted ONNX).
+    """
+    import timm
+
+    route = "local" if checkpoint is not None else weights_route(entry)
+    kwargs = dict(entry.model_kwargs)
+    if route == "random":
+        torch.manual_seed(entry.seed)
+        return timm.create_model(entry.model, **kwargs), f"random (timm init, seed {entry.seed})"
+    if route == "pretrained":
+        try:
+            model = timm.create_model(entry.model, pretrained=True, **kwargs)
+        except OSError as err:
+            from memcap.extract._hf_models import unreachable
+
+            raise unreachable(entry, entry.model, err) from None
+        return model, "pretrained (timm / Hugging Face hub)"
+    path = checkpoint or checkpoint_file(entry, weights_path(entry))
+    model = timm.create_model(entry.model, **kwargs)
+    model.load_state_dict(_read_state_dict(entry, path), strict=True)
+    return model, f"local checkpoint {path}"
+
+
+def checkpoint_file(entry: ModelEntry, path: Path) -> Path:
+    """A timm checkpoint: the file itself, or a known weights file inside a directory."""
+    if path.is_file():
+        return path
+    for name in _CHECKPOINT_FILES:
+        if (path / name).is_file():
+            return path / name
+    raise ConfigError(
+        f"{entry.key}.weights",
+        f"no checkpoint file in '{path}' (looked for {', '.join(_CHECKPOINT_FILES)})",
+        "point weights at a timm checkpoint file",
+    )
+
+
+def _read_state_dict(entry: ModelEntry, path: Path) -> dict[str, torch.Tensor]:
+    """Safetensors, or a torch checkpoint with ``weights_only`` unless ``allow_pickle``."""
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=not entry.allow_pickle)
+    except pickle.UnpicklingError as err:
+        raise ConfigError(
+            f"{entry.key}.allow_pickle",
+            f"'{path}' holds Python objects besides tensors ({str(err).splitlines()[0]})",
+            "convert it to safetensors, or set allow_pickle: true for this model if you trust "
+            "the file (it allows torch.load with weights_only=False, which can run code)",
+        ) from None
+    return state.get("state_dict", state) if isinstance(state, dict) else state

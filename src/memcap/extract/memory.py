@@ -1,0 +1,41 @@
+"""Memory requests of extraction jobs, sized from the model's parameter count (torch-free).
+
+Measured on the default models (docs/models.md): the interpreter with torch, transformers and
+the data takes about 1.2 GB; a model holds its parameters once at its precision, plus a
+transient float32 copy while the weights load (GGUF dequantization, safetensors reads);
+activations of a base-size model take about 20 MB per example of a batch.
+"""
+
+from __future__ import annotations
+
+from memcap.extract.config import ModelEntry
+from memcap.extract.sizes import known_sizes
+from memcap.extract.weights import weights_path
+
+BASE_MB = 1200  # interpreter, torch, transformers / timm, data
+MB_PER_EXAMPLE = 20  # activations of one example of a base-size model (n <= 512)
+DEFAULT_PARAMETERS = 125_000_000  # when no file gives the count: a base-size model
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+LOAD_FLOAT32_COPIES = 1  # the float32 copy that exists while weights load
+CONVERT_COPIES = 3  # ONNX graph, its NumPy arrays, the timm model and its state dict
+
+
+def parameter_estimate(entry: ModelEntry) -> int:
+    """Parameter count from the model's files (config.json, GGUF / safetensors header), else
+    a base-size default."""
+    return known_sizes(entry).parameters or DEFAULT_PARAMETERS
+
+
+def extract_memory_mb(entry: ModelEntry, batch_size: int) -> int:
+    """Memory request (MB) of one extraction job of the entry."""
+    parameters = parameter_estimate(entry)
+    held = parameters * BYTES[entry.precision]
+    loading = parameters * 4 * LOAD_FLOAT32_COPIES
+    return BASE_MB + (held + loading) // 2**20 + MB_PER_EXAMPLE * batch_size
+
+
+def convert_memory_mb(entry: ModelEntry) -> int:
+    """Memory request (MB) of converting the entry's ONNX graph to a checkpoint."""
+    path = weights_path(entry)
+    size = path.stat().st_size if path is not None and path.is_file() else 0
+    return BASE_MB + CONVERT_COPIES * size // 2**20

@@ -1,0 +1,114 @@
+"""A model's depth, positions and parameter count, read from files without loading weights.
+
+Torch-free and cheap, so the Snakefile can check layers and n, and size memory requests,
+before any job starts. Sources: a ``config.json`` (local or package directory, or the Hugging
+Face cache for a hub id), a GGUF header, a safetensors header. Anything else (timm names,
+config classes) is unknown here (None) and checked at job start, before weights load.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memcap.extract._gguf_header import read_gguf_header
+from memcap.extract.weights import gguf_location, weights_path
+
+if TYPE_CHECKING:
+    from memcap.extract.config import ModelEntry
+
+_DEPTH_FIELDS = ("num_hidden_layers", "n_layer", "num_layers")
+_POSITION_FIELDS = ("max_position_embeddings", "n_positions")
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """What is known about a model before it is built (None: unknown)."""
+
+    depth: int | None = None
+    positions: int | None = None
+    parameters: int | None = None
+
+
+def known_sizes(entry: ModelEntry) -> ModelSizes:
+    """Depth, positions and parameters of the entry's model, where files give them."""
+    if entry.is_architecture or entry.weights == "random" and entry.kind == "vit":
+        return ModelSizes()
+    try:
+        gguf = gguf_location(entry)
+        if gguf is not None:
+            return _gguf_sizes(str(Path(gguf[0]) / gguf[1]))
+        path = weights_path(entry)
+    except Exception:  # noqa: BLE001 - unknown here; the weights check reports it
+        return ModelSizes()
+    if path is None and "/" in entry.model:
+        path = _cached_config(entry.model)
+    if path is None or not path.exists():
+        return ModelSizes()
+    if path.is_file() and path.suffix == ".safetensors":
+        return ModelSizes(parameters=safetensors_parameters(path))
+    config_file = path if path.name == "config.json" else path / "config.json"
+    if not config_file.is_file():
+        return ModelSizes()
+    config = json.loads(config_file.read_text())
+    config = {**config, **dict(entry.model_kwargs)}
+    weights = config_file.parent / "model.safetensors"
+    return ModelSizes(
+        depth=_first(config, _DEPTH_FIELDS),
+        positions=None if entry.kind == "vit" else _first(config, _POSITION_FIELDS),
+        parameters=safetensors_parameters(weights) if weights.is_file() else None,
+    )
+
+
+def safetensors_parameters(path: Path) -> int:
+    """Number of values in a safetensors file, from its JSON header."""
+    with path.open("rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for size in info["shape"]:
+            count *= size
+        total += count
+    return total
+
+
+@cache
+def _gguf_sizes(path: str) -> ModelSizes:
+    if not Path(path).is_file():
+        return ModelSizes()
+    metadata, shapes = read_gguf_header(path)
+    arch = metadata.get("general.architecture")
+    parameters = 0
+    for shape in shapes.values():
+        count = 1
+        for size in shape:
+            count *= size
+        parameters += count
+    return ModelSizes(
+        depth=metadata.get(f"{arch}.block_count"),
+        positions=metadata.get(f"{arch}.context_length"),
+        parameters=parameters,
+    )
+
+
+def _cached_config(model_id: str) -> Path | None:
+    """The hub model's config.json if it is in the Hugging Face cache (never downloads)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(model_id, "config.json")
+    return Path(found) if isinstance(found, str) else None
+
+
+def _first(config: dict[str, Any], fields: tuple[str, ...]) -> int | None:
+    for name in fields:
+        if isinstance(config.get(name), int):
+            return int(config[name])
+    return None
