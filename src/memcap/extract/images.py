@@ -164,6 +164,16 @@ def image_batches(
         yield torch.stack(tensors)
 
 
+def thumbnails(source: ImageSource, plan: Sequence[ImageInput], size: int = 32) -> np.ndarray:
+    """(T, size, size, 3) uint8 renderings of the planned inputs, for the duplicate audit."""
+    return np.stack(
+        [
+            np.asarray(render_input(source, item).resize((size, size), Image.Resampling.BOX))
+            for item in plan
+        ]
+    )
+
+
 def render_input(source: ImageSource, item: ImageInput) -> Image.Image:
     """The PIL image of one planned input (crop, then flip)."""
     image = source.load(item.source)

@@ -27,11 +27,26 @@ from memcap.extract.config import (
     ModelEntry,
     layer_name,
 )
-from memcap.extract.images import builtin_photographs, datasets_images, image_batches, plan_inputs
+from memcap.extract.audit import image_audit, text_audit
+from memcap.extract.corpus import load_documents
+from memcap.extract.images import (
+    builtin_photographs,
+    datasets_images,
+    image_batches,
+    plan_inputs,
+    thumbnails,
+)
 from memcap.extract.layers import LayerExtractor, blocks_needed
 from memcap.extract.registry import LoadedModel, create_model, parameter_checksum
 from memcap.extract.store import ChunkedArrayWriter
-from memcap.extract.text import load_corpus, resolve_tokenizer, text_batches, text_inputs
+from memcap.extract.text import (
+    document_windows,
+    resolve_tokenizer,
+    text_batches,
+    text_inputs,
+    tokenize_documents,
+    window_length,
+)
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
@@ -114,11 +129,20 @@ def prepare_inputs(
         return PreparedInputs(
             batches=image_batches(source, plan, transform, batch_size),
             description=source.description,
-            details={"source_images": list(source.names), "crops": crops},
+            details={
+                "source_images": list(source.names),
+                "crops": crops,
+                "input_audit": image_audit(
+                    thumbnails(source, plan),
+                    [item.source for item in plan],
+                    [item.box for item in plan],
+                    len(source),
+                ),
+            },
             warnings=warnings,
         )
-    corpus = load_corpus(data, entry.key)
-    tokenizer = resolve_tokenizer(entry, loaded.tokenizer_source, loaded.vocab_size, corpus)
+    documents = load_documents(data, entry.key)
+    tokenizer = resolve_tokenizer(entry, loaded.tokenizer_source, loaded.vocab_size, documents)
     if tokenizer.vocab_size > loaded.vocab_size:
         raise ConfigError(
             f"{entry.key}.tokenizer",
@@ -130,25 +154,32 @@ def prepare_inputs(
         raise ConfigError(
             f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
         )
-    ids = np.asarray(tokenizer.encode(corpus.text), dtype=np.int64)
+    length = window_length(entry.family, n)
+    tokens = tokenize_documents(documents, tokenizer, length)
     try:
-        inputs = text_inputs(ids, entry.family, n, data.T, data.seed, tokenizer)
+        windows = document_windows(tokens, length, data.T, data.seed)
     except ValueError as err:
         raise ConfigError(
             f"{entry.key}.data.T",
-            f"the corpus is too small for T = {data.T} windows of n = {n} tokens ({err})",
-            "lower T or n, or use a larger text source",
+            f"the source cannot give T = {data.T} distinct windows of n = {n} tokens ({err})",
+            "lower T or n, or use a larger text source (no two examples may share text)",
         ) from None
+    inputs = text_inputs(windows.tokens, entry.family, tokenizer)
     warnings = []
     if tokenizer.substitute:
         warnings.append(f"tokenizer substitute: {tokenizer.substitute}")
     return PreparedInputs(
         batches=text_batches(inputs, batch_size),
-        description=corpus.description,
+        description=documents.description,
         details={
-            "corpus_chars": len(corpus.text),
-            "corpus_tokens": len(ids),
-            "corpus_sha256": corpus.sha256,
+            "corpus_chars": documents.chars,
+            "corpus_documents": len(documents.texts),
+            "corpus_tokens": int(sum(len(t) for t in tokens)),
+            "corpus_sha256": documents.sha256,
+            "usable_documents": windows.usable,
+            "input_audit": text_audit(
+                windows.tokens, windows.documents, windows.offsets, documents.stream
+            ),
             "tokenizer": tokenizer.description,
             "tokenizer_substitute": tokenizer.substitute,
         },
