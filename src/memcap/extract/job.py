@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from memcap.devices import resolve_device
 from memcap.errors import ConfigError
+from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import (
     RANDOM_ATTENTION,
     ExtractSettings,
@@ -27,7 +27,6 @@ from memcap.extract.config import (
     ModelEntry,
     layer_name,
 )
-from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
     builtin_photographs,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.extract.audit import audit_verdict
 from memcap.report.verdicts import LayerEvidence
 
 _logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class ModelInfo:
     layers: tuple[str, ...]
     tokenizer_substitute: str | None = None
     warnings: tuple[str, ...] = ()
+    input_audit: str = ""  # one line from the extraction's input-level duplicate audit
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 layers=tuple(sorted({str(r["layer"]) for r in group}, key=_layer_order)),
                 tokenizer_substitute=_first(head, "tokenizer_substitute"),
                 warnings=tuple(warnings),
+                input_audit=audit_verdict(head["input_audit"]) if head.get("input_audit") else "",
             )
         )
     return models
