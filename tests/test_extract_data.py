@@ -11,7 +11,13 @@ import torch
 
 from memcap.extract.config import DataConfig, model_entry
 from memcap.extract.corpus import Documents, load_documents
-from memcap.extract.images import builtin_photographs, image_batches, plan_inputs, render_input
+from memcap.extract.images import (
+    MosaicInput,
+    builtin_photographs,
+    image_batches,
+    plan_inputs,
+    render_input,
+)
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import (
     TextTokenizer,
@@ -50,9 +56,31 @@ def test_enough_images_are_used_whole_without_crops():
     assert all(item.box is None and not item.flip for item in plan)
 
 
+def test_mosaics_tile_crops_of_different_images():
+    sizes = [(300, 200)] * 6
+    plan = plan_inputs(6, sizes.__getitem__, T=50, seed=1, crop_scale=(0.25, 1.0), mosaic=2)
+    assert len(plan) == 50 and len(set(plan)) == 50
+    assert all(isinstance(item, MosaicInput) and item.grid == 2 for item in plan)
+    assert all(len({tile.source for tile in item.tiles}) == 4 for item in plan)
+    again = plan_inputs(6, sizes.__getitem__, T=50, seed=1, crop_scale=(0.25, 1.0), mosaic=2)
+    assert plan == again
+
+
+def test_builtin_mosaics_render_at_the_cell_size():
+    source = builtin_photographs()
+    T = len(source) + 1  # fewer photographs than inputs: mosaics
+    plan = plan_inputs(len(source), source.size, T=T, seed=0, crop_scale=(0.25, 1.0), mosaic=2)
+    image = render_input(source, plan[0])
+    assert image.size == (448, 448) and image.mode == "RGB"
+    top_left = np.asarray(image)[:224, :224]
+    np.testing.assert_array_equal(
+        top_left, np.asarray(render_input(source, plan[0].tiles[0]).resize((224, 224), 3))
+    )
+
+
 def test_builtin_photographs_render_as_distinct_batches():
     source = builtin_photographs()
-    assert len(source) >= 15
+    assert len(source) >= 20 and "matplotlib" in source.description
     T = len(source) + 5  # more inputs than photographs: crops
     plan = plan_inputs(len(source), source.size, T=T, seed=0, crop_scale=(0.25, 1.0))
     image = render_input(source, plan[0])

@@ -31,7 +31,8 @@ def test_image_audit_finds_identical_near_identical_and_overlapping_inputs():
     thumbs = np.concatenate([base, base[:1], np.clip(base[1:2] + 1, 0, 255)])  # 7 inputs
     sources = [0, 1, 2, 3, 4, 0, 1]
     boxes = [(0, 0, 10, 10), None, None, None, None, (5, 5, 20, 20), None]
-    audit = image_audit(thumbs, sources, boxes, source_count=6)
+    inputs = [[(s, b)] for s, b in zip(sources, boxes, strict=True)]
+    audit = image_audit(thumbs, inputs, source_count=6)
     assert audit["identical_images"] == 1
     assert audit["near_identical_pairs"] == 2  # the copy and the brightened one
     assert audit["overlapping_crops"] == 2  # boxes of photo 0 intersect; photo 1 twice whole
@@ -43,7 +44,20 @@ def test_image_audit_finds_identical_near_identical_and_overlapping_inputs():
 def test_distinct_random_images_pass_the_audit():
     thumbs = np.random.default_rng(1).integers(0, 255, (20, 8, 8, 3)).astype(np.uint8)
     boxes = [(0, 0, 5, 5), (5, 5, 9, 9)] + [None] * 18
-    audit = image_audit(thumbs, [0, 0, *range(1, 19)], boxes, source_count=19)
+    inputs = [[(s, b)] for s, b in zip([0, 0, *range(1, 19)], boxes, strict=True)]
+    audit = image_audit(thumbs, inputs, source_count=19)
     assert audit["identical_images"] == audit["near_identical_pairs"] == 0
     assert audit["overlapping_crops"] == 0 and audit["max_pair_cosine"] < 0.99
     assert audit_verdict(audit).startswith("inputs distinct")
+
+
+def test_mosaics_sharing_a_photograph_region_are_counted_once_per_pair():
+    thumbs = np.random.default_rng(2).integers(0, 255, (3, 8, 8, 3)).astype(np.uint8)
+    inputs = [
+        [(0, (0, 0, 10, 10)), (1, (0, 0, 10, 10))],
+        [(0, (5, 5, 15, 15)), (1, (2, 2, 8, 8))],  # shares two regions with input 0
+        [(0, (20, 20, 30, 30)), (2, None)],
+    ]
+    audit = image_audit(thumbs, inputs, source_count=3)
+    assert audit["overlapping_crops"] == 1 and audit["photographs_used"] == 3
+    assert audit["max_inputs_per_photograph"] == 3

@@ -50,19 +50,21 @@ def text_audit(
     }
 
 
+Box = tuple[int, int, int, int] | None  # crop box in its photograph; None = whole image
+Region = tuple[int, Box]  # (photograph index, box)
+
+
 def image_audit(
     thumbnails: np.ndarray,
-    sources: Sequence[int],
-    boxes: Sequence[tuple[int, int, int, int] | None],
+    inputs: Sequence[Sequence[Region]],
     source_count: int,
     cosine: float = NEAR_IDENTICAL_COSINE,
 ) -> dict[str, Any]:
     """Duplicates among T image inputs.
 
     Args:
-        thumbnails: (T, p) small renderings of the inputs (any fixed size).
-        sources: index of the photograph each input came from.
-        boxes: crop box of each input in its photograph, None for the whole image.
+        thumbnails: (T, ...) small renderings of the inputs (any fixed size).
+        inputs: per input, the photograph regions it is made of (one, or a mosaic's tiles).
         source_count: number of photographs in the source.
         cosine: centred-cosine threshold of a near-identical pair.
     """
@@ -73,7 +75,7 @@ def image_audit(
     unit = centred / np.where(norms > 0, norms, 1.0)[:, None]
     similarity = unit @ unit.T
     upper = similarity[np.triu_indices(len(x), k=1)]
-    per_source = Counter(int(s) for s in sources)
+    per_source = Counter(int(source) for regions in inputs for source, _ in set(regions))
     return {
         "kind": "image",
         "examples": int(len(x)),
@@ -81,7 +83,7 @@ def image_audit(
         "photographs_used": len(per_source),
         "max_inputs_per_photograph": max(per_source.values(), default=0),
         "identical_images": identical,
-        "overlapping_crops": _overlapping_crops(sources, boxes),
+        "overlapping_crops": _overlapping_inputs(inputs),
         "near_identical_pairs": int((upper >= cosine).sum()),
         "near_identical_cosine": cosine,
         "max_pair_cosine": float(upper.max()) if upper.size else None,
@@ -89,23 +91,23 @@ def image_audit(
     }
 
 
-def _overlapping_crops(
-    sources: Sequence[int], boxes: Sequence[tuple[int, int, int, int] | None]
-) -> int:
-    """Pairs of inputs of the same photograph whose regions share pixels."""
-    groups: dict[int, list[tuple[int, int, int, int] | None]] = {}
-    for source, box in zip(sources, boxes, strict=True):
-        groups.setdefault(int(source), []).append(box)
-    count = 0
-    for regions in groups.values():
-        for i, a in enumerate(regions):
-            for b in regions[i + 1 :]:
-                if a is None or b is None or _intersects(a, b):
-                    count += 1
-    return count
+def _overlapping_inputs(inputs: Sequence[Sequence[Region]]) -> int:
+    """Pairs of inputs that show a common part of some photograph."""
+    by_source: dict[int, list[tuple[int, Box]]] = {}
+    for index, regions in enumerate(inputs):
+        for source, box in regions:
+            by_source.setdefault(int(source), []).append((index, box))
+    pairs: set[tuple[int, int]] = set()
+    for regions in by_source.values():
+        for i, (a, box_a) in enumerate(regions):
+            for b, box_b in regions[i + 1 :]:
+                if a != b and (box_a is None or box_b is None or _intersects(box_a, box_b)):
+                    pairs.add((min(a, b), max(a, b)))
+    return len(pairs)
 
 
 def _intersects(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    """Whether two boxes share pixels."""
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
@@ -121,7 +123,8 @@ def audit_verdict(audit: dict[str, Any]) -> str:
         bad = audit["identical_images"] + audit["near_identical_pairs"]
         what = (
             f"{audit['identical_images']} identical and {audit['near_identical_pairs']} "
-            f"near-identical image pairs, {audit['overlapping_crops']} overlapping crop pairs, "
+            f"near-identical image pairs, {audit['overlapping_crops']} pairs sharing a "
+            "photograph region, "
             f"{audit['photographs_used']} photographs"
         )
     return ("inputs distinct: " if bad == 0 else "inputs duplicated: ") + what

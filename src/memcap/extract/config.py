@@ -63,6 +63,7 @@ class DataConfig:
     max_chars: int = 2_000_000  # text read from files / hub is cut here
     min_chars: int = 0  # wikipedia / hub documents shorter than this are skipped
     crop_scale: tuple[float, float] = (0.25, 1.0)  # area range of the random-resized crops
+    mosaic: int = 2  # inputs are mosaic x mosaic grids of crops when a source has < T images
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def data_config(raw: Mapping[str, Any], global_seed: int, family: str = "vit") -
         max_chars=int(raw.get("max_chars", 2_000_000)),
         min_chars=int(raw.get("min_chars", 0)),
         crop_scale=tuple(raw.get("crop_scale", (0.25, 1.0))),
+        mosaic=int(raw.get("mosaic", 2)),
     )
 
 
@@ -345,6 +347,12 @@ def _check_data(entry: ModelEntry) -> None:
             f"{key}.crop_scale",
             f"{list(data.crop_scale)} is not a range 0 < min <= max <= 1",
             "use e.g. [0.25, 1.0] (fractions of the photograph's area)",
+        )
+    if not 1 <= data.mosaic <= 7:
+        raise ConfigError(
+            f"{key}.mosaic",
+            f"mosaic = {data.mosaic} is not a grid side between 1 and 7",
+            "use 1 (single crops) or 2 (2 x 2 mosaics, the default)",
         )
 
 

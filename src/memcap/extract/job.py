@@ -33,6 +33,7 @@ from memcap.extract.images import (
     datasets_images,
     image_batches,
     plan_inputs,
+    regions,
     thumbnails,
 )
 from memcap.extract.layers import LayerExtractor, blocks_needed
@@ -116,12 +117,15 @@ def prepare_inputs(
         source = (
             builtin_photographs() if data.source == "builtin" else datasets_images(data, entry.key)
         )
-        plan = plan_inputs(len(source), source.size, data.T, data.seed, data.crop_scale)
-        crops = sum(item.box is not None for item in plan)
+        plan = plan_inputs(
+            len(source), source.size, data.T, data.seed, data.crop_scale, data.mosaic
+        )
+        crops = sum(region.box is not None for item in plan for region in regions(item))
         warnings = []
         if crops:
+            made = f"{data.mosaic} x {data.mosaic} mosaics of " if data.mosaic > 1 else ""
             warnings.append(
-                f"the {data.T} images are random-resized crops and flips of only "
+                f"the {data.T} images are {made}random-resized crops and flips of only "
                 f"{len(source)} distinct photographs"
             )
         transform = create_transform(**loaded.data_config)
@@ -131,10 +135,10 @@ def prepare_inputs(
             details={
                 "source_images": list(source.names),
                 "crops": crops,
+                "mosaic": data.mosaic if crops else 1,
                 "input_audit": image_audit(
                     thumbnails(source, plan),
-                    [item.source for item in plan],
-                    [item.box for item in plan],
+                    [[(r.source, r.box) for r in regions(item)] for item in plan],
                     len(source),
                 ),
             },
@@ -160,7 +164,7 @@ def prepare_inputs(
     except ValueError as err:
         raise ConfigError(
             f"{entry.key}.data.T",
-            f"the source cannot give T = {data.T} distinct windows of n = {n} tokens ({err})",
+            f"the corpus is too small for T = {data.T} distinct windows of n = {n} tokens ({err})",
             "lower T or n, or use a larger text source (no two examples may share text)",
         ) from None
     inputs = text_inputs(windows.tokens, entry.family, tokenizer)
