@@ -295,3 +295,23 @@ def test_imagefolder_source_reads_local_images(tmp_path):
     assert sorted(source.size(i) for i in range(3)) == [(30, 20), (30, 21), (30, 22)]
     plan = plan_inputs(len(source), source.size, T=5, seed=0, crop_scale=(0.5, 1.0))
     assert len(set(plan)) == 5 and render_input(source, plan[4]).mode == "RGB"
+
+
+def test_hub_image_source_reads_a_local_dataset_stand_in_rgb_only(tmp_path):
+    """The hub code path (paper.yaml's ImageNet) on a local image dataset directory."""
+    from PIL import Image
+
+    from memcap.extract.images import datasets_images
+
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        pixels = rng.integers(0, 255, (20, 30, 3), dtype=np.uint8)
+        image = Image.fromarray(pixels)
+        (image.convert("L") if i == 1 else image).save(tmp_path / f"img{i}.png")
+    data = DataConfig(source="hub", T=5, seed=0, dataset=str(tmp_path), rgb_only=True)
+    source = datasets_images(data, "extract.models[0]")
+    assert len(source) == 5 and "first 5 RGB images" in source.description
+    everything = datasets_images(
+        DataConfig(source="hub", T=6, seed=0, dataset=str(tmp_path)), "extract.models[0]"
+    )
+    assert len(everything) == 6 and all(everything.load(i).mode == "RGB" for i in range(6))

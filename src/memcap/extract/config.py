@@ -64,6 +64,7 @@ class DataConfig:
     min_chars: int = 0  # wikipedia / hub documents shorter than this are skipped
     crop_scale: tuple[float, float] = (0.25, 1.0)  # area range of the random-resized crops
     mosaic: int = 2  # inputs are mosaic x mosaic grids of crops when a source has < T images
+    rgb_only: bool = False  # hub images: skip grey / CMYK images (paper A's ImageNet filter)
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def data_config(raw: Mapping[str, Any], global_seed: int, family: str = "vit") -
         min_chars=int(raw.get("min_chars", 0)),
         crop_scale=tuple(raw.get("crop_scale", (0.25, 1.0))),
         mosaic=int(raw.get("mosaic", 2)),
+        rgb_only=bool(raw.get("rgb_only", False)),
     )
 
 

@@ -13,6 +13,7 @@ photographs span too few scenes for P(197) = 1 after block 1; 2 x 2 mosaics reac
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -124,7 +125,9 @@ def builtin_photographs() -> ImageSource:
 def datasets_images(data: DataConfig, key: str) -> ImageSource:
     """Images from a `datasets` source: an ``imagefolder`` directory or a hub dataset.
 
-    Hub datasets are streamed and only their first T images are read.
+    Hub datasets (a hub id or a local dataset directory) are streamed and only their first
+    T images are read; with ``rgb_only`` the first T RGB images (paper A dropped ImageNet's
+    grey and CMYK images: ``train[:2000]`` holds 1,973 RGB ones).
     """
     import datasets
 
@@ -137,8 +140,10 @@ def datasets_images(data: DataConfig, key: str) -> ImageSource:
             stream = datasets.load_dataset(
                 data.dataset, data.dataset_config, split=data.split, streaming=True
             )
-            ds = list(stream.take(data.T))
-            description = f"hub dataset {data.dataset} (split {data.split}, first {data.T})"
+            rows = (row for row in stream if not data.rgb_only or row[column].mode == "RGB")
+            ds = list(itertools.islice(rows, data.T))
+            kind = "RGB images" if data.rgb_only else "images"
+            description = f"hub dataset {data.dataset} (split {data.split}, first {data.T} {kind})"
     except OSError as err:
         raise _dataset_error(data, key, err) from None
     if len(ds) == 0:
