@@ -21,10 +21,10 @@ from memcap.extract.images import (
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import (
     TextTokenizer,
+    document_tokens,
     document_windows,
     resolve_tokenizer,
     text_inputs,
-    tokenize_documents,
 )
 from memcap.provenance import array_checksum
 
@@ -151,25 +151,43 @@ def test_missing_hub_text_dataset_is_a_config_error(tmp_path):
         load_documents(data, "extract.models[0]")
 
 
+def lookup(docs):
+    asked: list[int] = []
+
+    def tokens_of(indices):
+        asked.extend(int(i) for i in indices)
+        return [docs[i] for i in indices]
+
+    return tokens_of, asked
+
+
 def test_document_windows_take_one_window_per_document():
     docs = [np.arange(100 * i, 100 * i + 10 + i) for i in range(20)]  # lengths 10..29
-    windows = document_windows(docs, length=15, T=12, seed=0)
-    assert windows.tokens.shape == (12, 15) and windows.usable == 15
+    tokens_of, asked = lookup(docs)
+    windows = document_windows(20, tokens_of, length=15, T=12, seed=0)
+    assert windows.tokens.shape == (12, 15) and 12 <= windows.usable <= windows.visited <= 20
     assert len(set(windows.documents.tolist())) == 12
     for row, doc, offset in zip(windows.tokens, windows.documents, windows.offsets, strict=True):
         np.testing.assert_array_equal(row, docs[doc][offset : offset + 15])
-    again = document_windows(docs, length=15, T=12, seed=0)
+    again = document_windows(20, lookup(docs)[0], length=15, T=12, seed=0)
     np.testing.assert_array_equal(again.tokens, windows.tokens)
     with pytest.raises(ValueError, match="only 15 distinct windows of 15 tokens: 15 of 20"):
-        document_windows(docs, length=15, T=16, seed=0)
+        document_windows(20, lookup(docs)[0], length=15, T=16, seed=0)
+
+
+def test_document_windows_tokenize_only_what_they_visit():
+    docs = [np.arange(100 * i, 100 * i + 20) for i in range(1000)]
+    tokens_of, asked = lookup(docs)
+    windows = document_windows(1000, tokens_of, length=15, T=10, seed=0, chunk=32)
+    assert windows.visited == 10 and len(asked) == 32  # one chunk tokenized
 
 
 def test_documents_with_identical_windows_are_skipped():
     docs = [np.arange(10)] * 3 + [np.arange(10, 20)]
-    windows = document_windows(docs, length=10, T=2, seed=0)
+    windows = document_windows(4, lookup(docs)[0], length=10, T=2, seed=0)
     assert len({row.tobytes() for row in windows.tokens}) == 2
     with pytest.raises(ValueError, match="only 2 distinct windows"):
-        document_windows(docs, length=10, T=3, seed=0)
+        document_windows(4, lookup(docs)[0], length=10, T=3, seed=0)
 
 
 def fake_tokenizer() -> TextTokenizer:
@@ -184,11 +202,13 @@ def fake_tokenizer() -> TextTokenizer:
 
 def test_stream_sources_are_cut_into_disjoint_tiles():
     documents = Documents(("abcdefghij", "klmnopq"), "fake", stream=True)
-    tiles = tokenize_documents(documents, fake_tokenizer(), length=4)
+    count, tokens_of = document_tokens(documents, fake_tokenizer(), length=4)
     # 17 tokens in all (each document tokenized alone): four disjoint tiles of 4
-    assert [bytes(t.astype(np.uint8)).decode() for t in tiles] == ["abcd", "efgh", "ijkl", "mnop"]
+    tiles = [bytes(t.astype(np.uint8)).decode() for t in tokens_of(range(count))]
+    assert tiles == ["abcd", "efgh", "ijkl", "mnop"]
     articles = Documents(("abc", "defgh"), "fake", stream=False)
-    assert [len(t) for t in tokenize_documents(articles, fake_tokenizer(), length=4)] == [3, 5]
+    count, tokens_of = document_tokens(articles, fake_tokenizer(), length=4)
+    assert count == 2 and [len(t) for t in tokens_of([1, 0])] == [5, 3]
 
 
 def test_bert_inputs_are_cls_a_sep_b_sep():

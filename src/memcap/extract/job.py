@@ -40,11 +40,11 @@ from memcap.extract.layers import LayerExtractor, blocks_needed
 from memcap.extract.registry import LoadedModel, create_model, parameter_checksum
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import (
+    document_tokens,
     document_windows,
     resolve_tokenizer,
     text_batches,
     text_inputs,
-    tokenize_documents,
     window_length,
 )
 from memcap.provenance import write_provenance
@@ -158,9 +158,9 @@ def prepare_inputs(
             f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
         )
     length = window_length(entry.family, n)
-    tokens = tokenize_documents(documents, tokenizer, length)
+    count, tokens_of = document_tokens(documents, tokenizer, length)
     try:
-        windows = document_windows(tokens, length, data.T, data.seed)
+        windows = document_windows(count, tokens_of, length, data.T, data.seed)
     except ValueError as err:
         raise ConfigError(
             f"{entry.key}.data.T",
@@ -177,9 +177,9 @@ def prepare_inputs(
         details={
             "corpus_chars": documents.chars,
             "corpus_documents": len(documents.texts),
-            "corpus_tokens": int(sum(len(t) for t in tokens)),
             "corpus_sha256": documents.sha256,
-            "usable_documents": windows.usable,
+            "documents_visited": windows.visited,
+            "usable_documents_visited": windows.usable,
             "input_audit": text_audit(
                 windows.tokens, windows.documents, windows.offsets, documents.stream
             ),

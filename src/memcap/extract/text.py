@@ -31,6 +31,7 @@ _logger = logging.getLogger(__name__)
 
 BPE_VOCAB_SIZE = 8192  # byte-level BPE vocabulary (capped by the model's vocabulary)
 BERT_SPECIAL_TOKENS = 3  # [CLS], [SEP], [SEP]
+TokensOf = Callable[[Sequence[int]], list[np.ndarray]]  # document indices -> their token ids
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class Windows:
     tokens: np.ndarray  # (T, length) token ids
     documents: np.ndarray  # (T,) index of the document (or stream tile) each came from
     offsets: np.ndarray  # (T,) start of the window inside its document
-    usable: int  # documents long enough for a window
+    usable: int  # documents visited that were long enough for a window
+    visited: int  # documents tokenized and looked at, in the seeded order
 
 
 def resolve_tokenizer(
@@ -124,46 +126,66 @@ def _byte_bpe(family: str, documents: Documents, vocab_size: int) -> TextTokeniz
     )
 
 
-def tokenize_documents(
+def document_tokens(
     documents: Documents, tokenizer: TextTokenizer, length: int
-) -> list[np.ndarray]:
-    """Token ids per document; a stream source comes back cut into disjoint ``length`` tiles."""
-    ids = [np.asarray(row, dtype=np.int64) for row in tokenizer.encode(list(documents.texts))]
+) -> tuple[int, TokensOf]:
+    """How many token documents there are, and a function giving some of them.
+
+    Documents are tokenized only when asked for (the windowing visits about T of them). A
+    stream source is tokenized whole and cut into disjoint ``length`` tiles, its documents.
+    """
     if not documents.stream:
-        return ids
+
+        def encode(indices: Sequence[int]) -> list[np.ndarray]:
+            rows = tokenizer.encode([documents.texts[i] for i in indices])
+            return [np.asarray(row, dtype=np.int64) for row in rows]
+
+        return len(documents.texts), encode
+    ids = [np.asarray(row, dtype=np.int64) for row in tokenizer.encode(list(documents.texts))]
     stream = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-    tiles = len(stream) // length
-    return list(stream[: tiles * length].reshape(tiles, length))
+    tiles = stream[: len(stream) // length * length].reshape(-1, length)
+    return len(tiles), lambda indices: [tiles[i] for i in indices]
 
 
-def document_windows(documents: Sequence[np.ndarray], length: int, T: int, seed: int) -> Windows:
-    """One ``length``-token window from each of T documents, with distinct contents.
+def document_windows(
+    count: int, tokens_of: TokensOf, length: int, T: int, seed: int, chunk: int = 256
+) -> Windows:
+    """One ``length``-token window from each of T of ``count`` documents, distinct contents.
 
-    Documents with at least ``length`` tokens are visited in a seeded random order; each
-    gives one window at a seeded offset; a window whose tokens repeat an earlier one is
-    skipped. Raises ValueError when fewer than T distinct windows exist.
+    Documents are visited in a seeded random order (tokenized ``chunk`` at a time); each one
+    with at least ``length`` tokens gives one window at a seeded offset; a window whose
+    tokens repeat an earlier one is skipped. Raises ValueError when fewer than T distinct
+    windows exist.
     """
     rng = np.random.default_rng(seed)
-    usable = np.flatnonzero([len(doc) >= length for doc in documents])
+    order = rng.permutation(count)
     seen: set[bytes] = set()
     rows: list[np.ndarray] = []
     chosen: list[int] = []
     offsets: list[int] = []
-    for index in rng.permutation(usable):
-        doc = documents[index]
-        offset = int(rng.integers(0, len(doc) - length + 1))
-        window = doc[offset : offset + length]
-        if window.tobytes() in seen:
-            continue
-        seen.add(window.tobytes())
-        rows.append(window)
-        chosen.append(int(index))
-        offsets.append(offset)
-        if len(rows) == T:
-            return Windows(np.stack(rows), np.asarray(chosen), np.asarray(offsets), len(usable))
+    usable = 0
+    for start in range(0, count, chunk):
+        indices = order[start : start + chunk]
+        for index, doc in zip(indices, tokens_of(indices), strict=True):
+            if len(doc) < length:
+                continue
+            usable += 1
+            offset = int(rng.integers(0, len(doc) - length + 1))
+            window = doc[offset : offset + length]
+            if window.tobytes() in seen:
+                continue
+            seen.add(window.tobytes())
+            rows.append(window)
+            chosen.append(int(index))
+            offsets.append(offset)
+            if len(rows) == T:
+                visited = int(np.flatnonzero(order == index)[0]) + 1
+                return Windows(
+                    np.stack(rows), np.asarray(chosen), np.asarray(offsets), usable, visited
+                )
     raise ValueError(
-        f"only {len(rows)} distinct windows of {length} tokens: {len(usable)} of "
-        f"{len(documents)} documents are that long"
+        f"only {len(rows)} distinct windows of {length} tokens: {usable} of {count} "
+        "documents are that long"
     )
 
 
