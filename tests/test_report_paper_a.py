@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from memcap.report.loaders import ModelInfo
 from memcap.report.paper_a import comparison_table, paper_a_values, reading
@@ -63,3 +64,37 @@ def test_comparison_table_matches_rows_and_lists_the_rest():
     assert rows[("vision", "block 1", "pretrained")][7] == "not in this run"
     assert ("encoder", "block 1", "random") in rows  # paper rows without a model of ours
     assert comparison_table([], models) is None
+
+
+def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
+    import json
+
+    from test_report_render import TEMPLATE, fabricate_run
+
+    from memcap.report import build_context
+    from memcap.report.render import render_html
+
+    inputs = fabricate_run(tmp_path)
+    audit = {
+        "kind": "image",
+        "examples": 64,
+        "source_photographs": 12,
+        "photographs_used": 12,
+        "max_inputs_per_photograph": 6,
+        "identical_images": 0,
+        "overlapping_crops": 40,
+        "near_identical_pairs": 2,
+        "near_identical_cosine": 0.99,
+        "max_pair_cosine": 0.995,
+        "flat_inputs": 0,
+    }
+    for path in inputs.stage_files["extract"]:
+        record = json.loads(Path(path).read_text())
+        Path(path).write_text(json.dumps({**record, "input_audit": audit}))
+    context = build_context(inputs)
+    assert context.models[0].input_audit.startswith("inputs duplicated: 0 identical and 2")
+    html = render_html(TEMPLATE, ctx=context)
+    assert "Paper A reported / this run" in html and "ImageNet-1k" in html
+    assert "input audit: inputs duplicated" in html  # in the layer cards
+    vision = [row for row in context.paper_a_real.rows if row[0] == "vision"]
+    assert any("inputs duplicated" in row[-1] for row in vision)  # the likely reason
