@@ -14,6 +14,7 @@ from memcap.extract.corpus import Documents, load_documents
 from memcap.extract.images import (
     MosaicInput,
     builtin_photographs,
+    describe_plan,
     image_batches,
     plan_inputs,
     render_input,
@@ -64,6 +65,12 @@ def test_mosaics_tile_crops_of_different_images():
     assert all(len({tile.source for tile in item.tiles}) == 4 for item in plan)
     again = plan_inputs(6, sizes.__getitem__, T=50, seed=1, crop_scale=(0.25, 1.0), mosaic=2)
     assert plan == again
+    assert describe_plan(plan, (0.25, 1.0)) == (
+        "50 inputs = 2 x 2 mosaics of random-resized crops (25-100% of the area) with random "
+        "flips, tiles from different photographs"
+    )
+    whole = plan_inputs(60, lambda i: (9, 9), T=5, seed=0, crop_scale=(0.25, 1.0))
+    assert describe_plan(whole, (0.25, 1.0)) == "5 inputs = whole images"
 
 
 def test_builtin_mosaics_render_at_the_cell_size():

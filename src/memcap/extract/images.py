@@ -195,6 +195,21 @@ def plan_inputs(
     return plan
 
 
+def describe_plan(plan: Sequence[PlannedInput], crop_scale: tuple[float, float]) -> str:
+    """How the inputs were made, in words, for provenance and the report."""
+    first = plan[0] if plan else None
+    if first is None or (isinstance(first, ImageInput) and first.box is None):
+        return f"{len(plan)} inputs = whole images"
+    low, high = (round(100 * x) for x in crop_scale)
+    crops = f"random-resized crops ({low}-{high}% of the area) with random flips"
+    if isinstance(first, MosaicInput):
+        g = first.grid
+        return (
+            f"{len(plan)} inputs = {g} x {g} mosaics of {crops}, tiles from different photographs"
+        )
+    return f"{len(plan)} inputs = single {crops}"
+
+
 def image_batches(
     source: ImageSource,
     plan: Sequence[PlannedInput],

@@ -31,6 +31,7 @@ from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
     builtin_photographs,
     datasets_images,
+    describe_plan,
     image_batches,
     plan_inputs,
     regions,
@@ -131,7 +132,7 @@ def prepare_inputs(
         transform = create_transform(**loaded.data_config)
         return PreparedInputs(
             batches=image_batches(source, plan, transform, batch_size),
-            description=source.description,
+            description=f"{source.description}; {describe_plan(plan, data.crop_scale)}",
             details={
                 "source_images": list(source.names),
                 "crops": crops,
