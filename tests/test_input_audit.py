@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from memcap.extract.audit import audit_verdict, image_audit, text_audit
 
@@ -61,3 +62,29 @@ def test_mosaics_sharing_a_photograph_region_are_counted_once_per_pair():
     audit = image_audit(thumbs, inputs, source_count=3)
     assert audit["overlapping_crops"] == 1 and audit["photographs_used"] == 3
     assert audit["max_inputs_per_photograph"] == 3
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "gpt2"])
+def test_every_extraction_writes_its_input_audit(family, tmp_path):
+    """Tiny models of configs/test.yaml (T = 48): the default inputs pass their own audit."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from memcap.extract.config import ExtractSettings, model_entries
+    from memcap.extract.job import ExtractOutputs, run_extraction
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "configs" / "test.yaml").read_text())
+    entry = {e.family: e for e in model_entries(config)}[family]
+    outputs = ExtractOutputs(tmp_path / "q.npy", tmp_path / "c.npy", tmp_path / "p.json")
+    run_extraction(entry, 0, ExtractSettings(batch_size=16, device="cpu"), outputs)
+    provenance = json.loads(outputs.provenance.read_text())
+    audit = provenance["input_audit"]
+    assert audit["examples"] == 48 and audit_verdict(audit).startswith("inputs distinct")
+    if family == "vit":
+        assert audit["source_photographs"] == 21 and provenance["mosaic"] == 2
+        assert "2 x 2 mosaics" in provenance["data_source"]
+    else:
+        assert audit["distinct_documents"] == 48 and "Wikipedia" in provenance["data_source"]

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 NEAR_IDENTICAL_COSINE = 0.99  # centred thumbnails at least this similar are near-identical
-THUMBNAIL = 32  # thumbnails are THUMBNAIL x THUMBNAIL RGB
 
 
 def _identical_pairs(rows: Sequence[bytes]) -> int:

@@ -50,6 +50,7 @@ SKIMAGE_PHOTOS = (
     "text",
 )
 MOSAIC_TILE = 224  # pixels per mosaic cell before the model's own resize
+THUMBNAIL = 32  # side of the renderings the duplicate audit compares
 _RATIO_RANGE = (3 / 4, 4 / 3)
 _MAX_CROP_TRIES = 10
 
@@ -215,23 +216,23 @@ def image_batches(
     plan: Sequence[PlannedInput],
     transform: Callable[[Image.Image], torch.Tensor],
     batch_size: int,
+    thumbnails: list[np.ndarray] | None = None,
 ) -> Iterator[torch.Tensor]:
-    """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order."""
+    """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order.
+
+    Each input is rendered once; when ``thumbnails`` is given, a small rendering of every
+    input (see :func:`thumbnail`) is appended to it, for the duplicate audit.
+    """
     for start in range(0, len(plan), batch_size):
-        tensors = [
-            transform(render_input(source, item)) for item in plan[start : start + batch_size]
-        ]
-        yield torch.stack(tensors)
+        images = [render_input(source, item) for item in plan[start : start + batch_size]]
+        if thumbnails is not None:
+            thumbnails.extend(thumbnail(image) for image in images)
+        yield torch.stack([transform(image) for image in images])
 
 
-def thumbnails(source: ImageSource, plan: Sequence[PlannedInput], size: int = 32) -> np.ndarray:
-    """(T, size, size, 3) uint8 renderings of the planned inputs, for the duplicate audit."""
-    return np.stack(
-        [
-            np.asarray(render_input(source, item).resize((size, size), Image.Resampling.BOX))
-            for item in plan
-        ]
-    )
+def thumbnail(image: Image.Image, size: int = THUMBNAIL) -> np.ndarray:
+    """(size, size, 3) uint8 box-filtered rendering of an input."""
+    return np.asarray(image.resize((size, size), Image.Resampling.BOX))
 
 
 def render_input(source: ImageSource, item: PlannedInput) -> Image.Image:
@@ -241,7 +242,7 @@ def render_input(source: ImageSource, item: PlannedInput) -> Image.Image:
         canvas = Image.new("RGB", (g * MOSAIC_TILE, g * MOSAIC_TILE))
         for index, tile in enumerate(item.tiles):
             image = render_input(source, tile).resize(
-                (MOSAIC_TILE, MOSAIC_TILE), Image.Resampling.BICUBIC
+                (MOSAIC_TILE, MOSAIC_TILE), Image.Resampling.BICUBIC, reducing_gap=3.0
             )
             canvas.paste(image, ((index % g) * MOSAIC_TILE, (index // g) * MOSAIC_TILE))
         return canvas

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -29,13 +30,14 @@ from memcap.extract.config import (
 )
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
+    ImageSource,
+    PlannedInput,
     builtin_photographs,
     datasets_images,
     describe_plan,
     image_batches,
     plan_inputs,
     regions,
-    thumbnails,
 )
 from memcap.extract.layers import LayerExtractor, blocks_needed
 from memcap.extract.registry import LoadedModel, create_model, parameter_checksum
@@ -130,19 +132,12 @@ def prepare_inputs(
                 f"{len(source)} distinct photographs"
             )
         transform = create_transform(**loaded.data_config)
+        details: dict[str, Any] = {"source_images": list(source.names), "crops": crops}
+        details["mosaic"] = data.mosaic if crops and data.mosaic > 1 else 1
         return PreparedInputs(
-            batches=image_batches(source, plan, transform, batch_size),
+            batches=_audited_images(source, plan, transform, batch_size, details),
             description=f"{source.description}; {describe_plan(plan, data.crop_scale)}",
-            details={
-                "source_images": list(source.names),
-                "crops": crops,
-                "mosaic": data.mosaic if crops else 1,
-                "input_audit": image_audit(
-                    thumbnails(source, plan),
-                    [[(r.source, r.box) for r in regions(item)] for item in plan],
-                    len(source),
-                ),
-            },
+            details=details,
             warnings=warnings,
         )
     documents = load_documents(data, entry.key)
@@ -189,6 +184,20 @@ def prepare_inputs(
         },
         warnings=warnings,
     )
+
+
+def _audited_images(
+    source: ImageSource,
+    plan: list[PlannedInput],
+    transform: Any,
+    batch_size: int,
+    details: dict[str, Any],
+) -> Iterator[torch.Tensor]:
+    """The image batches; once all are rendered, their duplicate audit joins ``details``."""
+    shown: list[np.ndarray] = []
+    yield from image_batches(source, plan, transform, batch_size, shown)
+    inputs = [[(r.source, r.box) for r in regions(item)] for item in plan]
+    details["input_audit"] = image_audit(np.stack(shown), inputs, len(source))
 
 
 def size_warnings(T: int, n: int, d: int) -> list[str]:
