@@ -8,10 +8,12 @@ import sys
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from memcap.extract.config import DataConfig, model_entry
 from memcap.extract.corpus import Documents, load_documents
 from memcap.extract.images import (
+    MOSAIC_TILE,
     MosaicInput,
     builtin_photographs,
     describe_plan,
@@ -78,11 +80,11 @@ def test_builtin_mosaics_render_at_the_cell_size():
     T = len(source) + 1  # fewer photographs than inputs: mosaics
     plan = plan_inputs(len(source), source.size, T=T, seed=0, crop_scale=(0.25, 1.0), mosaic=2)
     image = render_input(source, plan[0])
-    assert image.size == (448, 448) and image.mode == "RGB"
-    top_left = np.asarray(image)[:224, :224]
-    np.testing.assert_array_equal(
-        top_left, np.asarray(render_input(source, plan[0].tiles[0]).resize((224, 224), 3))
-    )
+    assert image.size == (2 * MOSAIC_TILE, 2 * MOSAIC_TILE) and image.mode == "RGB"
+    top_left = np.asarray(image)[:MOSAIC_TILE, :MOSAIC_TILE]
+    tile = render_input(source, plan[0].tiles[0])
+    expected = tile.resize((MOSAIC_TILE, MOSAIC_TILE), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    np.testing.assert_array_equal(top_left, np.asarray(expected))
 
 
 def test_builtin_photographs_render_as_distinct_batches():

@@ -5,7 +5,7 @@ environment (scikit-image's sample photographs, scikit-learn's two and matplotli
 A source with at least T images gives T whole images. With fewer, each input is a
 ``mosaic`` x ``mosaic`` grid of seeded random-resized crops (area fraction in ``crop_scale``,
 aspect ratio in [3/4, 4/3], random horizontal flips), each tile from a different photograph
-and resized into a 224-pixel cell; ``mosaic: 1`` gives single crops. Every
+and resized into a 128-pixel cell; ``mosaic: 1`` gives single crops. Every
 input is then preprocessed with the model's own timm data config (resize, center crop,
 normalise). Measured on random ViT-B/16 (docs/data.md): 800 single crops of the builtin
 photographs span too few scenes for P(197) = 1 after block 1; 2 x 2 mosaics reach it.
@@ -49,7 +49,7 @@ SKIMAGE_PHOTOS = (
     "rocket",
     "text",
 )
-MOSAIC_TILE = 224  # pixels per mosaic cell before the model's own resize
+MOSAIC_TILE = 128  # pixels per mosaic cell; the model's own preprocessing resizes the mosaic
 THUMBNAIL = 32  # side of the renderings the duplicate audit compares
 _RATIO_RANGE = (3 / 4, 4 / 3)
 _MAX_CROP_TRIES = 10
