@@ -31,6 +31,8 @@ def test_reading_agrees_differs_and_names_the_reason():
     assert "inputs duplicated" in dup
     assert "at n = 64 here, 512 in paper A" in reading(0.0, 0.0, 512, 64, "", "")
     assert reading(None, 1.0, 1, 1, "", "") == "paper A did not report this layer"
+    both = reading(1.0, 1.0, 197, 197, "", "", paper_p_d=0.0, ours_p_d=0.0)
+    assert both == "agrees: P(n) = 1 vs 1; P(d) = 0 vs 0 (agrees)"
     assert reading(1.0, math.nan, 197, 197, "", "").startswith("not measured")
 
 

@@ -51,6 +51,13 @@ def weights_class(model: ModelInfo) -> str:
     return "random" if model.weights_source.lower().startswith("random") else "pretrained"
 
 
+def _same(paper: float, ours: float) -> bool:
+    """Both say "independent" (>= AGREE_HIGH) or both say "dependent" (<= AGREE_LOW)."""
+    return (ours >= AGREE_HIGH and paper >= AGREE_HIGH) or (
+        ours <= AGREE_LOW and paper <= AGREE_LOW
+    )
+
+
 def reading(
     paper_p: float | None,
     ours: float,
@@ -58,19 +65,23 @@ def reading(
     our_n: int,
     differs: str,
     audit: str,
+    paper_p_d: float | None = None,
+    ours_p_d: float = math.nan,
 ) -> str:
-    """One line: does this run agree with paper A at k = n, and if not, the likely reason."""
+    """One line: does this run agree with paper A at k = n (and k = d); if not, why likely."""
     if paper_p is None:
         return "paper A did not report this layer"
     if math.isnan(ours):
         return "not measured here (T < n)"
     at = "" if paper_n == our_n else f" (at n = {our_n} here, {paper_n} in paper A)"
-    if (ours >= AGREE_HIGH and paper_p >= AGREE_HIGH) or (
-        ours <= AGREE_LOW and paper_p <= AGREE_LOW
-    ):
-        return f"agrees: P(n) = {ours:.3g} vs {paper_p:.3g}{at}"
+    general = ""
+    if paper_p_d is not None and not math.isnan(ours_p_d):
+        word = "agrees" if _same(paper_p_d, ours_p_d) else "differs"
+        general = f"; P(d) = {ours_p_d:.3g} vs {paper_p_d:.3g} ({word})"
+    if _same(paper_p, ours):
+        return f"agrees: P(n) = {ours:.3g} vs {paper_p:.3g}{at}{general}"
     reason = audit if audit.startswith("inputs duplicated") else differs
-    return f"differs: P(n) = {ours:.3g} vs {paper_p:.3g}{at}; likely reason: {reason}"
+    return f"differs: P(n) = {ours:.3g} vs {paper_p:.3g}{at}{general}; likely reason: {reason}"
 
 
 def comparison_table(
@@ -141,7 +152,16 @@ def _row(
         _number(ev.kruskal_p_n),
         _number(ev.general_position_p_d),
         "—" if ev.kruskal_rank_estimate is None else str(ev.kruskal_rank_estimate),
-        reading(paper_p_n, ev.kruskal_p_n, paper["n"], ev.n, paper["differs"], model.input_audit),
+        reading(
+            paper_p_n,
+            ev.kruskal_p_n,
+            paper["n"],
+            ev.n,
+            paper["differs"],
+            model.input_audit,
+            None if row is None else row.get("p_d"),
+            ev.general_position_p_d,
+        ),
     )
 
 
