@@ -1,8 +1,9 @@
 """Token embeddings (queries and contexts) of real ViT, BERT and GPT-2 models.
 
 Modules: ``config`` (typed settings and config checks, torch-free), ``registry`` (models by
-family), ``images`` / ``text`` (inputs), ``layers`` (truncated forward, random attention),
-``store`` (chunked ``.npy`` writing) and ``job`` (one (model, layer) extraction).
+family), ``images`` / ``corpus`` / ``text`` (inputs), ``audit`` (input duplicates),
+``layers`` (truncated forward, random attention), ``store`` (chunked ``.npy`` writing) and
+``job`` (one (model, layer) extraction).
 Only the torch-free config API is re-exported here, so importing it stays cheap.
 """
 
