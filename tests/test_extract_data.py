@@ -344,3 +344,18 @@ def test_hub_image_source_reads_a_local_dataset_stand_in_rgb_only(tmp_path):
         DataConfig(source="hub", T=6, seed=0, dataset=str(tmp_path)), "extract.models[0]"
     )
     assert len(everything) == 6 and all(everything.load(i).mode == "RGB" for i in range(6))
+
+
+def test_more_examples_than_wikipedia_articles_is_refused_before_any_job():
+    from memcap.errors import ConfigError
+    from memcap.extract.config import check_extract_config
+
+    model = {"name": "g", "family": "gpt2", "model": "GPT2Config", "tokenizer": "byte-bpe"}
+    config = {"extract": {"models": [{**model, "data": {"T": 20_000}}]}}
+    with pytest.raises(ConfigError, match=r"models\[0\]\.data\.T.*10033 Wikipedia leads"):
+        check_extract_config(config)
+    bad_mosaic = {"extract": {"models": [{**model, "family": "vit", "tokenizer": None,
+                                          "model": "vit_base_patch16_224",
+                                          "data": {"mosaic": 9}}]}}  # fmt: skip
+    with pytest.raises(ConfigError, match="mosaic"):
+        check_extract_config(bad_mosaic)
