@@ -114,6 +114,7 @@ def test_pydocs_corpus_is_english_prose_and_builtin_is_its_alias():
     assert entry.data.source == "pydocs"
     documents = load_documents(entry.data, "k")
     assert documents.stream and documents.chars > 300_000
+    assert load_documents(DataConfig(source="builtin", T=1, seed=0), "k") == documents
     words = " ".join(documents.texts).lower().split()
     assert words.count("the") > 1000
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from memcap.errors import ConfigError
-from memcap.extract.config import DataConfig, wiki_leads_path
+from memcap.extract.config import TEXT_ALIASES, DataConfig, wiki_leads_path
 
 WIKI_COLUMN = "extract"  # the lead section's text
 
@@ -49,17 +49,18 @@ class Documents:
 
 
 def load_documents(data: DataConfig, key: str) -> Documents:
-    """The documents of a ``wikipedia``, ``pydocs``, ``files`` or ``hub`` source."""
-    if data.source == "wikipedia":
+    """The documents of a ``wikipedia``, ``pydocs`` (``builtin``), ``files`` or ``hub`` source."""
+    source = TEXT_ALIASES.get(data.source, data.source)
+    if source == "wikipedia":
         return wikipedia_leads(data.min_chars)
-    if data.source == "pydocs":
+    if source == "pydocs":
         from pydoc_data.topics import topics
 
         texts = tuple(topics[name] for name in sorted(topics))
         return Documents(
             texts, f"pydocs: Python reference documentation ({len(texts)} topics)", True
         )
-    if data.source == "files":
+    if source == "files":
         files = _text_files(data.path or "")
         text = "\n\n".join(Path(f).read_text(errors="replace") for f in files)[: data.max_chars]
         return Documents((text,), f"files: {len(files)} text files at {data.path}", True)
