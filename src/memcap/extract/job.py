@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from memcap.devices import resolve_device
 from memcap.errors import ConfigError
+from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import (
     RANDOM_ATTENTION,
     ExtractSettings,
@@ -27,7 +28,17 @@ from memcap.extract.config import (
     ModelEntry,
     layer_name,
 )
-from memcap.extract.images import builtin_photographs, datasets_images, image_batches, plan_inputs
+from memcap.extract.corpus import load_documents
+from memcap.extract.images import (
+    ImageSource,
+    PlannedInput,
+    builtin_photographs,
+    datasets_images,
+    describe_plan,
+    image_batches,
+    plan_inputs,
+    regions,
+)
 from memcap.extract.layers import LayerExtractor, blocks_needed
 from memcap.extract.registry import (
     DTYPES,
@@ -39,7 +50,14 @@ from memcap.extract.registry import (
     parameter_count,
 )
 from memcap.extract.store import ChunkedArrayWriter
-from memcap.extract.text import load_corpus, resolve_tokenizer, text_batches, text_inputs
+from memcap.extract.text import (
+    document_tokens,
+    document_windows,
+    resolve_tokenizer,
+    text_batches,
+    text_inputs,
+    window_length,
+)
 from memcap.extract.weights import weights_provenance
 from memcap.provenance import write_provenance
 
@@ -112,24 +130,29 @@ def prepare_inputs(
         source = (
             builtin_photographs() if data.source == "builtin" else datasets_images(data, entry.key)
         )
-        plan = plan_inputs(len(source), source.size, data.T, data.seed, data.crop_scale)
-        crops = sum(item.box is not None for item in plan)
+        plan = plan_inputs(
+            len(source), source.size, data.T, data.seed, data.crop_scale, data.mosaic
+        )
+        crops = sum(region.box is not None for item in plan for region in regions(item))
         warnings = []
         if crops:
+            made = f"{data.mosaic} x {data.mosaic} mosaics of " if data.mosaic > 1 else ""
             warnings.append(
-                f"the {data.T} images are random-resized crops and flips of only "
+                f"the {data.T} images are {made}random-resized crops and flips of only "
                 f"{len(source)} distinct photographs"
             )
         transform = create_transform(**loaded.data_config)
+        details: dict[str, Any] = {"source_images": list(source.names), "crops": crops}
+        details["mosaic"] = data.mosaic if crops and data.mosaic > 1 else 1
         return PreparedInputs(
-            batches=image_batches(source, plan, transform, batch_size),
-            description=source.description,
-            details={"source_images": list(source.names), "crops": crops},
+            batches=_audited_images(source, plan, transform, batch_size, details),
+            description=f"{source.description}; {describe_plan(plan, data.crop_scale)}",
+            details=details,
             warnings=warnings,
         )
-    corpus = load_corpus(data, entry.key)
+    documents = load_documents(data, entry.key)
     tokenizer = resolve_tokenizer(
-        entry, loaded.tokenizer_source, loaded.vocab_size, corpus, loaded.tokenizer_kwargs
+        entry, loaded.tokenizer_source, loaded.vocab_size, documents, loaded.tokenizer_kwargs
     )
     if tokenizer.vocab_size > loaded.vocab_size:
         raise ConfigError(
@@ -142,15 +165,17 @@ def prepare_inputs(
         raise ConfigError(
             f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
         )
-    ids = np.asarray(tokenizer.encode(corpus.text), dtype=np.int64)
+    length = window_length(entry.family, n)
+    count, tokens_of = document_tokens(documents, tokenizer, length)
     try:
-        inputs = text_inputs(ids, entry.kind, n, data.T, data.seed, tokenizer)
+        windows = document_windows(count, tokens_of, length, data.T, data.seed)
     except ValueError as err:
         raise ConfigError(
             f"{entry.key}.data.T",
-            f"the corpus is too small for T = {data.T} windows of n = {n} tokens ({err})",
-            "lower T or n, or use a larger text source",
+            f"the corpus is too small for T = {data.T} distinct windows of n = {n} tokens ({err})",
+            "lower T or n, or use a larger text source (no two examples may share text)",
         ) from None
+    inputs = text_inputs(windows.tokens, entry.kind, tokenizer)
     if not loaded.token_types:
         inputs.pop("token_type_ids", None)  # e.g. RoBERTa: one segment embedding only
     warnings = []
@@ -158,16 +183,35 @@ def prepare_inputs(
         warnings.append(f"tokenizer substitute: {tokenizer.substitute}")
     return PreparedInputs(
         batches=text_batches(inputs, batch_size),
-        description=corpus.description,
+        description=documents.description,
         details={
-            "corpus_chars": len(corpus.text),
-            "corpus_tokens": len(ids),
-            "corpus_sha256": corpus.sha256,
+            "corpus_chars": documents.chars,
+            "corpus_documents": len(documents.texts),
+            "corpus_sha256": documents.sha256,
+            "documents_visited": windows.visited,
+            "usable_documents_visited": windows.usable,
+            "input_audit": text_audit(
+                windows.tokens, windows.documents, windows.offsets, documents.stream
+            ),
             "tokenizer": tokenizer.description,
             "tokenizer_substitute": tokenizer.substitute,
         },
         warnings=warnings,
     )
+
+
+def _audited_images(
+    source: ImageSource,
+    plan: list[PlannedInput],
+    transform: Any,
+    batch_size: int,
+    details: dict[str, Any],
+) -> Iterator[torch.Tensor]:
+    """The image batches; once all are rendered, their duplicate audit joins ``details``."""
+    shown: list[np.ndarray] = []
+    yield from image_batches(source, plan, transform, batch_size, shown)
+    inputs = [[(r.source, r.box) for r in regions(item)] for item in plan]
+    details["input_audit"] = image_audit(np.stack(shown), inputs, len(source))
 
 
 def size_warnings(T: int, n: int, d: int) -> list[str]:

