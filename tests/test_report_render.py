@@ -33,7 +33,7 @@ def _png(path: Path, slope: float = 1.0) -> str:
 def _captions(root: Path) -> dict[str, str]:
     """Caption files as the stages' report() flags name them."""
     rst = root / "captions"
-    rst.mkdir()
+    rst.mkdir(parents=True)
     (rst / "profile.rst").write_text(
         "P(k) of **{{ snakemake.wildcards.model }}**, layer ``{{ snakemake.wildcards.layer }}``,\n"
         "seed {{ snakemake.config['seed'] }}."
