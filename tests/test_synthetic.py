@@ -92,7 +92,7 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
     section = _config()["synthetic"]
     section["sweeps"]["head_dim"]["train"]["steps"] = 7
     stage = StageSettings.from_config(section, 3)
-    own, default = (stage.train_config(sweep_spec(section, n)) for n in ("head_dim", "heads"))
+    own, default = (stage.train_config(sweep_spec(section, n), 64) for n in ("head_dim", "heads"))
     assert (own.steps, default.steps) == (7, section["train"]["steps"])
     assert own.lr == default.lr == section["train"]["lr"]
     assert stage.replicate_seeds() == [3000 + k for k in range(section["seeds"])]
