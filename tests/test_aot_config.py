@@ -138,7 +138,10 @@ def test_the_authors_recipe_counts_epochs_of_the_sample_and_decays_per_epoch():
     config = _config(
         {
             "authors": {"sample": 64, "batch_size": 16, "epochs": 3, "lr": 0.01},
-            "sweeps": {"a": {"recipe": "authors"}, "b": {"recipe": "authors", "train": {"sample": 32}}},
+            "sweeps": {
+                "a": {"recipe": "authors"},
+                "b": {"recipe": "authors", "train": {"sample": 32}},
+            },
         }
     )
     stage = StageSettings.from_config(config["aot"], seed=0)
@@ -156,8 +159,14 @@ def test_the_authors_recipe_counts_epochs_of_the_sample_and_decays_per_epoch():
 @pytest.mark.parametrize(
     ("aot", "key"),
     [
-        ({"sweeps": {"a": {"recipe": "authors", "train": {"sample": 8}}}}, "aot.sweeps.a.train.sample"),
-        ({"authors": {"final_lr": 1.0}, "sweeps": {"a": {"recipe": "authors"}}}, "aot.authors.final_lr"),
+        (
+            {"sweeps": {"a": {"recipe": "authors", "train": {"sample": 8}}}},
+            "aot.sweeps.a.train.sample",
+        ),
+        (
+            {"authors": {"final_lr": 1.0}, "sweeps": {"a": {"recipe": "authors"}}},
+            "aot.authors.final_lr",
+        ),
     ],
 )
 def test_impossible_authors_recipes_name_the_key(aot, key):

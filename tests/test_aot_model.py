@@ -228,4 +228,7 @@ def test_authors_variant_maps_d_to_d_h_only_when_they_differ():
     proj = mixed.weights()["proj"]
     torch.testing.assert_close(proj[0, :4, :4], torch.eye(4))  # fixed identity
     assert parameter_counts(mixed) == [parameter_count(s) for s in mixed.settings]
-    assert parameter_count(_authors(d=6, d_h=3)) == 7 * 6 + 3 * 6 + 2 * 3 + 2 * (4 * 9 + 12) + 7 * 3 + 7
+    assert (
+        parameter_count(_authors(d=6, d_h=3))
+        == 7 * 6 + 3 * 6 + 2 * 3 + 2 * (4 * 9 + 12) + 7 * 3 + 7
+    )

@@ -171,7 +171,10 @@ class ReplicaTransformer(nn.Module):
                     ones = [m * float(k) for m, k in zip(ones, learned_proj, strict=True)]
                 self.register_buffer(f"{name}_mask", torch.stack(ones))
         if "proj" in self.names:
-            fixed = [_pad(r["proj"], dims[3:1:-1]) * float(not k) for r, k in zip(replicas, learned_proj, strict=True)]
+            fixed = [
+                _pad(r["proj"], dims[3:1:-1]) * float(not k)
+                for r, k in zip(replicas, learned_proj, strict=True)
+            ]
             self.register_buffer("proj_fixed", torch.stack(fixed))
         self.register_buffer("scale", torch.tensor([s.d_h**-0.5 for s in settings]))
         self.register_buffer("sequences", all_sequences(self.N, self.S))

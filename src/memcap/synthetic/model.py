@@ -103,10 +103,8 @@ class ReplicaMHA(nn.Module):
         def uniform(fan_in: int, fan_out: int, *size: int) -> Tensor:
             if shape.xavier and len(size) == 1:
                 return torch.zeros(*size)  # biases
-            if shape.xavier:
-                bound = math.sqrt(6.0 / (fan_in + fan_out))
-            else:
-                bound = 1.0 / math.sqrt(fan_in)
+            xavier = math.sqrt(6.0 / (fan_in + fan_out))
+            bound = xavier if shape.xavier else 1.0 / math.sqrt(fan_in)
             return (torch.rand(*size, generator=g) * 2.0 - 1.0) * bound
 
         def pad(x: Tensor, *size: int) -> Tensor:

@@ -49,8 +49,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 # Every example of the largest T memorized: the true capacity may be larger.
                 "censored": bool(best["memorized"] == group["T"].max()),
                 "under_trained": bool(
-                    best["accuracy"] < 1.0
-                    and best.get("late_loss_drop", 0.0) > UNDER_TRAINED_DROP
+                    best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > UNDER_TRAINED_DROP
                 ),
             }
         )

@@ -34,7 +34,9 @@ class TrainConfig:
     final_lr_frac: float = 0.0  # the linear schedule ends at this fraction of lr
     warmup_start: float = 0.0  # the warm-up starts at this fraction of lr
     last_batches: int = 0  # > 0: also report the mean training-batch accuracy of the last k steps
-    best_by: BestBy = "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
+    best_by: BestBy = (
+        "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
+    )
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.eval_every < 1 or self.lr_period < 1:
