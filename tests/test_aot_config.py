@@ -104,6 +104,7 @@ def test_schema_rejects_unknown_keys_and_bad_values():
 def test_memory_request_grows_with_the_sweep():
     small = {"N": 10, "S": 2, "d": 4, "d_h": 4, "H": [1], "models": ["aot"], "cap_d_h": False}
     small |= {"task": "association", "depth": 1, "temperature": 1.0, "variant": "paper"}
+    small |= {"recipe": "ours"}
     big = small | {"N": 70, "H": [1, 31]}
     section = {"seeds": 1, "sweeps": {"s": small, "b": big}}
     assert sweep_memory_mb(section, "s") < sweep_memory_mb(section, "b")

@@ -294,7 +294,8 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
     spec, seeds = section["sweeps"][name], section["seeds"]
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
-        groups.setdefault((s.N, s.S, s.model, s.width), []).append(s)
+        width_key = s.width if spec["recipe"] != "authors" else -1  # see sweep.group_replicas
+        groups.setdefault((s.N, s.S, s.model, width_key), []).append(s)
     peak = 0
     for members in groups.values():
         first = members[0]

@@ -71,14 +71,19 @@ def make_task(s: Setting, seed: int, device: torch.device) -> Task:
 
 
 def group_replicas(
-    replicas: Sequence[tuple[Setting, int]], pad: bool
+    replicas: Sequence[tuple[Setting, int]], pad: bool, split_widths: bool = True
 ) -> list[list[tuple[Setting, int]]]:
-    """Replicas that can share one batched model, in first-seen order."""
+    """Replicas that can share one batched model, in first-seen order.
+
+    ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
+    costs more than a run of its own; with small mini-batches the per-step overhead of another
+    run costs more.
+    """
     groups: dict[tuple, list[tuple[Setting, int]]] = {}
     for setting, seed in replicas:
-        # MLP widths stay apart: padding a narrow MLP to a wide one costs more than a run
-        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.width)
-        key = key + (setting.variant,)
+        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.variant)
+        if split_widths or not pad:
+            key = key + (setting.width,)
         if not pad:
             key = key + setting.shape_key()
         groups.setdefault(key, []).append((setting, seed))
@@ -91,7 +96,7 @@ def run_sweep(
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
     settings = expand_sweep(name, spec)
     replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds()]
-    groups = group_replicas(replicas, stage.pad_replicas)
+    groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
     rows, timings = [], []
     tasks: dict[tuple, Task] = {}

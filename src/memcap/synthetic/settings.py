@@ -162,7 +162,8 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
     replicas *= 1 if "examples" in group_by else len(spec.examples)
     tokens = max(setting.n for setting in spec.settings()) + 1
-    batch = with_overrides(section["train"], spec.train)["batch_size"] or max(spec.examples)
+    recipe = section["authors"] if spec.recipe == "authors" else section["train"]
+    batch = with_overrides(recipe, spec.train)["batch_size"] or max(spec.examples)
     token_bytes = tokens * section["d"] * 4
     data = replicas * max(spec.examples) * token_bytes
     activations = 16 * replicas * batch * token_bytes
