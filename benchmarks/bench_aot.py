@@ -8,6 +8,9 @@ the same replicas:
 - per-shape: the token-table path, one model per distinct shape (no padding);
 - naive: one padded model through the per-example path (every example's q, k, v).
 
+``--batch 256 --variant authors`` times the authors' recipe instead: a mini-batch step of
+their AoT variant, where "ours" gathers one token-table row per example and position.
+
 The median of ``--repeats`` steps is printed for each; the last lines are
 ``RATIO per-shape/ours`` and ``RATIO naive/ours``.
 
@@ -27,12 +30,15 @@ from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task
 
 
-def step_seconds(settings, seeds, per_example: bool, repeats: int) -> float:
-    """Median wall time of one full-batch training step of one batched model."""
+def step_seconds(settings, seeds, per_example: bool, repeats: int, batch: int | None) -> float:
+    """Median wall time of one training step (full batch, or ``batch`` examples per replica)."""
     model = ReplicaTransformer(settings, seeds)
     tasks = [association_task(s.N, s.S, seed) for s, seed in zip(settings, seeds, strict=True)]
     tokens = torch.stack([t.inputs for t in tasks])
     targets = torch.stack([t.targets for t in tasks])
+    if batch is not None:
+        rows = torch.randint(tokens.shape[1], (batch,), generator=torch.Generator().manual_seed(0))
+        tokens, targets = tokens[:, rows], targets[:, rows]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     times = []
     for _ in range(repeats + 1):  # the first step warms up
@@ -53,20 +59,25 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--N", type=int, default=50, help="dictionary size (T0 = N^2)")
     parser.add_argument("--d", type=int, default=10, help="embedding = head dimension")
+    parser.add_argument("--batch", type=int, default=None, help="examples per step (full)")
+    parser.add_argument("--variant", default="paper", choices=["paper", "authors"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     heads = [1, 6, 11, 16, 21, 26, 31]
-    settings = [Setting("bench", "association", "aot", args.N, 2, args.d, args.d, h) for h in heads]
+    settings = [
+        Setting("bench", "association", "aot", args.N, 2, args.d, args.d, h, variant=args.variant)
+        for h in heads
+    ]
     replicas = [(s, k) for s in settings for k in range(args.seeds)]
     all_settings, all_seeds = [s for s, _ in replicas], [k for _, k in replicas]
 
-    ours = step_seconds(all_settings, all_seeds, per_example=False, repeats=args.repeats)
+    ours = step_seconds(all_settings, all_seeds, False, args.repeats, args.batch)
     per_shape = sum(
-        step_seconds([s] * args.seeds, list(range(args.seeds)), False, args.repeats)
+        step_seconds([s] * args.seeds, list(range(args.seeds)), False, args.repeats, args.batch)
         for s in settings
     )
-    naive = step_seconds(all_settings, all_seeds, per_example=True, repeats=args.repeats)
-    print(f"replicas {len(replicas)}, T0 = {args.N**2}, threads {args.threads}")
+    naive = step_seconds(all_settings, all_seeds, True, args.repeats, args.batch)
+    print(f"replicas {len(replicas)}, T0 = {args.N**2}, batch {args.batch or 'full'}")
     print(f"ours (padded, token tables)  {1000 * ours:8.1f} ms/step")
     print(f"per-shape (token tables)     {1000 * per_shape:8.1f} ms/step")
     print(f"naive (per-example path)     {1000 * naive:8.1f} ms/step")

@@ -61,7 +61,9 @@ def _spec(**overrides):
         "depth": 1,
         "cap_d_h": False,
         "temperature": 1.0,
-        "train": {"epochs": None, "lr": None},
+        "recipe": "ours",
+        "variant": "paper",
+        "train": {"epochs": None, "lr": None, "batch_size": None, "sample": None},
     }
     return {**spec, **overrides}
 
@@ -78,6 +80,8 @@ def test_expand_sweep_and_groups():
     # one AoT group (4 settings x 2 seeds); MLP replicas grouped by width (0, 12, 16)
     assert sorted(len(g) for g in padded) == [2, 2, 4, 8]
     assert len(group_replicas(replicas, pad=False)) == 8
+    # mini-batch training (the authors' recipe): every MLP width in one padded model
+    assert sorted(len(g) for g in group_replicas(replicas, pad=True, split_widths=False)) == [8, 8]
     assert x_axis(_spec()) == "H" and x_axis(_spec(models=["aot", "mlp"])) == "params"
     assert x_axis(_spec(H=2, d_h=[1, 2])) == "d_h"
 
@@ -86,15 +90,18 @@ def test_expand_sweep_and_groups():
 def tiny_summary():
     train = {"lr": 0.05, "schedule": "linear", "warmup_frac": 0.0, "epochs": 30}
     train |= {"batch_size": None, "eval_every": 10, "early_stop": True}
-    stage = StageSettings(seeds=2, base_seed=0, pad_replicas=True, train=train)
+    authors = {"sample": 64, "batch_size": 16, "epochs": 4, "lr": 0.01, "final_lr": 5e-4}
+    authors |= {"mlp_final_lr": 1e-4, "last_batches": 8}
+    stage = StageSettings(seeds=2, base_seed=0, pad_replicas=True, train=train, authors=authors)
     frames = []
     for name, spec in {
         "heads": _spec(),
         "dist": _spec(task="distribution", N=3, H=[1, 2]),
+        "theirs": _spec(recipe="authors", variant="authors", d_h=[1, 2, 4], H=2),
     }.items():
         result = run_sweep(name, spec, stage, torch.device("cpu"))
         assert sum(group["replicas"] for group in result.groups) == len(result.table)
-        assert result.train == train
+        assert result.train == {"recipe": spec["recipe"], **stage.sweep_train(spec)}
         frames.append(result.table)
     return summarize(frames)
 
@@ -109,12 +116,21 @@ def test_tiny_sweep_rows_and_columns(tiny_summary):
     assert (dist["kl"] > 0).all() and (dist["entropy"] > 0).all()
     np.testing.assert_allclose(dist["cross_entropy"], dist["kl"] + dist["entropy"])
     assert (tiny_summary["params"] > 0).all()
+    theirs = tiny_summary[tiny_summary["sweep"] == "theirs"]
+    assert (theirs["metric"] == "last_batches").all() and (theirs["variant"] == "authors").all()
+    assert theirs["accuracy_batches"].between(0, 1).all()
+    assert (theirs["accuracy"] == theirs["accuracy_batches"]).all()
+    assert (theirs["steps_run"] == 4 * 64 // 16).all()
+    ours = tiny_summary[tiny_summary["sweep"] != "theirs"]
+    assert (ours["accuracy"] == ours["accuracy_table"]).all() and ours[
+        "accuracy_batches"
+    ].isna().all()
 
 
 def test_fit_table_and_figures(tiny_summary):
     fits = fit_table(tiny_summary)
-    assert set(fits["sweep"]) == {"heads", "dist"}
-    assert (fits["form"] == "linear").all()
+    assert set(fits["sweep"]) == {"heads", "dist", "theirs"}
+    assert set(fits["form"]) == {"linear", "quadratic"}
     assert fits["r2"].between(0, 1).all() or fits["r2"].isna().any()
     for name, rows in tiny_summary.groupby("sweep"):
         fig = plot_sweep(rows)
@@ -122,6 +138,8 @@ def test_fit_table_and_figures(tiny_summary):
         labels = [line.get_label() for line in fig.axes[0].lines]
         assert {"chance 1/N", "our lower bound", "previous lower bound"} <= set(labels)
         assert any(label.startswith("fit:") for label in labels)
+        recipe = "authors' recipe" if name == "theirs" else "our recipe"
+        assert recipe in fig.axes[0].get_title()
         plt.close(fig)
 
 

@@ -40,7 +40,9 @@ def test_schema_fills_defaults_in_every_sweep():
         "depth": 1,
         "cap_d_h": False,
         "temperature": 1.0,
-        "train": {"epochs": None, "lr": None},
+        "recipe": "ours",
+        "variant": "paper",
+        "train": {"epochs": None, "lr": None, "batch_size": None, "sample": None},
     }
     check_aot_config(config)
     assert list(_config({})["aot"]["sweeps"]) == ["heads"]
@@ -101,7 +103,8 @@ def test_schema_rejects_unknown_keys_and_bad_values():
 
 def test_memory_request_grows_with_the_sweep():
     small = {"N": 10, "S": 2, "d": 4, "d_h": 4, "H": [1], "models": ["aot"], "cap_d_h": False}
-    small |= {"task": "association", "depth": 1, "temperature": 1.0}
+    small |= {"task": "association", "depth": 1, "temperature": 1.0, "variant": "paper"}
+    small |= {"recipe": "ours"}
     big = small | {"N": 70, "H": [1, 31]}
     section = {"seeds": 1, "sweeps": {"s": small, "b": big}}
     assert sweep_memory_mb(section, "s") < sweep_memory_mb(section, "b")
@@ -112,13 +115,13 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
     config = _config({"train": {"epochs": 5}, "sweeps": {"a": {}, "b": {"train": {"epochs": 9}}}})
     stage = StageSettings.from_config(config["aot"], seed=1)
     sweeps = config["aot"]["sweeps"]
-    assert stage.train_config(sweeps["a"], T0=100, task="association").steps == 5
-    assert stage.train_config(sweeps["b"], T0=100, task="association").steps == 9
+    assert stage.train_config(sweeps["a"], T0=100, task="association", model="aot").steps == 5
+    assert stage.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9
     batched = StageSettings.from_config(
         {**config["aot"], "train": {**stage.train, "batch_size": 30}}, 1
     )
-    assert batched.train_config(sweeps["b"], T0=100, task="association").steps == 9 * 4
-    assert not stage.train_config(sweeps["a"], T0=100, task="distribution").early_stop
+    assert batched.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9 * 4
+    assert not stage.train_config(sweeps["a"], T0=100, task="distribution", model="aot").early_stop
     assert stage.replicate_seeds() == [1000, 1001]
 
 
@@ -130,3 +133,48 @@ def test_dry_run_of_the_aot_targets(tmp_path):
     assert done.returncode == 0, done.stderr + done.stdout
     for rule in ("train_aot_sweep", "summarize_aot", "plot_aot"):
         assert rule in done.stdout
+
+
+def test_the_authors_recipe_counts_epochs_of_the_sample_and_decays_per_epoch():
+    config = _config(
+        {
+            "authors": {"sample": 64, "batch_size": 16, "epochs": 3, "lr": 0.01},
+            "sweeps": {
+                "a": {"recipe": "authors"},
+                "b": {"recipe": "authors", "train": {"sample": 32}},
+            },
+        }
+    )
+    stage = StageSettings.from_config(config["aot"], seed=0)
+    sweeps = config["aot"]["sweeps"]
+    cfg = stage.train_config(sweeps["a"], T0=2500, task="association", model="aot")
+    assert (cfg.steps, cfg.lr_period, cfg.sampling, cfg.early_stop) == (12, 4, "shuffle", False)
+    assert cfg.final_lr_frac == pytest.approx(5e-4 / 0.01)
+    assert cfg.last_batches == 12  # at most every batch
+    mlp = stage.train_config(sweeps["a"], T0=2500, task="association", model="mlp")
+    assert mlp.final_lr_frac == pytest.approx(1e-4 / 0.01)
+    assert stage.sample_size(sweeps["b"]) == 32 and stage.sample_size(sweeps["a"]) == 64
+    assert stage.train_config(sweeps["b"], T0=2500, task="association", model="aot").steps == 6
+
+
+@pytest.mark.parametrize(
+    ("aot", "key"),
+    [
+        (
+            {"sweeps": {"a": {"recipe": "authors", "train": {"sample": 8}}}},
+            "aot.sweeps.a.train.sample",
+        ),
+        (
+            {"authors": {"final_lr": 1.0}, "sweeps": {"a": {"recipe": "authors"}}},
+            "aot.authors.final_lr",
+        ),
+    ],
+)
+def test_impossible_authors_recipes_name_the_key(aot, key):
+    with pytest.raises(ConfigError, match=key):
+        check_aot_config(_config(aot))
+
+
+def test_a_train_key_of_the_other_recipe_is_rejected():
+    with pytest.raises(ConfigError, match="aot.sweeps.a.train.sample"):
+        check_aot_config(_config({"sweeps": {"a": {"train": {"sample": 64}}}}))

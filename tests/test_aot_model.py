@@ -177,3 +177,58 @@ def test_batched_padded_training_equals_single_replica_training(batch_size):
         )
         np.testing.assert_allclose(batched.loss_curve[:, r], single.loss_curve[:, 0], rtol=1e-4)
         assert batched.memorized[r] == single.memorized[0]
+
+
+def _authors(model="aot", N=7, S=2, d=4, d_h=3, H=2, width=0):
+    return Setting("t", "association", model, N, S, d, d_h, H, 1, width, 1.0, "authors")
+
+
+@pytest.mark.parametrize("S", [2, 3])
+def test_authors_variant_paths_agree_with_padding(S):
+    settings = [
+        _authors(S=S, d=5, d_h=5, H=3),
+        _authors(S=S, d=6, d_h=3, H=1),
+        _authors(S=S, d=4, d_h=4, H=2),
+    ]
+    model = ReplicaTransformer(settings, [0, 1, 2])
+    tokens = torch.randint(7, (3, 5, S), generator=torch.Generator().manual_seed(0))
+    reference = model.sequence_logits(tokens)[:, :, -1]
+    torch.testing.assert_close(model.batch_logits(tokens), reference)
+    rows = sequence_index(tokens, 7)[..., None].expand(-1, -1, 7)
+    torch.testing.assert_close(torch.gather(model.all_logits(), 1, rows), reference)
+    for r, s in enumerate(settings):
+        alone = ReplicaTransformer([s], [r])
+        torch.testing.assert_close(alone.batch_logits(tokens[r : r + 1]), reference[r : r + 1])
+
+
+def test_authors_variant_is_their_stack_of_one_head_multihead_attentions():
+    """Heads of nn.MultiheadAttention(d_h, 1) on a residual stream, then a biased unembedding."""
+    model = ReplicaTransformer([_authors(N=6, d=4, d_h=4, H=2)], [0])
+    w = {name: value[0] for name, value in model.weights().items()}
+    tokens = torch.tensor([[1, 4], [2, 2], [5, 0]])
+    x = w["embed"][tokens] + w["pos"]
+    out = x.clone()
+    causal = torch.ones(2, 2, dtype=torch.bool).triu(1)
+    for h in range(2):
+        head = nn.MultiheadAttention(4, 1, batch_first=True)
+        with torch.no_grad():
+            head.in_proj_weight.copy_(torch.cat([w[k][0, h] for k in ("w_q", "w_k", "w_v")]))
+            head.in_proj_bias.copy_(torch.cat([w[k][0, h] for k in ("b_q", "b_k", "b_v")]))
+            head.out_proj.weight.copy_(w["w_o"][0, h])
+            head.out_proj.bias.copy_(w["b_o"][0, h])
+        out = out + head(x, x, x, attn_mask=causal, need_weights=False)[0]
+    expected = out[:, -1] @ w["unembed"].T + w["unembed_bias"]
+    torch.testing.assert_close(model(tokens[None])[0], expected)
+
+
+def test_authors_variant_maps_d_to_d_h_only_when_they_differ():
+    same = ReplicaTransformer([_authors(d=4, d_h=4)], [0])
+    assert "proj" not in same.names
+    mixed = ReplicaTransformer([_authors(d=4, d_h=4), _authors(d=6, d_h=3)], [0, 1])
+    proj = mixed.weights()["proj"]
+    torch.testing.assert_close(proj[0, :4, :4], torch.eye(4))  # fixed identity
+    assert parameter_counts(mixed) == [parameter_count(s) for s in mixed.settings]
+    assert (
+        parameter_count(_authors(d=6, d_h=3))
+        == 7 * 6 + 3 * 6 + 2 * 3 + 2 * (4 * 9 + 12) + 7 * 3 + 7
+    )

@@ -92,7 +92,7 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
     section = _config()["synthetic"]
     section["sweeps"]["head_dim"]["train"]["steps"] = 7
     stage = StageSettings.from_config(section, 3)
-    own, default = (stage.train_config(sweep_spec(section, n)) for n in ("head_dim", "heads"))
+    own, default = (stage.train_config(sweep_spec(section, n), 64) for n in ("head_dim", "heads"))
     assert (own.steps, default.steps) == (7, section["train"]["steps"])
     assert own.lr == default.lr == section["train"]["lr"]
     assert stage.replicate_seeds() == [3000 + k for k in range(section["seeds"])]
@@ -200,3 +200,29 @@ def test_saturation_table_aggregates_heads_and_seeds():
     assert table[["saturation_mean", "saturation_min", "saturation_max"]].values.tolist() == [
         [0.5, 0.0, 1.0]
     ]
+
+
+def test_late_loss_drop_and_the_under_trained_flag():
+    from memcap.synthetic.sweep import late_loss_drop
+
+    curve = np.array([[4.0, 4.0], [2.0, 1.0], [1.0, 1.0], [1.0, 1.0], [0.5, 1.0]])
+    np.testing.assert_allclose(late_loss_drop(curve), [0.5, 0.0])
+    rows = {"sweep": "heads", "swept": "H", "value": 1, "H": 1, "n": 2, "d_h": 2}
+    rows |= {"context": "shared", "task": "classification", "bound": 2, "certified": 1}
+    rows |= {"certified_trained": 1}
+    table = pd.DataFrame(
+        [
+            {**rows, "seed": 0, "T": 8, "memorized": 6, "accuracy": 0.75, "late_loss_drop": 0.2},
+            {**rows, "seed": 1, "T": 8, "memorized": 6, "accuracy": 0.75, "late_loss_drop": 0.0},
+        ]
+    )
+    assert capacity_table(table)["under_trained"].tolist() == [True, False]
+
+
+def test_the_authors_recipe_steps_grow_with_t():
+    config = {"seed": 0, "device": "cpu", "synthetic": {"sweeps": {"heads": {"recipe": "authors"}}}}
+    validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
+    section = config["synthetic"]
+    cfg = StageSettings.from_config(section, 0).train_config(sweep_spec(section, "heads"), 40000)
+    assert cfg.steps == max(50000, -(-500 * 40000 // 256)) == 78125
+    assert (cfg.batch_size, cfg.best_by, cfg.warmup_start) == (256, "loss", 0.01)

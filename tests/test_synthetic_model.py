@@ -137,3 +137,14 @@ def test_datasets_are_seeded_and_shared_contexts_are_shared():
     assert random.head(4).queries.shape == (4, D)
     assert derive_seed(0, "data", 1) != derive_seed(0, "data", 2)
     assert derive_seed(0, "data", 1) == derive_seed(0, "data", 1)
+
+
+def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
+    ours = ReplicaMHA([MHAShape(D, 3, 2, 4, classes=5)], [0])
+    theirs = ReplicaMHA([MHAShape(D, 3, 2, 4, classes=5, xavier=True)], [0])
+    assert ours.score_scale.item() == pytest.approx(4**-0.5)
+    assert theirs.score_scale.item() == pytest.approx(D**-0.5)
+    for name in ("b_embed", "b_out", "b_decode"):
+        assert not getattr(theirs, name).any() and getattr(ours, name).any()
+    bound = (6.0 / (D + 2 * 4)) ** 0.5  # the query map as one Linear(d, H d_h)
+    assert theirs.w_query.abs().max() <= bound < ours.w_query.abs().max() * 10

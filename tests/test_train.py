@@ -116,3 +116,74 @@ def test_parameters_without_replica_axis_are_rejected():
         train_replicas(
             ReplicaMLP([0, 1, 2], 8, 4, 5), data, "classification", train_config(), [0, 1]
         )
+
+
+def test_per_epoch_linear_schedule_is_pytorchs_linear_lr():
+    """The authors' LinearLR(0.1, 0.005, total_iters=64) on base 0.1, stepped per epoch."""
+    epochs, batches = 8, 4
+    cfg = train_config(
+        steps=epochs * batches, lr=0.01, warmup_frac=0.0, schedule="linear",
+        lr_period=batches, final_lr_frac=0.05,
+    )  # fmt: skip
+    param = nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([param], lr=0.1)
+    reference = torch.optim.lr_scheduler.LinearLR(optimizer, 0.1, 0.005, total_iters=epochs)
+    for epoch in range(epochs):
+        for b in range(batches):
+            ours = cfg.lr * lr_multiplier(epoch * batches + b, cfg)
+            assert ours == pytest.approx(optimizer.param_groups[0]["lr"])
+        optimizer.step()  # no gradient: leaves the parameter, lets the scheduler step
+        reference.step()
+
+
+def test_warmup_starts_at_its_fraction():
+    cfg = train_config(steps=100, warmup_frac=0.1, schedule="cosine", warmup_start=0.01)
+    assert lr_multiplier(0, cfg) == pytest.approx(0.01 + 0.99 * 0.1)
+    assert lr_multiplier(9, cfg) == pytest.approx(1.0)
+
+
+def test_shuffled_epochs_visit_every_example_once_per_epoch():
+    from memcap.training.loop import _batch_stream, replica_generators
+
+    cfg = train_config(batch_size=4, sampling="shuffle")
+    stream = _batch_stream(torch.tensor([12, 12]), cfg, replica_generators([0, 1], "cpu"))
+    for _ in range(2):  # two epochs of three batches
+        epoch = torch.cat([next(stream) for _ in range(3)], dim=1)
+        assert all(sorted(row.tolist()) == list(range(12)) for row in epoch)
+    with pytest.raises(ValueError, match="one dataset size"):
+        next(_batch_stream(torch.tensor([12, 8]), cfg, replica_generators([0, 1], "cpu")))
+
+
+def test_last_batch_accuracy_is_the_mean_over_the_last_training_batches():
+    class Constant(nn.Module):
+        """Predicts class 0 always (one dummy parameter per replica)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(2, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            logits = torch.zeros(*x.shape[:2], 3)
+            logits[..., 0] = 1.0
+            return logits + 0 * self.w[:, :, None]
+
+    targets = torch.tensor([[0] * 8, [0, 0, 1, 1, 2, 2, 2, 2]])  # replica 1: a quarter is 0
+    data = ReplicaData((torch.zeros(2, 8, 1),), targets, torch.tensor([8, 8]))
+    cfg = train_config(
+        steps=20, batch_size=4, sampling="shuffle", last_batches=10, early_stop=False,
+        eval_every=20,
+    )  # fmt: skip
+    result = train_replicas(Constant(), data, "classification", cfg, [0, 1])
+    # each epoch holds two batches covering all 8 examples: the mean is exact over 10 batches
+    np.testing.assert_allclose(result.batch_accuracy, [1.0, 0.25])
+    plain = train_replicas(Constant(), data, "classification", train_config(steps=3), [0, 1])
+    assert np.isnan(plain.batch_accuracy).all()
+
+
+def test_best_by_loss_keeps_the_lowest_loss_state():
+    from memcap.training.loop import _improved
+
+    old = {"memorized": torch.tensor([5.0, 5.0]), "loss": torch.tensor([1.0, 1.0])}
+    new = {"memorized": torch.tensor([6.0, 4.0]), "loss": torch.tensor([1.5, 0.5])}
+    assert _improved(new, old, "memorized").tolist() == [True, False]
+    assert _improved(new, old, "loss").tolist() == [False, True]

@@ -101,4 +101,12 @@ def _divergence_panel(ax: plt.Axes, rows: pd.DataFrame, x: str, palette: dict) -
 def _title(rows: pd.DataFrame, panel: str) -> str:
     fixed = [f"{k}={rows[k].iloc[0]}" for k in FIXED if rows[k].nunique() == 1]
     parts = [rows["sweep"].iloc[0], panel, ", ".join(fixed)]
-    return " · ".join(p for p in parts if p)
+    return " · ".join(p for p in parts if p) + "\n" + provenance_label(rows)
+
+
+def provenance_label(rows: pd.DataFrame) -> str:
+    """Which recipe, model variant and accuracy metric a sweep's curves come from."""
+    recipe = {"authors": "authors' recipe", "ours": "our recipe"}[rows["recipe"].iloc[0]]
+    variant = {"authors": "authors' AoT", "paper": "paper-text AoT"}[rows["variant"].iloc[0]]
+    metric = {"last_batches": "last-batch accuracy", "all_inputs": "accuracy on all inputs"}
+    return f"{recipe}, {variant}, {metric[rows['metric'].iloc[0]]}"

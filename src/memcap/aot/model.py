@@ -1,14 +1,22 @@
 """Replica-batched attention-only transformer (AoT) and one-head MLP-Transformer (paper B).
 
-Each replica is token embedding + additive positional embedding, then ``depth`` layers of H
-causal attention heads (W_Q, W_K, W_V ∈ R^{d_h×d}, W_O ∈ R^{d×d_h}, added to the residual
-stream), optionally followed by a GELU MLP of width w, then the unembedding W_U ∈ R^{N×d}.
-Only the last position's logits are read.
+Two variants. ``paper`` (the paper's text): token embedding + additive positional embedding
+in R^d, then ``depth`` layers of H causal attention heads (W_Q, W_K, W_V ∈ R^{d_h×d},
+W_O ∈ R^{d×d_h}, added to the residual stream), optionally a GELU MLP of width w, then the
+unembedding W_U ∈ R^{N×d}. ``authors`` (the authors' published code): one shared linear map
+d → d_h (the identity when d_h = d) feeds a residual stream in R^{d_h} with learned positions
+there; every head is a one-head ``nn.MultiheadAttention`` in d_h dimensions (d_h × d_h query,
+key, value and output maps with biases); the MLP and the unembedding carry biases; PyTorch's
+initialisations. Both: scores scaled by 1/√d_h, causal, no LayerNorm; only the last
+position's logits are read.
 
 Replicas of different shapes (H, d_h, d, w) share one model: each replica is initialised at
-its own shape and zero-padded to the largest one, and a fixed mask multiplies every parameter
-in the forward pass, so padded entries get zero gradient, stay zero and never touch the
-output; training the padded model is training each replica alone.
+its own shape and zero-padded to the largest one. Padded entries never touch the output and
+get zero gradient, so Adam leaves them at zero: every path from a padded entry to the logits
+runs through another padded (zero) entry. The exceptions are the output biases of padded
+heads, which add to the residual directly, and the fixed identity maps d → d_h; a fixed mask
+multiplies those in the forward pass. Training the padded model is training each replica
+alone.
 
 Speed: with one layer the residual stream at position s depends only on the token there, so
 queries, keys and values are computed once per dictionary entry (N rows instead of one per
@@ -28,29 +36,49 @@ from torch import Tensor, nn
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import all_sequences, sequence_index
 
-# Parameter name → shape as a function of one replica's (N, S, d, d_h, H, L, w).
+# Parameter name → shape from one replica's (N, S, d, d_h, H, L, w, D); D is the residual
+# dimension (d for the paper's variant, d_h for the authors').
 _SHAPES = {
-    "embed": lambda N, S, d, dh, H, L, w: (N, d),
-    "pos": lambda N, S, d, dh, H, L, w: (S, d),
-    "w_q": lambda N, S, d, dh, H, L, w: (L, H, dh, d),
-    "w_k": lambda N, S, d, dh, H, L, w: (L, H, dh, d),
-    "w_v": lambda N, S, d, dh, H, L, w: (L, H, dh, d),
-    "w_o": lambda N, S, d, dh, H, L, w: (L, H, d, dh),
-    "mlp_in": lambda N, S, d, dh, H, L, w: (L, w, d),
-    "mlp_bias": lambda N, S, d, dh, H, L, w: (L, w),
-    "mlp_out": lambda N, S, d, dh, H, L, w: (L, d, w),
-    "unembed": lambda N, S, d, dh, H, L, w: (N, d),
+    "embed": lambda N, S, d, dh, H, L, w, D: (N, d),
+    "proj": lambda N, S, d, dh, H, L, w, D: (dh, d),
+    "pos": lambda N, S, d, dh, H, L, w, D: (S, D),
+    "w_q": lambda N, S, d, dh, H, L, w, D: (L, H, dh, D),
+    "w_k": lambda N, S, d, dh, H, L, w, D: (L, H, dh, D),
+    "w_v": lambda N, S, d, dh, H, L, w, D: (L, H, dh, D),
+    "w_o": lambda N, S, d, dh, H, L, w, D: (L, H, D, dh),
+    "b_q": lambda N, S, d, dh, H, L, w, D: (L, H, dh),
+    "b_k": lambda N, S, d, dh, H, L, w, D: (L, H, dh),
+    "b_v": lambda N, S, d, dh, H, L, w, D: (L, H, dh),
+    "b_o": lambda N, S, d, dh, H, L, w, D: (L, H, D),
+    "mlp_in": lambda N, S, d, dh, H, L, w, D: (L, w, D),
+    "mlp_bias": lambda N, S, d, dh, H, L, w, D: (L, w),
+    "mlp_out": lambda N, S, d, dh, H, L, w, D: (L, D, w),
+    "mlp_out_bias": lambda N, S, d, dh, H, L, w, D: (L, D),
+    "unembed": lambda N, S, d, dh, H, L, w, D: (N, D),
+    "unembed_bias": lambda N, S, d, dh, H, L, w, D: (N,),
 }
+# Parameters whose padded entries would reach the logits unmasked (see the module docstring).
+_MASKED = ("proj", "b_o")
+# Parameters of the authors' variant only.
+_AUTHORS_ONLY = ("proj", "b_q", "b_k", "b_v", "b_o", "mlp_out_bias", "unembed_bias")
+
+
+def _dims(s: Setting) -> tuple[int, ...]:
+    residual = s.d_h if s.variant == "authors" else s.d
+    return (s.N, s.S, s.d, s.d_h, s.H, s.depth, s.width, residual)
 
 
 def _init_replica(s: Setting, seed: int) -> dict[str, Tensor]:
     """One replica's parameters at its own shape, drawn from its own generator."""
     g = torch.Generator().manual_seed(seed)
-    dims = (s.N, s.S, s.d, s.d_h, s.H, s.depth, s.width)
+    if s.variant == "authors":
+        return _init_authors(s, g)
     fan_in = {"w_q": s.d, "w_k": s.d, "w_v": s.d, "w_o": s.d_h, "mlp_in": s.d, "mlp_out": s.width}
     params = {}
     for name, shape_of in _SHAPES.items():
-        shape = shape_of(*dims)
+        if name in _AUTHORS_ONLY:
+            continue
+        shape = shape_of(*_dims(s))
         if name == "mlp_bias":
             params[name] = torch.zeros(shape)
         else:
@@ -60,10 +88,43 @@ def _init_replica(s: Setting, seed: int) -> dict[str, Tensor]:
     return params
 
 
+def _init_authors(s: Setting, g: torch.Generator) -> dict[str, Tensor]:
+    """PyTorch's initialisations of the authors' modules (Embedding, Linear, MultiheadAttention)."""
+    dims = _dims(s)
+    D, dh = dims[-1], s.d_h
+
+    def uniform(name: str, bound: float) -> Tensor:
+        shape = _SHAPES[name](*dims)
+        return (torch.rand(shape, generator=g) * 2 - 1) * bound
+
+    params = {
+        "embed": torch.randn(_SHAPES["embed"](*dims), generator=g),
+        "proj": torch.eye(dh, s.d) if dh == s.d else uniform("proj", s.d**-0.5),
+        "pos": torch.randn(_SHAPES["pos"](*dims), generator=g) * 0.02,
+    }
+    xavier = math.sqrt(6.0 / (dh + 3 * dh))  # in_proj_weight (3 d_h × d_h), Xavier-uniform
+    for name in ("w_q", "w_k", "w_v"):
+        params[name] = uniform(name, xavier)
+    params["w_o"] = uniform("w_o", dh**-0.5)
+    for name in ("b_q", "b_k", "b_v", "b_o"):
+        params[name] = torch.zeros(_SHAPES[name](*dims))
+    params["mlp_in"] = uniform("mlp_in", D**-0.5)
+    params["mlp_bias"] = uniform("mlp_bias", D**-0.5)
+    params["mlp_out"] = uniform("mlp_out", max(1, s.width) ** -0.5)
+    params["mlp_out_bias"] = uniform("mlp_out_bias", max(1, s.width) ** -0.5)
+    params["unembed"] = uniform("unembed", D**-0.5)
+    params["unembed_bias"] = uniform("unembed_bias", D**-0.5)
+    return params
+
+
 def _pad(x: Tensor, shape: Sequence[int]) -> Tensor:
     out = x.new_zeros(shape)
     out[tuple(slice(0, n) for n in x.shape)] = x
     return out
+
+
+def _plus(x: Tensor, bias: Tensor | None) -> Tensor:
+    return x if bias is None else x + bias
 
 
 class ReplicaTransformer(nn.Module):
@@ -83,41 +144,65 @@ class ReplicaTransformer(nn.Module):
             raise ValueError("replicas of one model must share N, S and depth")
         self.N, self.S, self.depth = first.N, first.S, first.depth
         self.settings = list(settings)
-        dims = (
-            self.N,
-            self.S,
-            max(s.d for s in settings),
-            max(s.d_h for s in settings),
-            max(s.H for s in settings),
-            self.depth,
-            max(s.width for s in settings),
-        )
-        self.has_mlp = dims[-1] > 0
+        variants = {s.variant for s in settings}
+        if len(variants) != 1:
+            raise ValueError("replicas of one model must share the variant")
+        self.variant = variants.pop()
+        dims = tuple(max(column) for column in zip(*(_dims(s) for s in settings), strict=True))
+        self.has_mlp = dims[6] > 0
         self.padded = len({s.shape_key() for s in settings}) > 1
-        self.names = [n for n in _SHAPES if self.has_mlp or not n.startswith("mlp")]
+        # the shared map d -> d_h is learned where d_h != d, fixed to the identity elsewhere
+        learned_proj = [s.d_h != s.d for s in settings]
+        self.names = [
+            n
+            for n in _SHAPES
+            if (self.has_mlp or not n.startswith("mlp"))
+            and (self.variant == "authors" or n not in _AUTHORS_ONLY)
+            and (n != "proj" or any(learned_proj))
+        ]
         replicas = [_init_replica(s, seed) for s, seed in zip(settings, seeds, strict=True)]
         for name in self.names:
             shape = _SHAPES[name](*dims)
             value = torch.stack([_pad(r[name], shape) for r in replicas])
             self.register_parameter(name, nn.Parameter(value))
-            if self.padded:
-                mask = torch.stack([_pad(torch.ones_like(r[name]), shape) for r in replicas])
-                self.register_buffer(f"{name}_mask", mask)
+            if self.padded or name == "proj":
+                ones = [_pad(torch.ones_like(r[name]), shape) for r in replicas]
+                if name == "proj":
+                    ones = [m * float(k) for m, k in zip(ones, learned_proj, strict=True)]
+                self.register_buffer(f"{name}_mask", torch.stack(ones))
+        if "proj" in self.names:
+            fixed = [
+                _pad(r["proj"], dims[3:1:-1]) * float(not k)
+                for r, k in zip(replicas, learned_proj, strict=True)
+            ]
+            self.register_buffer("proj_fixed", torch.stack(fixed))
         self.register_buffer("scale", torch.tensor([s.d_h**-0.5 for s in settings]))
         self.register_buffer("sequences", all_sequences(self.N, self.S))
         self.register_buffer("_row_ids", torch.arange(self.N**self.S))
 
     def weights(self) -> dict[str, Tensor]:
-        """Every parameter with padded entries masked to zero."""
-        if not self.padded:
-            return {name: getattr(self, name) for name in self.names}
-        return {name: getattr(self, name) * getattr(self, f"{name}_mask") for name in self.names}
+        """Every parameter with padded entries masked to zero (and the fixed identity maps)."""
+        w = {name: getattr(self, name) for name in self.names}
+        for name in _MASKED:
+            if name in w and (self.padded or name == "proj"):
+                w[name] = w[name] * getattr(self, f"{name}_mask")
+        if "proj" in w:
+            w["proj"] = w["proj"] + self.proj_fixed
+        return w
+
+    def embedded(self, w: dict[str, Tensor]) -> Tensor:
+        """(R, N, D) token embeddings in the residual stream (through the map d → d_h)."""
+        if "proj" not in w:
+            return w["embed"]
+        return torch.einsum("rnd,red->rne", w["embed"], w["proj"])
 
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
         if self.depth > 1:
             return self.sequence_logits(tokens)[:, :, -1]
         rows = sequence_index(tokens, self.N)  # (R, B)
+        if 4 * rows.shape[1] < self.N**self.S:
+            return self.batch_logits(tokens)  # a mini-batch: per example, from token tables
         table = self.all_logits()  # (R, N^S, N)
         if (
             rows.shape[1] == table.shape[1]
@@ -127,6 +212,65 @@ class ReplicaTransformer(nn.Module):
             return table  # the full data set in table order (full-batch training)
         return torch.gather(table, 1, rows[..., None].expand(-1, -1, self.N))
 
+    def _token_tables(self, w: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Residual, query, key and value-output of every token at every position (one layer).
+
+        Returns:
+            x (R, S, N, D), q (R, N, H, dh) of the last position (scaled), k (R, S, N, H, dh)
+            and ov = W_O (W_V x + b_V) + b_O (R, S, N, H, D).
+        """
+        R = self.embed.shape[0]
+        x_tab = self.embedded(w)[:, None] + w["pos"][:, :, None]  # (R, S, N, D): token n at s
+        b = {n: w[n][:, 0] if n in w else None for n in ("b_q", "b_k", "b_v", "b_o")}  # (R, H, .)
+        # heads last throughout: the head contraction below then reads contiguous memory
+        q = torch.einsum("rhed,rnd->rnhe", w["w_q"][:, 0], x_tab[:, -1])  # (R, N, H, dh)
+        q = _plus(q, _expand(b["b_q"], 1)) * self.scale.view(R, 1, 1, 1)
+        k = torch.einsum("rhed,rsnd->rsnhe", w["w_k"][:, 0], x_tab)  # (R, S, N, H, dh)
+        k = _plus(k, _expand(b["b_k"], 1, 2))
+        v = _plus(torch.einsum("rhed,rsnd->rsnhe", w["w_v"][:, 0], x_tab), _expand(b["b_v"], 1, 2))
+        # attention weights sum to one, so the output bias can ride on every value
+        ov = torch.einsum("rhde,rsnhe->rsnhd", w["w_o"][:, 0], v)  # (R, S, N, H, D)
+        return x_tab, q, k, _plus(ov, _expand(b["b_o"], 1, 2))
+
+    def batch_logits(self, tokens: Tensor) -> Tensor:
+        """Last-position logits (R, B, N) of ``tokens`` (R, B, S), gathered from token tables.
+
+        One layer: the cost per example is H·S·(d_h + D) instead of the N^S-row table's.
+        """
+        if self.depth != 1:
+            raise NotImplementedError("the token tables cover one layer; use sequence_logits")
+        w = self.weights()
+        x_tab, q_tab, k_tab, ov_tab = self._token_tables(w)
+        R, B, S = tokens.shape
+        N, H, dh, D = self.N, q_tab.shape[2], q_tab.shape[3], x_tab.shape[-1]
+        offsets = torch.arange(R, device=tokens.device)[:, None] * N  # rows of flattened tables
+        q, k, ov, x_last = [], [], [], None
+        for s in range(S):
+            # one row gather per position: keys and value-outputs (and the query side at S-1)
+            parts = [k_tab[:, s].reshape(R, N, -1), ov_tab[:, s].reshape(R, N, -1)]
+            if s == S - 1:
+                parts += [q_tab.reshape(R, N, -1), x_tab[:, s]]
+            table = torch.cat(parts, -1)
+            rows = torch.index_select(table.flatten(0, 1), 0, (tokens[:, :, s] + offsets).flatten())
+            # split, not slices: its backward is one concatenation, not one zero fill per slice
+            sizes = [H * dh, H * D] + ([H * dh, D] if s == S - 1 else [])
+            pieces = torch.split(rows.view(R, B, -1), sizes, dim=-1)
+            k.append(pieces[0].reshape(R, B, H, dh))
+            ov.append(pieces[1].reshape(R, B, H, D))
+            if s == S - 1:
+                q, x_last = pieces[2].reshape(R, B, H, dh), pieces[3]
+        scores = [(q * key).sum(-1) for key in k]  # (R, B, H) each: the last query sees all
+        if S == 2:
+            first = torch.sigmoid(scores[0] - scores[1])
+            attn = [first, 1 - first]
+        else:
+            attn = torch.softmax(torch.stack(scores), dim=0)
+        out = sum((a[..., None] * value).sum(2) for a, value in zip(attn, ov, strict=True))
+        x = x_last + out  # (R, B, D)
+        if self.has_mlp:
+            x = x + self._mlp(x, w, 0)
+        return self._unembed(x, w)
+
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""
         if self.depth != 1:
@@ -134,13 +278,7 @@ class ReplicaTransformer(nn.Module):
         w = self.weights()
         R, N, S = self.embed.shape[0], self.N, self.S
         seq = self.sequences  # (T0, S)
-        x_tab = w["embed"][:, None] + w["pos"][:, :, None]  # (R, S, N, d): token n at position s
-        # heads last throughout: the head contraction below then reads contiguous memory
-        q = torch.einsum("rhed,rnd->rnhe", w["w_q"][:, 0], x_tab[:, -1])  # (R, N, H, dh)
-        q = q * self.scale.view(R, 1, 1, 1)
-        k = torch.einsum("rhed,rsnd->rsnhe", w["w_k"][:, 0], x_tab)  # (R, S, N, H, dh)
-        v = torch.einsum("rhed,rsnd->rsnhe", w["w_v"][:, 0], x_tab)
-        ov = torch.einsum("rhde,rsnhe->rsnhd", w["w_o"][:, 0], v)  # (R, S, N, H, d)
+        x_tab, q, k, ov = self._token_tables(w)
         H = q.shape[2]
         grid = (R,) + (N,) * S + (H,)  # one axis per input position, then heads
         # score of the key at s < S-1 depends on its token and the query token (the last one)
@@ -161,36 +299,57 @@ class ReplicaTransformer(nn.Module):
             # grid axes (prefix before s, token at s, suffix after s): contract the heads
             a = attn[s].reshape(R, N**s, N, N ** (S - 1 - s), H)
             out = out + torch.einsum("rpnqh,rnhd->rpnqd", a, ov[:, s]).reshape(R, N**S, -1)
-        last = torch.index_select(x_tab[:, -1], 1, seq[:, -1])  # (R, T0, d)
+        last = torch.index_select(x_tab[:, -1], 1, seq[:, -1])  # (R, T0, D)
         x = last + out
         if self.has_mlp:
             x = x + self._mlp(x, w, 0)
-        return torch.einsum("rtd,rnd->rtn", x, w["unembed"])
+        return self._unembed(x, w)
 
     def sequence_logits(self, tokens: Tensor) -> Tensor:
         """Logits (R, B, S, N) at every position, computed per example with a causal mask."""
         w = self.weights()
         R, B, S = tokens.shape
-        x = torch.gather(
-            w["embed"], 1, tokens.reshape(R, B * S, 1).expand(-1, -1, w["embed"].shape[-1])
-        )
-        x = x.view(R, B, S, -1) + w["pos"][:, None, :S]  # (R, B, S, d)
+        table = self.embedded(w)  # (R, N, D)
+        x = torch.gather(table, 1, tokens.reshape(R, B * S, 1).expand(-1, -1, table.shape[-1]))
+        x = x.view(R, B, S, -1) + w["pos"][:, None, :S]  # (R, B, S, D)
         causal = torch.ones(S, S, dtype=torch.bool, device=tokens.device).tril()
         for layer in range(self.depth):
+            b = {n: w[n][:, layer] if n in w else None for n in ("b_q", "b_k", "b_v", "b_o")}
             q = torch.einsum("rbsd,rhed->rbhse", x, w["w_q"][:, layer])  # (R, B, H, S, dh)
+            q = _plus(q, _expand(b["b_q"], 1, 3))
             k = torch.einsum("rbsd,rhed->rbhse", x, w["w_k"][:, layer])
+            k = _plus(k, _expand(b["b_k"], 1, 3))
             v = torch.einsum("rbsd,rhed->rbhse", x, w["w_v"][:, layer])
+            v = _plus(v, _expand(b["b_v"], 1, 3))
             scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * self.scale.view(R, 1, 1, 1, 1)
             attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
             heads = torch.einsum("rbhst,rbhte->rbhse", attn, v)
             x = x + torch.einsum("rbhse,rhde->rbsd", heads, w["w_o"][:, layer])
+            if b["b_o"] is not None:
+                x = x + b["b_o"].sum(1)[:, None, None]  # every head's output bias
             if self.has_mlp:
                 x = x + self._mlp(x.view(R, B * S, -1), w, layer).view(x.shape)
-        return torch.einsum("rbsd,rnd->rbsn", x, w["unembed"])
+        return self._unembed(x.view(R, B * S, -1), w).view(R, B, S, -1)
 
     @staticmethod
     def _mlp(x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """GELU MLP on (R, T, d) residuals."""
+        """GELU MLP on (R, T, D) residuals."""
         hidden = torch.einsum("rtd,rwd->rtw", x, w["mlp_in"][:, layer])
         hidden = nn.functional.gelu(hidden + w["mlp_bias"][:, layer, None])
-        return torch.einsum("rtw,rdw->rtd", hidden, w["mlp_out"][:, layer])
+        out = torch.einsum("rtw,rdw->rtd", hidden, w["mlp_out"][:, layer])
+        return out if "mlp_out_bias" not in w else out + w["mlp_out_bias"][:, layer, None]
+
+    @staticmethod
+    def _unembed(x: Tensor, w: dict[str, Tensor]) -> Tensor:
+        """Logits (R, T, N) of residuals (R, T, D)."""
+        logits = torch.einsum("rtd,rnd->rtn", x, w["unembed"])
+        return logits if "unembed_bias" not in w else logits + w["unembed_bias"][:, None]
+
+
+def _expand(bias: Tensor | None, *axes: int) -> Tensor | None:
+    """A per-head bias (R, H, e) with singleton ``axes`` inserted after R, for broadcasting."""
+    if bias is None:
+        return None
+    for axis in sorted(axes):
+        bias = bias.unsqueeze(axis)
+    return bias

@@ -20,6 +20,8 @@ from memcap.training.seeds import replicate_seeds
 
 Model = Literal["aot", "mlp"]
 Task = Literal["association", "distribution"]
+Variant = Literal["paper", "authors"]
+Recipe = Literal["ours", "authors"]
 
 MAX_SEQUENCES = 2**20  # N^S inputs are enumerated (one table row each); more does not fit
 GRID_KEYS = ("N", "S", "d", "d_h", "H")  # keys that may hold a list of values
@@ -47,6 +49,7 @@ class Setting:
     depth: int = 1  # layers
     width: int = 0  # MLP width (0 for the AoT)
     temperature: float = 1.0  # softmax temperature of the distribution task's targets
+    variant: Variant = "paper"  # the paper text's model, or the authors' code's (see model.py)
 
     @property
     def T0(self) -> int:
@@ -59,7 +62,7 @@ class Setting:
 
     def shape_key(self) -> tuple[int, ...]:
         """Settings with equal keys have identical parameter shapes."""
-        return (self.N, self.S, self.d, self.d_h, self.H, self.depth, self.width)
+        return (self.N, self.S, self.d, self.d_h, self.H, self.depth, self.width, self.variant)
 
     def as_row(self) -> dict[str, Any]:
         return {**asdict(self), "T0": self.T0, "params": self.params}
@@ -67,10 +70,21 @@ class Setting:
 
 def parameter_count(s: Setting) -> int:
     """Trainable parameters: embeddings, heads (W_Q, W_K, W_V, W_O), MLP, unembedding."""
+    if s.variant == "authors":
+        return _authors_parameter_count(s)
     embeddings = s.N * s.d + s.S * s.d  # token + positional
     heads = s.H * 4 * s.d * s.d_h  # W_Q, W_K, W_V in R^{d_h x d}, W_O in R^{d x d_h}
     mlp = 2 * s.d * s.width + s.width  # W_1 (with bias), W_2 (no bias)
     unembedding = s.N * s.d
+    return embeddings + s.depth * (heads + mlp) + unembedding
+
+
+def _authors_parameter_count(s: Setting) -> int:
+    """The authors' variant: map d → d_h (if d_h ≠ d), residual in R^{d_h}, biases."""
+    embeddings = s.N * s.d + (s.d_h * s.d if s.d_h != s.d else 0) + s.S * s.d_h
+    heads = s.H * (4 * s.d_h * s.d_h + 4 * s.d_h)  # one nn.MultiheadAttention per head
+    mlp = 2 * s.d_h * s.width + s.width + s.d_h if s.width else 0
+    unembedding = s.N * s.d_h + s.N
     return embeddings + s.depth * (heads + mlp) + unembedding
 
 
@@ -107,6 +121,7 @@ def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
                     depth=spec["depth"],
                     width=width,
                     temperature=float(spec["temperature"]),
+                    variant=spec["variant"],
                 )
             )
     return settings
@@ -119,7 +134,8 @@ class StageSettings:
     seeds: int  # replicate seeds per setting (different table and initialisation), averaged
     base_seed: int  # the config's global seed; see memcap.training.seeds.replicate_seeds
     pad_replicas: bool  # batch different shapes together (zero-padded, masked)
-    train: Mapping[str, Any]  # the stage's training settings (``aot.train``)
+    train: Mapping[str, Any]  # our recipe's training settings (``aot.train``)
+    authors: Mapping[str, Any]  # the authors' recipe's settings (``aot.authors``)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
@@ -129,6 +145,7 @@ class StageSettings:
             base_seed=int(seed),
             pad_replicas=section["pad_replicas"],
             train=section["train"],
+            authors=section["authors"],
         )
 
     def replicate_seeds(self) -> list[int]:
@@ -136,12 +153,19 @@ class StageSettings:
         return replicate_seeds(self.base_seed, self.seeds)
 
     def sweep_train(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """The training settings of one sweep: the stage's, with the sweep's own."""
-        return with_overrides(self.train, spec["train"])
+        """The training settings of one sweep: its recipe's, with the sweep's own."""
+        stage = self.authors if spec["recipe"] == "authors" else self.train
+        return {"recipe": spec["recipe"], **with_overrides(stage, spec["train"])}
 
-    def train_config(self, spec: Mapping[str, Any], T0: int, task: str) -> TrainConfig:
+    def sample_size(self, spec: Mapping[str, Any]) -> int | None:
+        """Sequences of the fixed training sample (authors' recipe); None = all N^S inputs."""
+        return self.sweep_train(spec)["sample"] if spec["recipe"] == "authors" else None
+
+    def train_config(self, spec: Mapping[str, Any], T0: int, task: str, model: str) -> TrainConfig:
         """Optimisation of one batched model of sweep ``spec`` with T0 inputs."""
         train = self.sweep_train(spec)
+        if spec["recipe"] == "authors":
+            return authors_train_config(train, model)
         batch_size = train["batch_size"]
         steps = train["epochs"] * (1 if batch_size is None else math.ceil(T0 / batch_size))
         return TrainConfig(
@@ -155,6 +179,34 @@ class StageSettings:
             early_stop=train["early_stop"] and task == "association",
             regression_tol=None,
         )
+
+
+def authors_train_config(train: Mapping[str, Any], model: str) -> TrainConfig:
+    """The authors' recipe: shuffled epochs over a fixed sample, per-epoch linear lr decay.
+
+    ``epochs`` passes over ``sample`` sequences in batches of ``batch_size``; Adam's rate
+    falls linearly, once per epoch, from ``lr`` towards ``final_lr`` (``mlp_final_lr`` for the
+    MLP-Transformer), as PyTorch's ``LinearLR(start_factor, end_factor, total_iters=epochs)``
+    on their base rate 0.1; one evaluation at the end; the curve's metric is the mean
+    training-batch accuracy of the last ``last_batches`` batches.
+    """
+    batches = train["sample"] // train["batch_size"]
+    steps = train["epochs"] * batches
+    final = train["mlp_final_lr"] if model == "mlp" else train["final_lr"]
+    return TrainConfig(
+        steps=steps,
+        lr=train["lr"],
+        warmup_frac=0.0,
+        schedule="linear",
+        batch_size=train["batch_size"],
+        eval_every=steps,
+        early_stop=False,
+        regression_tol=None,
+        sampling="shuffle",
+        lr_period=batches,
+        final_lr_frac=final / train["lr"],
+        last_batches=min(train["last_batches"], steps),
+    )
 
 
 def sweep_names(section: Mapping[str, Any]) -> list[str]:
@@ -179,8 +231,39 @@ def check_aot_config(config: Mapping[str, Any]) -> None:
                 )
         if not spec["models"]:
             raise ConfigError(f"{key}.models", "no model is listed", "list aot and/or mlp")
+        _check_recipe(key, spec, aot)
         for s in expand_sweep(name, spec):
             _check_setting(key, s)
+
+
+def _check_recipe(key: str, spec: Mapping[str, Any], aot: Mapping[str, Any]) -> None:
+    """The sweep's train overrides must belong to its recipe; the authors' sizes must fit."""
+    recipe = spec["recipe"]
+    stage = aot["authors"] if recipe == "authors" else aot["train"]
+    block = "aot.authors" if recipe == "authors" else "aot.train"
+    for name, value in spec["train"].items():
+        if value is not None and name not in stage:
+            raise ConfigError(
+                f"{key}.train.{name}",
+                f"recipe {recipe} has no setting {name} (its settings are {block})",
+                f"remove it, or use recipe {'ours' if recipe == 'authors' else 'authors'}",
+            )
+    if recipe != "authors":
+        return
+    train = with_overrides(stage, spec["train"])
+    if train["sample"] < train["batch_size"]:
+        raise ConfigError(
+            f"{key}.train.sample",
+            f"a sample of {train['sample']} sequences holds no batch of {train['batch_size']}",
+            "use sample >= batch_size",
+        )
+    for name in ("final_lr", "mlp_final_lr"):
+        if train[name] > train["lr"]:
+            raise ConfigError(
+                f"{block}.{name}",
+                f"{name} = {train[name]} exceeds lr = {train['lr']}; the schedule only decays",
+                f"use {name} <= lr",
+            )
 
 
 def _check_setting(key: str, s: Setting) -> None:
@@ -211,7 +294,8 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
     spec, seeds = section["sweeps"][name], section["seeds"]
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
-        groups.setdefault((s.N, s.S, s.model, s.width), []).append(s)
+        width_key = s.width if spec["recipe"] != "authors" else -1  # see sweep.group_replicas
+        groups.setdefault((s.N, s.S, s.model, width_key), []).append(s)
     peak = 0
     for members in groups.values():
         first = members[0]

@@ -14,7 +14,8 @@ FORMS = {"H": "linear", "d_h": "quadratic", "d": "hinge", "params": "linear"}
 SHAPE_COLUMNS = ["N", "S", "d", "d_h", "H", "depth", "width", "temperature"]
 SUMMARY_COLUMNS = [
     "sweep", "task", "model", "N", "S", "d", "d_h", "H", "depth", "width", "params", "T0",
-    "temperature", "seed", "accuracy", "memorized", "kl", "entropy", "cross_entropy", "loss",
+    "temperature", "variant", "recipe", "metric", "seed", "accuracy", "accuracy_table",
+    "accuracy_batches", "memorized", "kl", "entropy", "cross_entropy", "loss",
     "fit_step", "steps_run", "chance", "bound_ours", "bound_previous", "x_axis", "facet",
 ]  # fmt: skip
 

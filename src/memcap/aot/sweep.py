@@ -1,9 +1,15 @@
 """Train every setting × seed of one AoT sweep through the shared training loop.
 
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
-MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked (see
-:mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains alone.
-Every group trains through :func:`memcap.training.loop.train_replicas`.
+variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
+(see :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains
+alone. Every group trains through :func:`memcap.training.loop.train_replicas`.
+
+Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
+them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
+uniform prior in shuffled epochs and scores the mean training-batch accuracy of the last
+batches; the accuracy on all N^S inputs of the final model is kept beside it
+(``accuracy_table``).
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import torch
 from memcap.aot import bounds
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
-from memcap.aot.tasks import Task, association_task, distribution_task
+from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
 from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
 
@@ -64,13 +71,19 @@ def make_task(s: Setting, seed: int, device: torch.device) -> Task:
 
 
 def group_replicas(
-    replicas: Sequence[tuple[Setting, int]], pad: bool
+    replicas: Sequence[tuple[Setting, int]], pad: bool, split_widths: bool = True
 ) -> list[list[tuple[Setting, int]]]:
-    """Replicas that can share one batched model, in first-seen order."""
+    """Replicas that can share one batched model, in first-seen order.
+
+    ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
+    costs more than a run of its own; with small mini-batches the per-step overhead of another
+    run costs more.
+    """
     groups: dict[tuple, list[tuple[Setting, int]]] = {}
     for setting, seed in replicas:
-        # MLP widths stay apart: padding a narrow MLP to a wide one costs more than a run
-        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.width)
+        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.variant)
+        if split_widths or not pad:
+            key = key + (setting.width,)
         if not pad:
             key = key + setting.shape_key()
         groups.setdefault(key, []).append((setting, seed))
@@ -83,7 +96,7 @@ def run_sweep(
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
     settings = expand_sweep(name, spec)
     replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds()]
-    groups = group_replicas(replicas, stage.pad_replicas)
+    groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
     rows, timings = [], []
     tasks: dict[tuple, Task] = {}
@@ -113,26 +126,38 @@ def _train_group(
     settings = [s for s, _ in group]
     seeds = [seed for _, seed in group]
     first = settings[0]
+    sample = stage.sample_size(spec)
+    train_sets = [
+        t if sample is None else fixed_sample(t, sample, derive_seed(seed, "sample"))
+        for t, seed in zip(tasks, seeds, strict=True)
+    ]
     data = ReplicaData(
-        inputs=(torch.stack([t.inputs for t in tasks]),),
-        targets=torch.stack([t.targets for t in tasks]),
-        sizes=torch.full((len(group),), first.T0, device=device),
+        inputs=(torch.stack([t.inputs for t in train_sets]),),
+        targets=torch.stack([t.targets for t in train_sets]),
+        sizes=torch.full((len(group),), train_sets[0].targets.shape[0], device=device),
     )
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
-    cfg = stage.train_config(spec, first.T0, first.task)
+    cfg = stage.train_config(spec, first.T0, first.task, first.model)
     result = train_replicas(model, data, objective, cfg, seeds)
+    table_right = _table_correct(model, tasks, device)
     rows = []
     for r, (s, seed) in enumerate(group):
         entropy = tasks[r].entropy
         kl = float(result.kl[r])
+        accuracy_table = float(table_right[r]) / s.T0
+        authors = spec["recipe"] == "authors"
         rows.append(
             {
                 **s.as_row(),
                 "seed": seed,
                 **labels,
-                "accuracy": float(result.accuracy[r]),
-                "memorized": int(result.memorized[r]),
+                "recipe": spec["recipe"],
+                "metric": "last_batches" if authors else "all_inputs",
+                "accuracy": float(result.batch_accuracy[r]) if authors else accuracy_table,
+                "accuracy_table": accuracy_table,
+                "accuracy_batches": float(result.batch_accuracy[r]),
+                "memorized": int(table_right[r]),
                 "kl": kl,
                 "entropy": entropy,
                 "cross_entropy": kl + entropy if objective == "distribution" else float("nan"),
@@ -145,3 +170,13 @@ def _train_group(
             }
         )
     return rows
+
+
+@torch.no_grad()
+def _table_correct(model: ReplicaTransformer, tasks: Sequence[Task], device: torch.device):
+    """(R,) inputs among all N^S whose top logit is the target's (the trained state)."""
+    inputs = torch.stack([t.inputs for t in tasks])
+    targets = torch.stack([t.targets for t in tasks])
+    logits = model.all_logits() if model.depth == 1 else model(inputs)
+    wanted = targets if targets.dim() == 2 else targets.argmax(-1)
+    return (logits.argmax(-1) == wanted).sum(1).cpu().numpy()

@@ -67,3 +67,13 @@ def distribution_task(
         math.log(N),
     )
     return Task(all_sequences(N, S, device), probs.float().to(device), entropy)
+
+
+def fixed_sample(task: Task, size: int, seed: int) -> Task:
+    """``size`` input sequences drawn with replacement from the uniform prior, with targets.
+
+    The authors' recipe trains on one such sample (2^14 sequences) instead of every input.
+    """
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randint(task.inputs.shape[0], (size,), generator=g).to(task.inputs.device)
+    return Task(task.inputs[rows], task.targets[rows], task.entropy)

@@ -235,7 +235,31 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
                 "memorized every example of the largest T tried: their capacity is a lower "
                 "bound (add larger T to the sweep's examples)."
             )
+        if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
+            flagged = capacity[capacity["under_trained"].astype(bool)]
+            where = sorted({f"{r.sweep} {r.swept}={r.value}" for r in flagged.itertuples()})
+            section.notes.append(
+                f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
+                f"training loss still falling at the step budget): {', '.join(where)}."
+            )
+    if "summary.csv" in tables and stage == "aot":
+        section.notes += _aot_recipes(pd.read_csv(tables["summary.csv"]))
     return section
+
+
+def _aot_recipes(summary: pd.DataFrame) -> list[str]:
+    """One note per AoT sweep: the training recipe, model variant and metric of its curves."""
+    if not {"recipe", "variant", "metric"} <= set(summary.columns):
+        return []
+    notes = []
+    metrics = {"last_batches": "mean of the last training batches", "all_inputs": "on all inputs"}
+    for sweep, rows in summary.groupby("sweep", sort=False):
+        first = rows.iloc[0]
+        notes.append(
+            f"{sweep}: {first['recipe']} recipe, {first['variant']} model variant, accuracy "
+            f"{metrics.get(first['metric'], first['metric'])}."
+        )
+    return notes
 
 
 def _run_limitations(

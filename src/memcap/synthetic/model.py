@@ -33,6 +33,7 @@ class MHAShape:
     head_dim: int  # d_h, query/key dimension per head
     value_dim: int = 1  # d_v per head (1 in the authors' setup)
     classes: int | None = None  # C output classes; None = scalar regression output
+    xavier: bool = False  # paper A's code: Xavier-uniform weights, zero biases, scores / √d
 
     def __post_init__(self) -> None:
         if min(self.d, self.n, self.heads, self.head_dim, self.value_dim) < 1:
@@ -81,7 +82,8 @@ class ReplicaMHA(nn.Module):
         )
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
         self.register_buffer(
-            "score_scale", torch.tensor([1.0 / math.sqrt(s.head_dim) for s in shapes])
+            "score_scale",
+            torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
         )
 
     @property
@@ -89,13 +91,20 @@ class ReplicaMHA(nn.Module):
         return len(self.shapes)
 
     def _init_replica(self, shape: MHAShape, seed: int) -> dict[str, Tensor]:
-        """nn.Linear-style uniform init at the replica's own shape, zero-padded to the max."""
+        """nn.Linear-style (or Xavier) uniform init at the replica's own shape, zero-padded.
+
+        Xavier bounds treat each projection as one ``nn.Linear`` over all heads (fan-out
+        H·d_h for the queries), as paper A's code builds them; biases then start at zero.
+        """
         g = torch.Generator().manual_seed(int(seed))
         d, h, dh, dv = shape.d, shape.heads, shape.head_dim, shape.value_dim
         out = shape.classes or 1
 
-        def uniform(fan_in: int, *size: int) -> Tensor:
-            bound = 1.0 / math.sqrt(fan_in)
+        def uniform(fan_in: int, fan_out: int, *size: int) -> Tensor:
+            if shape.xavier and len(size) == 1:
+                return torch.zeros(*size)  # biases
+            xavier = math.sqrt(6.0 / (fan_in + fan_out))
+            bound = xavier if shape.xavier else 1.0 / math.sqrt(fan_in)
             return (torch.rand(*size, generator=g) * 2.0 - 1.0) * bound
 
         def pad(x: Tensor, *size: int) -> Tensor:
@@ -105,15 +114,15 @@ class ReplicaMHA(nn.Module):
 
         hm, dm = self.max_heads, self.max_head_dim
         return {
-            "w_embed": uniform(d, d, d),
-            "b_embed": uniform(d, d),
-            "w_query": pad(uniform(d, h, d, dh), hm, d, dm),
-            "w_key": pad(uniform(d, h, d, dh), hm, d, dm),
-            "w_value": pad(uniform(d, h, d, dv), hm, d, dv),
-            "w_out": pad(uniform(h * dv, h, dv, d), hm, dv, d),
-            "b_out": uniform(h * dv, d),
-            "w_decode": uniform(d, d, out),
-            "b_decode": uniform(d, out),
+            "w_embed": uniform(d, d, d, d),
+            "b_embed": uniform(d, d, d),
+            "w_query": pad(uniform(d, h * dh, h, d, dh), hm, d, dm),
+            "w_key": pad(uniform(d, h * dh, h, d, dh), hm, d, dm),
+            "w_value": pad(uniform(d, h * dv, h, d, dv), hm, d, dv),
+            "w_out": pad(uniform(h * dv, d, h, dv, d), hm, dv, d),
+            "b_out": uniform(h * dv, d, d),
+            "w_decode": uniform(d, out, d, out),
+            "b_decode": uniform(d, out, out),
         }
 
     @staticmethod

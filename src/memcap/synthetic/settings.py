@@ -6,6 +6,7 @@ starts. The dataclasses carry no defaults: they are built from the schema-defaul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +57,8 @@ class SweepSpec:
     head_dim: int  # d_h where not swept
     contexts: tuple[str, ...]
     tasks: tuple[str, ...]
-    train: Mapping[str, Any]  # the sweep's own training settings; null keeps the stage's
+    train: Mapping[str, Any]  # the sweep's own training settings; null keeps the recipe's
+    recipe: str  # ours (synthetic.train) or authors (synthetic.authors: paper A's code)
 
     def settings(self) -> list[Setting]:
         """Every (value, context, task) point, values outermost."""
@@ -85,6 +87,7 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
         contexts=tuple(sweep["contexts"]),
         tasks=tuple(sweep["tasks"]),
         train=sweep["train"],
+        recipe=sweep["recipe"],
     )
 
 
@@ -99,7 +102,8 @@ class StageSettings:
     base_seed: int  # the config's global seed; every data, model and batch seed derives from it
     group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
     saturation_threshold: float
-    train: Mapping[str, Any]  # the stage's training settings (``synthetic.train``)
+    train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
+    authors: Mapping[str, Any]  # paper A's code's recipe (``synthetic.authors``)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
@@ -113,15 +117,36 @@ class StageSettings:
             group_by=tuple(section["group_by"]),
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],
+            authors=section["authors"],
         )
 
     def replicate_seeds(self) -> list[int]:
         """The replicate seeds of every setting."""
         return replicate_seeds(self.base_seed, self.seeds)
 
-    def train_config(self, spec: SweepSpec) -> TrainConfig:
-        """The training settings of sweep ``spec``: the stage's, with the sweep's own."""
-        return TrainConfig(**with_overrides(self.train, spec.train))
+    def train_config(self, spec: SweepSpec, examples: int) -> TrainConfig:
+        """The training settings of sweep ``spec`` for a batched model of up to ``examples``.
+
+        Ours: ``synthetic.train`` with the sweep's own values. Authors' (paper A's code):
+        max(epochs · T / batch_size, steps) steps of batches of ``batch_size``, a warm-up
+        from ``warmup_start`` · lr, cosine decay to zero, and the best-loss state.
+        """
+        if spec.recipe != "authors":
+            return TrainConfig(**with_overrides(self.train, spec.train))
+        train = with_overrides(self.authors, spec.train)
+        steps = max(math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"])
+        return TrainConfig(
+            steps=steps,
+            lr=train["lr"],
+            warmup_frac=train["warmup_frac"],
+            schedule="cosine",
+            batch_size=train["batch_size"],
+            eval_every=min(train["eval_every"], steps),
+            early_stop=train["early_stop"],
+            regression_tol=self.train["regression_tol"],
+            warmup_start=train["warmup_start"],
+            best_by="loss",
+        )
 
 
 def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) -> int:
@@ -137,7 +162,8 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
     replicas *= 1 if "examples" in group_by else len(spec.examples)
     tokens = max(setting.n for setting in spec.settings()) + 1
-    batch = with_overrides(section["train"], spec.train)["batch_size"] or max(spec.examples)
+    recipe = section["authors"] if spec.recipe == "authors" else section["train"]
+    batch = with_overrides(recipe, spec.train)["batch_size"] or max(spec.examples)
     token_bytes = tokens * section["d"] * 4
     data = replicas * max(spec.examples) * token_bytes
     activations = 16 * replicas * batch * token_bytes

@@ -6,6 +6,10 @@ the trained model gets exactly right; below capacity the model fits everything (
 = T), beyond it the count stops growing. The stricter ``fitted_T`` (the largest T of the grid
 fitted at ≥ 99% accuracy) is reported beside it. Certified capacities are maxima over the grid
 too; since the datasets of a grid are nested that is their value at the largest T.
+
+A setting is flagged ``under_trained`` when the replica that sets its capacity did not fit
+its data and its training loss still fell by more than ``UNDER_TRAINED_DROP`` over the last
+fifth of its evaluations: more steps would likely have memorized more.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from memcap.synthetic.bounds import linear_fit
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
 QUANTITIES = ("capacity", "certified", "certified_trained")
 FIT_ACCURACY = 0.99
+UNDER_TRAINED_DROP = 0.05
 
 
 def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -43,6 +48,9 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "T_max": int(group["T"].max()),
                 # Every example of the largest T memorized: the true capacity may be larger.
                 "censored": bool(best["memorized"] == group["T"].max()),
+                "under_trained": bool(
+                    best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > UNDER_TRAINED_DROP
+                ),
             }
         )
     return pd.DataFrame(rows)

@@ -20,6 +20,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -85,22 +86,22 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         for examples in spec.examples
     ]
     datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
-    cfg = stage.train_config(spec)
     groups: dict[tuple, list[Replica]] = {}
     for replica in replicas:
         groups.setdefault(replica.group(stage.group_by), []).append(replica)
     _logger.info(
-        "sweep %s: %d replicas in %d batched models (group_by=%s), %d steps, device %s",
+        "sweep %s (recipe %s): %d replicas in %d batched models (group_by=%s), device %s",
         spec.name,
+        spec.recipe,
         len(replicas),
         len(groups),
         list(stage.group_by),
-        cfg.steps,
         device,
     )
     rows, saturation_rows = [], []
     for key, members in groups.items():
         start = time.perf_counter()
+        cfg = stage.train_config(spec, max(r.examples for r in members))
         group_rows, group_saturation = _train_group(spec, stage, cfg, members, datasets, device)
         rows += group_rows
         saturation_rows += group_saturation
@@ -145,6 +146,7 @@ def _train_group(
             head_dim=r.setting.head_dim,
             value_dim=stage.value_dim,
             classes=stage.classes if task == "classification" else None,
+            xavier=spec.recipe == "authors",
         )
         for r in members
     ]
@@ -153,6 +155,7 @@ def _train_group(
     model = ReplicaMHA(shapes, model_seeds).to(device)
     data = _stack(members, datasets, model.max_n, device)
     result = train_replicas(model, data, task, cfg, batch_seeds)
+    still_falling = late_loss_drop(result.loss_curve)
     attention, embedded = _trained_attention(model, data)
     rows, saturation_rows = [], []
     for r, replica in enumerate(members):
@@ -196,12 +199,27 @@ def _train_group(
                 "loss": float(result.loss[r]),
                 "fit_step": int(result.fit_step[r]),
                 "steps_run": result.steps_run,
+                "steps": cfg.steps,
+                "recipe": spec.recipe,
+                "late_loss_drop": float(still_falling[r]),
             }
         )
         saturation_rows += [
             {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
         ]
     return rows, saturation_rows
+
+
+def late_loss_drop(curve: np.ndarray, tail: float = 0.2) -> np.ndarray:
+    """(R,) relative fall of the training loss over the last ``tail`` of the evaluations.
+
+    ``curve`` is (evaluations, R) from :class:`~memcap.training.loop.TrainResult`. A replica
+    stopped early (fitted) has a flat tail; one whose loss still fell by several percent when
+    the step budget ran out is under-trained.
+    """
+    start = curve[max(0, int(round((1.0 - tail) * (len(curve) - 1))))]
+    end = curve[-1]
+    return np.where(start > 0, (start - end) / np.maximum(start, 1e-12), 0.0)
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:

@@ -1,7 +1,8 @@
 """Optimisation settings of the shared training loop, built from a validated config section.
 
-No torch import: the config checkers import this module before any job starts. Every field
-is required; the defaults live in the config schema only.
+No torch import: the config checkers import this module before any job starts. The fields
+up to ``regression_tol`` are required (their defaults live in the config schema only); the
+later ones switch on parts of the authors' recipes and default to the plain loop.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Schedule = Literal["cosine", "linear", "constant"]
+Sampling = Literal["replacement", "shuffle"]
+BestBy = Literal["memorized", "loss"]
 
 
 @dataclass(frozen=True)
@@ -25,10 +28,25 @@ class TrainConfig:
     eval_every: int  # steps between full-data evaluations (and early-stop checks)
     early_stop: bool  # stop once every replica fits its training set exactly
     regression_tol: float | None  # |prediction - target| below this counts as memorized
+    # mini-batches drawn with replacement, or each replica's examples shuffled once per epoch
+    sampling: Sampling = "replacement"
+    lr_period: int = 1  # steps per learning-rate update (an epoch's batches: per-epoch schedule)
+    final_lr_frac: float = 0.0  # the linear schedule ends at this fraction of lr
+    warmup_start: float = 0.0  # the warm-up starts at this fraction of lr
+    last_batches: int = 0  # > 0: also report the mean training-batch accuracy of the last k steps
+    best_by: BestBy = (
+        "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
+    )
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.eval_every < 1:
-            raise ValueError("steps and eval_every must be positive")
+        if self.steps < 1 or self.eval_every < 1 or self.lr_period < 1:
+            raise ValueError("steps, eval_every and lr_period must be positive")
+        if not 0.0 <= self.final_lr_frac <= 1.0 or not 0.0 <= self.warmup_start <= 1.0:
+            raise ValueError("final_lr_frac and warmup_start must lie in [0, 1]")
+        if self.last_batches < 0:
+            raise ValueError("last_batches must be non-negative")
+        if self.sampling == "shuffle" and self.batch_size is None:
+            raise ValueError("shuffled epochs need a batch_size")
         if not 0.0 <= self.warmup_frac < 1.0:
             raise ValueError("warmup_frac must lie in [0, 1)")
         if self.batch_size is not None and self.batch_size < 1:

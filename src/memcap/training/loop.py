@@ -12,9 +12,10 @@ Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train thro
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,20 +69,28 @@ class TrainResult:
     loss: np.ndarray  # training loss at the best evaluation
     kl: np.ndarray  # mean KL(target || model); NaN unless the objective is distribution
     fit_step: np.ndarray  # first step with 100% memorized, -1 if never
+    batch_accuracy: np.ndarray  # mean training-batch accuracy of the last cfg.last_batches steps
     steps_run: int  # optimizer steps actually taken (early stop may end sooner)
     loss_curve: np.ndarray  # (evaluations, R) training loss at each evaluation
 
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:
-    """Learning-rate factor at ``step``: linear warm-up, then cosine / linear / constant."""
-    warmup = int(cfg.warmup_frac * cfg.steps)
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, cfg.steps - warmup)
+    """Learning-rate factor at ``step``: linear warm-up, then cosine / linear / constant.
+
+    The factor changes every ``cfg.lr_period`` steps (1: every step; an epoch's batch count:
+    PyTorch's per-epoch ``LinearLR``). The warm-up rises from ``warmup_start``; linear and
+    cosine decay end at ``final_lr_frac``.
+    """
+    tick, ticks = step // cfg.lr_period, math.ceil(cfg.steps / cfg.lr_period)
+    warmup = int(cfg.warmup_frac * ticks)
+    if tick < warmup:
+        return cfg.warmup_start + (1.0 - cfg.warmup_start) * (tick + 1) / warmup
+    progress = (tick - warmup) / max(1, ticks - warmup)
+    floor = cfg.final_lr_frac
     if cfg.schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
     if cfg.schedule == "linear":
-        return 1.0 - progress
+        return 1.0 - (1.0 - floor) * progress
     return 1.0
 
 
@@ -173,11 +182,13 @@ def train_replicas(
     device = data.sizes.device
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_multiplier(s, cfg))
-    generators = replica_generators(seeds, device)
+    batches = _batch_stream(data.sizes, cfg, replica_generators(seeds, device))
     mask = data.mask().float()
     best = {name: p.detach().clone() for name, p in model.named_parameters()}
     best_metrics = evaluate(model, data, objective, cfg.regression_tol)
     fit_step = torch.where(best_metrics["accuracy"] >= 1.0, 0, -1)
+    batch_correct = torch.zeros(replicas, device=device)
+    batch_count = 0
     curve = [best_metrics["loss"].cpu().numpy()]
     step = 0
     progress = tqdm(range(cfg.steps), desc=f"train {replicas} replicas", mininterval=5.0)
@@ -186,20 +197,23 @@ def train_replicas(
             break
         optimizer.zero_grad(set_to_none=True)
         if cfg.batch_size is None:
-            outputs = model(*data.inputs)
-            per_replica = (example_losses(outputs, data.targets, objective) * mask).sum(1)
-            per_replica = per_replica / data.sizes
+            inputs, targets, weights = data.inputs, data.targets, mask / data.sizes[:, None]
         else:
-            index = _sample_batch(data.sizes, cfg.batch_size, generators)
-            inputs, targets = data.take(index)
-            per_replica = example_losses(model(*inputs), targets, objective).mean(1)
+            inputs, targets = data.take(next(batches))
+            weights = torch.full(targets.shape[:2], 1.0 / cfg.batch_size, device=device)
+        outputs = model(*inputs)
+        per_replica = (example_losses(outputs, targets, objective) * weights).sum(1)
         per_replica.sum().backward()
         optimizer.step()
         scheduler.step()
+        if step >= cfg.steps - cfg.last_batches:
+            right = example_correct(outputs.detach(), targets, objective, cfg.regression_tol)
+            batch_correct += (right * weights).sum(1)
+            batch_count += 1
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             metrics = evaluate(model, data, objective, cfg.regression_tol)
             curve.append(metrics["loss"].cpu().numpy())
-            improved = _improved(metrics, best_metrics)
+            improved = _improved(metrics, best_metrics, cfg.best_by)
             _keep_best(model, best, improved)
             for key in best_metrics:
                 best_metrics[key] = torch.where(improved, metrics[key], best_metrics[key])
@@ -208,15 +222,44 @@ def train_replicas(
             progress.set_postfix(fit=int((fit_step >= 0).sum()), loss=float(metrics["loss"].mean()))
     _restore_best(model, best)
     _logger.info("trained %d replicas for %d steps", replicas, step + 1)
+    batch_accuracy = (batch_correct / batch_count).cpu().numpy() if batch_count else None
     return TrainResult(
         accuracy=best_metrics["accuracy"].cpu().numpy(),
         memorized=best_metrics["memorized"].round().long().cpu().numpy(),
         loss=best_metrics["loss"].cpu().numpy(),
         kl=best_metrics["kl"].cpu().numpy(),
         fit_step=fit_step.cpu().numpy(),
+        batch_accuracy=np.full(replicas, np.nan) if batch_accuracy is None else batch_accuracy,
         steps_run=step + 1,
         loss_curve=np.stack(curve),
     )
+
+
+def _batch_stream(
+    sizes: Tensor, cfg: TrainConfig, generators: list[torch.Generator]
+) -> Iterator[Tensor]:
+    """Endless (R, batch) example indices: with replacement, or shuffled epochs.
+
+    Shuffled epochs (the authors' ``DataLoader(shuffle=True)``) cut one permutation of each
+    replica's examples into size // batch batches (a remainder is dropped); replicas must share
+    one size.
+    """
+    if cfg.batch_size is None:
+        return iter(())
+    if cfg.sampling == "replacement":
+        return (_sample_batch(sizes, cfg.batch_size, generators) for _ in itertools.count())
+    if bool((sizes != sizes[0]).any()):
+        raise ValueError("shuffled epochs need replicas of one dataset size")
+    return _shuffled_batches(int(sizes[0]), cfg.batch_size, generators, sizes.device)
+
+
+def _shuffled_batches(
+    size: int, batch: int, generators: list[torch.Generator], device: torch.device
+) -> Iterator[Tensor]:
+    while True:
+        order = torch.stack([torch.randperm(size, generator=g, device=device) for g in generators])
+        for start in range(0, size - batch + 1, batch):
+            yield order[:, start : start + batch]
 
 
 def _gather(x: Tensor, index: Tensor) -> Tensor:
@@ -234,8 +277,13 @@ def _sample_batch(sizes: Tensor, batch: int, generators: list[torch.Generator]) 
     return torch.stack(rows)
 
 
-def _improved(new: dict[str, Tensor], old: dict[str, Tensor]) -> Tensor:
-    """(R,) whether the new evaluation beats the best so far (more memorized, then lower loss)."""
+def _improved(new: dict[str, Tensor], old: dict[str, Tensor], best_by: str) -> Tensor:
+    """(R,) whether the new evaluation beats the best so far (more memorized, then lower loss).
+
+    With ``best_by = "loss"`` only the loss counts (paper A's best-loss checkpoint).
+    """
+    if best_by == "loss":
+        return new["loss"] < old["loss"]
     more = new["memorized"] > old["memorized"]
     tie = new["memorized"] == old["memorized"]
     return more | (tie & (new["loss"] < old["loss"]))
