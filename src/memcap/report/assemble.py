@@ -242,8 +242,9 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
                 f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
                 f"training loss still falling at the step budget): {', '.join(where)}."
             )
-    if "summary.csv" in tables and stage == "aot":
-        section.notes += _aot_recipes(pd.read_csv(tables["summary.csv"]))
+    summary_path = inputs.table(stage, "summary")
+    if summary_path is not None and stage == "aot":
+        section.notes += _aot_recipes(pd.read_csv(summary_path))
     return section
 
 
