@@ -51,8 +51,10 @@ def gpu_request(wildcards=None):
 # --- extract -------------------------------------------------------------------------------------
 
 import re
+from functools import cache
 
-from memcap.extract.config import model_entry as typed_model_entry
+from memcap.extract.config import layer_name, model_entry as typed_model_entry
+from memcap.extract.depth import with_layers
 from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 
@@ -73,9 +75,14 @@ def extract_entry(name):
     raise ValueError(f"no model named {name!r} in extract.models")
 
 
+@cache
 def model_layers(name):
-    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention"."""
-    return [str(layer) for layer in extract_entry(name)["layers"]]
+    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention" (`all` and
+    ranges resolved; a depth no file gives builds the architecture once, without weights)."""
+    try:
+        return [layer_name(layer) for layer in with_layers(typed_entry(name)).layers]
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
 
 
 def extract_targets():
