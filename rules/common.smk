@@ -78,7 +78,8 @@ def extract_entry(name):
 @cache
 def model_layers(name):
     """Layer wildcard values of model `name`: "0", "1", ..., "random_attention" (`all` and
-    ranges resolved; a depth no file gives builds the architecture once, without weights)."""
+    ranges resolved; a depth no file gives builds the architecture once, without weights).
+    """
     try:
         return [layer_name(layer) for layer in with_layers(typed_entry(name)).layers]
     except ConfigError as err:
@@ -131,11 +132,19 @@ def converted_checkpoint_input(wildcards):
     return f"results/weights/{wildcards.model}/model.safetensors"
 
 
+def extract_layers_param(wildcards):
+    """Every requested layer of the model, extracted in one pass."""
+    return model_layers(wildcards.model)
+
+
 def extract_mem_mb(wildcards):
     """Memory request: base, the model's parameters (known from its files where possible, at
-    its precision) and the activations of one batch (not T x n x d)."""
+    its precision) and the activations of one batch with every kept layer (not T x n x d).
+    """
     return extract_memory_mb(
-        typed_entry(wildcards.model), config["extract"]["batch_size"]
+        typed_entry(wildcards.model),
+        config["extract"]["batch_size"],
+        len(model_layers(wildcards.model)),
     )
 
 
@@ -382,9 +391,9 @@ BENCHMARKS = {
         "extract",
         "benchmarks/results/convert_onnx_weights/{model}.tsv",
     ),
-    "extract_embeddings": (
+    "extract_model": (
         "extract",
-        "benchmarks/results/extract_embeddings/{model}/{layer}.tsv",
+        "benchmarks/results/extract_model/{model}.tsv",
     ),
     "check_assumptions": (
         "assumptions",
@@ -446,6 +455,8 @@ def stage_jobs(stage):
 def benchmark_jobs(name):
     """Wildcards of every job of the compute rule ``name`` that the config asks for."""
     stage = BENCHMARKS[name][0]
+    if name == "extract_model":
+        return [{"model": model} for model in extract_models() if stage_enabled(stage)]
     if name == "convert_onnx_weights":
         return [
             {"model": model}

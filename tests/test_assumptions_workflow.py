@@ -16,7 +16,7 @@ MODEL, LAYERS, T, N, D = "tiny", ["0", "random_attention"], 40, 6, 16
 
 
 def fake_extraction(workdir: Path) -> None:
-    """What extract_embeddings would write: queries, contexts (memory-mappable), provenance."""
+    """What extract_model would write: queries, contexts (memory-mappable), provenance."""
     rng = np.random.default_rng(0)
     for layer in LAYERS:
         out = workdir / "results" / "extract" / MODEL / layer
@@ -69,7 +69,7 @@ def test_assumption_rules_write_the_contracted_summary(tmp_path):
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    assert "extract_embeddings" not in output  # the stand-in outputs were used as they are
+    assert "extract_model" not in output  # the stand-in outputs were used as they are
     summary = pd.read_csv(tmp_path / "results" / "assumptions" / "summary.csv")
     assert list(summary.columns[:10]) == [
         "model", "layer", "T", "n", "d", "samples", "context_full_rank_frac", "kruskal_p_n",
