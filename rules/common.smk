@@ -59,7 +59,7 @@ from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 
 # What each (model, layer) job writes under results/extract/{model}/{layer}/.
-EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json")
+EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
 
 
 def extract_models():

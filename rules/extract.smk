@@ -57,6 +57,7 @@ rule extract_model:
         seed=config["seed"],
         device=config["device"],
         batch_size=config["extract"]["batch_size"],
+        context_rtol=config["assumptions"]["context_rtol"],
     script:
         "../workflow/scripts/extract_embeddings.py"
 
@@ -70,6 +71,7 @@ rule extract_embeddings:
         queries="results/extract/{model}/{layer}/queries.npy",
         contexts="results/extract/{model}/{layer}/contexts.npy",
         provenance="results/extract/{model}/{layer}/provenance.json",
+        context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
     log:
         "logs/extract_embeddings/{model}/{layer}.log",
     wildcard_constraints:

@@ -10,13 +10,16 @@ import pandas as pd
 import pytest
 import yaml
 
+from memcap.numerics import context_ranks, save_context_ranks
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 MODEL, LAYERS, T, N, D = "tiny", ["0", "random_attention"], 40, 6, 16
 
 
 def fake_extraction(workdir: Path) -> None:
-    """What extract_model would write: queries, contexts (memory-mappable), provenance."""
+    """What extract_model would write: queries, contexts (memory-mappable), provenance and the
+    contexts' ranks (streamed there)."""
     rng = np.random.default_rng(0)
     for layer in LAYERS:
         out = workdir / "results" / "extract" / MODEL / layer
@@ -25,7 +28,9 @@ def fake_extraction(workdir: Path) -> None:
         if layer == "0":
             queries[:] = queries[0]  # layer 0 [CLS]: one vector for every example
         np.save(out / "queries.npy", queries)
-        np.save(out / "contexts.npy", rng.standard_normal((T, N, D)).astype(np.float32))
+        contexts = rng.standard_normal((T, N, D)).astype(np.float32)
+        np.save(out / "contexts.npy", contexts)
+        save_context_ranks(out / "context_ranks.npz", context_ranks(contexts))
         provenance = {"model": MODEL, "layer": layer, "T": T, "n": N, "d": D, "warnings": []}
         (out / "provenance.json").write_text(json.dumps(provenance))
 

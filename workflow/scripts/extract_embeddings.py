@@ -18,9 +18,12 @@ entry = model_entry(params.entry, params.index, params.seed)
 outputs = {}
 for layer in params.layers:
     folder = layer_folder(snakemake.output.layers, layer)
-    files = (folder / name for name in ("queries.npy", "contexts.npy", "provenance.json"))
+    names = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
+    files = (folder / name for name in names)
     outputs[parse_layer(layer)] = ExtractOutputs(*files)
-settings = ExtractSettings(batch_size=params.batch_size, device=params.device)
+settings = ExtractSettings(
+    batch_size=params.batch_size, device=params.device, context_rtol=params.context_rtol
+)
 try:
     checkpoint = snakemake.input.get("checkpoint")  # a converted ONNX backbone, if any
     extract_layers(

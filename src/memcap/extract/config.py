@@ -145,6 +145,7 @@ class ExtractSettings:
 
     batch_size: int = 32
     device: str = "auto"
+    context_rtol: float | None = None  # Assumption 2's tolerance (assumptions.context_rtol)
 
 
 def layer_name(layer: Layer) -> str:

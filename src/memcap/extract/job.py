@@ -59,6 +59,7 @@ from memcap.extract.text import (
     window_length,
 )
 from memcap.extract.weights import weights_provenance
+from memcap.numerics.context_rank import ContextRankStream, save_context_ranks
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class ExtractOutputs:
     queries: Path  # (T, d) float32
     contexts: Path  # (T, n, d) float32
     provenance: Path
+    context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
 
 
 @dataclass
@@ -290,6 +292,11 @@ def extract_layers(
         )
         for layer in layers
     }
+    streams = {
+        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device)
+        for layer in layers
+        if outputs[layer].context_ranks is not None
+    }
     with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
@@ -298,8 +305,12 @@ def extract_layers(
                 queries, contexts = writers[layer]
                 contexts.write(hidden.cpu().numpy())
                 queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+                if layer in streams:  # Assumption 2 on the values as stored, while they pass
+                    streams[layer].add(hidden)
             bar.update(len(hidden))
     checksums = {layer: (q_w.close(), c_w.close()) for layer, (q_w, c_w) in writers.items()}
+    for layer, stream in streams.items():
+        save_context_ranks(outputs[layer].context_ranks, stream.result())
     _logger.info(
         "wrote queries (%d, %d) and contexts (%d, %d, %d) of layers %s",
         T,
