@@ -10,7 +10,7 @@ the assumptions section of rules/common.smk.
 rule check_assumptions:
     input:
         queries="results/extract/{model}/{layer}/queries.npy",
-        contexts="results/extract/{model}/{layer}/contexts.npy",
+        context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
         provenance="results/extract/{model}/{layer}/provenance.json",
     output:
         context_table="results/assumptions/{model}/{layer}/context_rank.csv",

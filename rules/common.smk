@@ -51,13 +51,15 @@ def gpu_request(wildcards=None):
 # --- extract -------------------------------------------------------------------------------------
 
 import re
+from functools import cache
 
-from memcap.extract.config import model_entry as typed_model_entry
+from memcap.extract.config import layer_name, model_entry as typed_model_entry
+from memcap.extract.depth import with_layers
 from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 
 # What each (model, layer) job writes under results/extract/{model}/{layer}/.
-EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json")
+EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
 
 
 def extract_models():
@@ -73,9 +75,15 @@ def extract_entry(name):
     raise ValueError(f"no model named {name!r} in extract.models")
 
 
+@cache
 def model_layers(name):
-    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention"."""
-    return [str(layer) for layer in extract_entry(name)["layers"]]
+    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention" (`all` and
+    ranges resolved; a depth no file gives builds the architecture once, without weights).
+    """
+    try:
+        return [layer_name(layer) for layer in with_layers(typed_entry(name)).layers]
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
 
 
 def extract_targets():
@@ -124,11 +132,19 @@ def converted_checkpoint_input(wildcards):
     return f"results/weights/{wildcards.model}/model.safetensors"
 
 
+def extract_layers_param(wildcards):
+    """Every requested layer of the model, extracted in one pass."""
+    return model_layers(wildcards.model)
+
+
 def extract_mem_mb(wildcards):
     """Memory request: base, the model's parameters (known from its files where possible, at
-    its precision) and the activations of one batch (not T x n x d)."""
+    its precision) and the activations of one batch with every kept layer (not T x n x d).
+    """
     return extract_memory_mb(
-        typed_entry(wildcards.model), config["extract"]["batch_size"]
+        typed_entry(wildcards.model),
+        config["extract"]["batch_size"],
+        len(model_layers(wildcards.model)),
     )
 
 
@@ -375,9 +391,9 @@ BENCHMARKS = {
         "extract",
         "benchmarks/results/convert_onnx_weights/{model}.tsv",
     ),
-    "extract_embeddings": (
+    "extract_model": (
         "extract",
-        "benchmarks/results/extract_embeddings/{model}/{layer}.tsv",
+        "benchmarks/results/extract_model/{model}.tsv",
     ),
     "check_assumptions": (
         "assumptions",
@@ -439,6 +455,8 @@ def stage_jobs(stage):
 def benchmark_jobs(name):
     """Wildcards of every job of the compute rule ``name`` that the config asks for."""
     stage = BENCHMARKS[name][0]
+    if name == "extract_model":
+        return [{"model": model} for model in extract_models() if stage_enabled(stage)]
     if name == "convert_onnx_weights":
         return [
             {"model": model}

@@ -1,6 +1,8 @@
 """Extract stage: token embeddings (queries, contexts) of real vision / encoder / decoder models.
 
-One job per (model, layer); models whose weights are an ONNX graph get their backbone
+One job per model (extract_model) writes every requested layer from one forward pass per batch
+into a temporary folder; extract_embeddings moves each layer's files to
+results/extract/{model}/{layer}/. Models whose weights are an ONNX graph get their backbone
 converted once first. The functions (extract_models(), model_layers(name), targets, params,
 memory) live in the extract section of rules/common.smk.
 """
@@ -31,20 +33,17 @@ rule convert_onnx_weights:
         "../workflow/scripts/convert_onnx_weights.py"
 
 
-rule extract_embeddings:
+rule extract_model:
     input:
         checkpoint=converted_checkpoint_input,
     output:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        contexts="results/extract/{model}/{layer}/contexts.npy",
-        provenance="results/extract/{model}/{layer}/provenance.json",
+        layers=temp(directory("results/extract/{model}/one_pass")),
     log:
-        "logs/extract_embeddings/{model}/{layer}.log",
+        "logs/extract_model/{model}.log",
     benchmark:
-        benchmark_file("extract_embeddings")
+        benchmark_file("extract_model")
     wildcard_constraints:
         model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
     conda:
         "../envs/extract.yaml"
     threads: 1
@@ -54,8 +53,35 @@ rule extract_embeddings:
     params:
         entry=extract_entry_param,
         index=extract_index_param,
+        layers=extract_layers_param,
         seed=config["seed"],
         device=config["device"],
         batch_size=config["extract"]["batch_size"],
+        context_rtol=config["assumptions"]["context_rtol"],
     script:
         "../workflow/scripts/extract_embeddings.py"
+
+
+# Moves one layer's files out of the model's one-pass folder (no copy): downstream rules and
+# users keep addressing results/extract/{model}/{layer}/ as one (model, layer) output.
+rule extract_embeddings:
+    input:
+        layers="results/extract/{model}/one_pass",
+    output:
+        queries="results/extract/{model}/{layer}/queries.npy",
+        contexts="results/extract/{model}/{layer}/contexts.npy",
+        provenance="results/extract/{model}/{layer}/provenance.json",
+        context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
+    log:
+        "logs/extract_embeddings/{model}/{layer}.log",
+    wildcard_constraints:
+        model=extract_model_pattern(),
+        layer=r"[0-9]+|random_attention",
+    localrule: True
+    conda:
+        "../envs/extract.yaml"
+    threads: 1
+    resources:
+        mem_mb=200,
+    script:
+        "../workflow/scripts/take_layer.py"

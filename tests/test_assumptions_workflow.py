@@ -10,13 +10,16 @@ import pandas as pd
 import pytest
 import yaml
 
+from memcap.numerics import context_ranks, save_context_ranks
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 MODEL, LAYERS, T, N, D = "tiny", ["0", "random_attention"], 40, 6, 16
 
 
 def fake_extraction(workdir: Path) -> None:
-    """What extract_embeddings would write: queries, contexts (memory-mappable), provenance."""
+    """What extract_model would write: queries, contexts (memory-mappable), provenance and the
+    contexts' ranks (streamed there)."""
     rng = np.random.default_rng(0)
     for layer in LAYERS:
         out = workdir / "results" / "extract" / MODEL / layer
@@ -25,7 +28,9 @@ def fake_extraction(workdir: Path) -> None:
         if layer == "0":
             queries[:] = queries[0]  # layer 0 [CLS]: one vector for every example
         np.save(out / "queries.npy", queries)
-        np.save(out / "contexts.npy", rng.standard_normal((T, N, D)).astype(np.float32))
+        contexts = rng.standard_normal((T, N, D)).astype(np.float32)
+        np.save(out / "contexts.npy", contexts)
+        save_context_ranks(out / "context_ranks.npz", context_ranks(contexts))
         provenance = {"model": MODEL, "layer": layer, "T": T, "n": N, "d": D, "warnings": []}
         (out / "provenance.json").write_text(json.dumps(provenance))
 
@@ -69,7 +74,7 @@ def test_assumption_rules_write_the_contracted_summary(tmp_path):
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    assert "extract_embeddings" not in output  # the stand-in outputs were used as they are
+    assert "extract_model" not in output  # the stand-in outputs were used as they are
     summary = pd.read_csv(tmp_path / "results" / "assumptions" / "summary.csv")
     assert list(summary.columns[:10]) == [
         "model", "layer", "T", "n", "d", "samples", "context_full_rank_frac", "kruskal_p_n",

@@ -9,6 +9,7 @@ from memcap.extract.config import RANDOM_ATTENTION
 from memcap.extract.layers import (
     FINAL_NORMS,
     LayerExtractor,
+    MultiLayerExtractor,
     RandomAttention,
     TruncatedForward,
     block_path,
@@ -279,3 +280,23 @@ def test_block_path_finds_every_family(bert, roberta, gpt2, llama, hf_vit, vit_r
     assert paths == ["encoder.layer", "encoder.layer", "h", "layers", "layers", "blocks"]
     with pytest.raises(ValueError, match="no list of"):
         block_path(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("family", ["vit", "vit_registers", *HF_FAMILIES])
+@pytest.mark.parametrize(
+    "layers",
+    [
+        tuple(range(DEPTH + 1)) + (RANDOM_ATTENTION,),
+        (2, 0),
+        (RANDOM_ATTENTION, 1),
+        (0, RANDOM_ATTENTION),
+    ],
+)
+def test_one_pass_equals_per_layer_truncated_forwards(family, layers, request):
+    model, batch = request.getfixturevalue(family)
+    with torch.no_grad():
+        one_pass = MultiLayerExtractor(model, 32, layers, seed=3)(batch)
+        assert tuple(one_pass) == layers
+        for layer in layers:
+            alone = LayerExtractor(model, 32, layer, seed=3)(batch)
+            torch.testing.assert_close(one_pass[layer], alone, rtol=1e-5, atol=1e-6)

@@ -39,6 +39,8 @@ def test_dry_run_plans_one_job_per_model_and_layer(tmp_path):
     assert expected <= planned
     extract_jobs = re.search(r"extract_embeddings\s+(\d+)", result.stdout)
     assert extract_jobs and int(extract_jobs.group(1)) == len(expected)
+    passes = re.search(r"extract_model\s+(\d+)", result.stdout)  # one pass per model
+    assert passes and int(passes.group(1)) == len(config["extract"]["models"])
 
 
 def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
@@ -78,6 +80,6 @@ def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
     assert "hf download bert-base-uncased" in lines[0]  # fix 1: fill the cache
     assert "local save_pretrained directory" in lines[0]  # fix 2: local weights
     assert "Traceback" not in output
-    log = (tmp_path / "logs" / "extract_embeddings" / "bert-hub" / "0.log").read_text()
+    log = (tmp_path / "logs" / "extract_model" / "bert-hub.log").read_text()
     assert "cannot load 'bert-base-uncased'" in log and "Traceback" not in log
     assert not (tmp_path / "results" / "extract" / "bert-hub" / "0" / "contexts.npy").exists()

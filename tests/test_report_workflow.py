@@ -29,7 +29,7 @@ def test_report_reads_every_stage_and_every_upstream_benchmark(tmp_path):
         "results/capacity/real.csv",
         "results/aot/figures",
         # Benchmarks of intermediate jobs too, found by walking the rules back.
-        "benchmarks/results/extract_embeddings/gpt2-tiny/random_attention.tsv",
+        "benchmarks/results/extract_model/gpt2-tiny.tsv",
         "benchmarks/results/run_synthetic_sweep/heads.tsv",
         "report.html.j2",
         "assumptions_kruskal_profile.rst",

@@ -36,6 +36,7 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     model_layers = sum(len(m["layers"]) for m in config["extract"]["models"])
     counts = _job_counts(configfile)
     assert counts["extract_embeddings"] == model_layers
+    assert counts["extract_model"] == len(config["extract"]["models"])  # one pass per model
     onnx_models = [m for m in config["extract"]["models"] if m.get("weights", "").endswith(".onnx")]
     assert counts.get("convert_onnx_weights", 0) == len(onnx_models)  # once per model
     assert counts["check_assumptions"] == model_layers

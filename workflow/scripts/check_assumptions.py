@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from memcap import assumptions  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.numerics import context_ranks, kruskal_profile  # noqa: E402
+from memcap.numerics import kruskal_profile, load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402
 
@@ -33,22 +33,19 @@ common = {
 }
 out = snakemake.output
 
-# Assumption 2: every context matrix, streamed from the memory map.
-contexts = np.load(snakemake.input.contexts, mmap_mode="r")
-log.info("contexts %s %s", contexts.shape, contexts.dtype)
-ranks = context_ranks(
-    contexts,
-    rtol=settings.context_rtol,
-    chunk=settings.context_chunk,
-    device=device,
-    progress=True,
-)
+# Assumption 2: the ranks of every context matrix, computed while the extraction streamed them.
+ranks = load_context_ranks(snakemake.input.context_ranks)
+log.info("context ranks of %d contexts (n = %d, d = %d)", len(ranks.rank), ranks.n, ranks.d)
 table = assumptions.context_table(ranks)
 table.to_csv(out.context_table, index=False)
 record = assumptions.context_record(ranks)
 log.info("context ranks: %s", json.dumps(record))
 write_provenance(
-    out.context_summary, check="context_rank", **common, **record, inputs=[snakemake.input.contexts]
+    out.context_summary,
+    check="context_rank",
+    **common,
+    **record,
+    inputs=[snakemake.input.context_ranks],
 )
 save_figure(assumptions.plot_context_ranks(table, ranks.n, title), out.context_figure)
 

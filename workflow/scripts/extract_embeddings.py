@@ -1,5 +1,5 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: extract one (model, layer) of the config into queries/contexts .npy."""
+"""Snakemake adapter: extract every requested layer of one model, from one pass per batch."""
 
 import sys
 from pathlib import Path
@@ -10,24 +10,26 @@ log = setup_logging(snakemake.log[0])
 
 from memcap.errors import ConfigError  # noqa: E402
 from memcap.extract.config import ExtractSettings, model_entry, parse_layer  # noqa: E402
-from memcap.extract.job import ExtractOutputs, run_extraction  # noqa: E402
+from memcap.extract.job import ExtractOutputs, extract_layers  # noqa: E402
+from memcap.extract.store import layer_folder  # noqa: E402
 
 params = snakemake.params
 entry = model_entry(params.entry, params.index, params.seed)
-layer = snakemake.wildcards.layer
-outputs = ExtractOutputs(
-    queries=snakemake.output.queries,
-    contexts=snakemake.output.contexts,
-    provenance=snakemake.output.provenance,
+outputs = {}
+for layer in params.layers:
+    folder = layer_folder(snakemake.output.layers, layer)
+    names = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
+    files = (folder / name for name in names)
+    outputs[parse_layer(layer)] = ExtractOutputs(*files)
+settings = ExtractSettings(
+    batch_size=params.batch_size, device=params.device, context_rtol=params.context_rtol
 )
-settings = ExtractSettings(batch_size=params.batch_size, device=params.device)
 try:
     checkpoint = snakemake.input.get("checkpoint")  # a converted ONNX backbone, if any
-    run_extraction(
+    extract_layers(
         entry,
-        parse_layer(layer),
-        settings,
         outputs,
+        settings,
         threads=snakemake.threads,
         checkpoint=Path(checkpoint) if checkpoint else None,
     )
@@ -35,5 +37,5 @@ except ConfigError as err:
     # A config problem (e.g. unreachable pretrained weights) is one line, not a traceback:
     # in the job log, and on the terminal, where Snakemake does not show the log.
     log.error("%s", err)
-    print(f"extract_embeddings {entry.name}/{layer}: {err}", file=sys.__stderr__)
+    print(f"extract_model {entry.name}: {err}", file=sys.__stderr__)
     sys.exit(1)

@@ -12,12 +12,19 @@ import importlib.util
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from memcap.errors import ConfigError
+from memcap.extract.layer_spec import (
+    RANDOM_ATTENTION,
+    Layer,
+    LayerSpec,
+    parse_layer_spec,
+    resolve_layers,
+)
 from memcap.extract.sizes import known_sizes
 from memcap.extract.weights import PACKAGE_PREFIX, package_root, weights_route
 from memcap.extract.weights import resolve_package_path as resolve_package_path  # re-export
@@ -32,7 +39,7 @@ FAMILY_KINDS = {
     "gpt2": "decoder",
 }
 FAMILIES = tuple(FAMILY_KINDS)
-RANDOM_ATTENTION = "random_attention"
+DEFAULT_LAYERS = (0, 1, RANDOM_ATTENTION)
 # A transformers config class name (BertConfig, LlamaConfig, ViTConfig, ...): an architecture
 # built from the library's defaults (plus model_kwargs), not a hub id.
 _CONFIG_CLASS_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]*Config$")
@@ -57,8 +64,6 @@ _POSITION_KEYS = {
     "decoder": ("n_positions", "max_position_embeddings"),
 }
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-Layer = int | str
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,9 @@ class ModelEntry:
     model: str  # timm name, HF model id / directory, or a config class (BertConfig, ...)
     weights: str  # random | pretrained | package:<module>[/<file>] | local path
     seed: int
-    layers: tuple[Layer, ...]
+    layers: tuple[Layer, ...]  # explicit; () until the depth is known (see layer_spec)
     data: DataConfig
+    layer_spec: LayerSpec = LayerSpec(DEFAULT_LAYERS)  # the ``layers`` key as given
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n: int | None = None  # None: family default (see job.resolve_n)
     query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
@@ -108,6 +114,12 @@ class ModelEntry:
     def key(self) -> str:
         """Config key prefix of this entry, for error messages."""
         return f"extract.models[{self.index}]"
+
+    @property
+    def layers_resolved(self) -> bool:
+        """Whether ``layers`` is explicit (False: ``all`` of a model whose depth needs it built;
+        ``memcap.extract.depth.with_layers`` resolves it)."""
+        return bool(self.layers)
 
     @property
     def kind(self) -> str:
@@ -133,6 +145,7 @@ class ExtractSettings:
 
     batch_size: int = 32
     device: str = "auto"
+    context_rtol: float | None = None  # Assumption 2's tolerance (assumptions.context_rtol)
 
 
 def layer_name(layer: Layer) -> str:
@@ -189,16 +202,28 @@ def data_config(raw: Mapping[str, Any], global_seed: int, family: str = "vit") -
 
 
 def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEntry:
-    """Build a :class:`ModelEntry` from one (schema-defaulted) ``extract.models`` item."""
+    """Build a :class:`ModelEntry` from one (schema-defaulted) ``extract.models`` item.
+
+    Its layers are resolved here when the spec is explicit or the depth is known from files
+    (``model_kwargs``, config.json, GGUF header); otherwise they stay () until
+    ``memcap.extract.depth.with_layers`` builds the architecture.
+
+    Raises:
+        ConfigError: a malformed ``layers`` value, or a layer beyond a known depth.
+    """
     seed = raw.get("seed")
-    return ModelEntry(
+    spec = parse_layer_spec(
+        raw.get("layers", list(DEFAULT_LAYERS)), f"extract.models[{index}].layers"
+    )
+    entry = ModelEntry(
         index=index,
         name=raw["name"],
         family=raw["family"],
         model=raw["model"],
         weights=raw.get("weights", "random"),
         seed=global_seed if seed is None else int(seed),
-        layers=tuple(raw.get("layers", (0, 1, RANDOM_ATTENTION))),
+        layers=(),
+        layer_spec=spec,
         data=data_config(raw.get("data", {}), global_seed, raw.get("family", "vit")),
         model_kwargs=dict(raw.get("model_kwargs", {})),
         n=raw.get("n"),
@@ -212,6 +237,17 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
         description=raw.get("description"),
         stands_in_for=raw.get("stands_in_for"),
     )
+    depth = known_depth(entry)
+    if spec.needs_depth and depth is None:
+        return entry
+    return replace(entry, layers=resolve_layers(spec, depth, f"{entry.key}.layers"))
+
+
+def known_depth(entry: ModelEntry) -> int | None:
+    """The entry's depth where ``model_kwargs`` or its files give it without building it."""
+    if entry.family not in FAMILY_KINDS:
+        return None
+    return _override(entry, _DEPTH_KEYS[entry.kind]) or known_sizes(entry).depth
 
 
 def model_entries(config: Mapping[str, Any]) -> list[ModelEntry]:
@@ -247,35 +283,10 @@ def _check_entry(entry: ModelEntry) -> None:
         raise ConfigError(
             f"{key}.family", f"unknown family '{entry.family}'", f"use one of {FAMILIES}"
         )
-    _check_layers(entry)
     _check_weights(entry)
     _check_tokenizer(entry)
     _check_context(entry)
     _check_data(entry)
-
-
-def _check_layers(entry: ModelEntry) -> None:
-    key = f"{entry.key}.layers"
-    if not entry.layers:
-        raise ConfigError(key, "no layers requested", "list at least one layer, e.g. [0, 1]")
-    if len({layer_name(x) for x in entry.layers}) != len(entry.layers):
-        raise ConfigError(key, f"duplicate layers in {list(entry.layers)}", "list each once")
-    depth = _override(entry, _DEPTH_KEYS[entry.kind]) or known_sizes(entry).depth
-    for layer in entry.layers:
-        if layer == RANDOM_ATTENTION:
-            continue
-        if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
-            raise ConfigError(
-                key,
-                f"layer {layer!r} is neither a block index >= 0 nor '{RANDOM_ATTENTION}'",
-                "use 0 (embeddings), k (output of block k) or random_attention",
-            )
-        if depth is not None and layer > depth:
-            raise ConfigError(
-                key,
-                f"layer {layer} is beyond the model's depth ({depth} blocks)",
-                f"use layers between 0 and {depth}",
-            )
 
 
 def _check_weights(entry: ModelEntry) -> None:

@@ -1,15 +1,15 @@
-"""One extraction job: (model entry, layer) -> queries.npy, contexts.npy, provenance.json.
+"""One extraction job: a model entry's layers -> queries.npy, contexts.npy, provenance.json each.
 
 Order of work: build the model, check every size that needs it (layer depth, context size,
-query index, tokenizer vocabulary, data size) -> only then run batched, no-grad forwards and
-stream the results to disk.
+query index, tokenizer vocabulary, data size) -> only then run batched, no-grad forwards (one
+per batch for all the requested layers) and stream the results to disk.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from memcap.extract.images import (
     plan_inputs,
     regions,
 )
-from memcap.extract.layers import LayerExtractor, blocks_needed
+from memcap.extract.layers import MultiLayerExtractor, blocks_needed
 from memcap.extract.registry import (
     DTYPES,
     Architecture,
@@ -59,6 +59,7 @@ from memcap.extract.text import (
     window_length,
 )
 from memcap.extract.weights import weights_provenance
+from memcap.numerics.context_rank import ContextRankStream, save_context_ranks
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class ExtractOutputs:
     queries: Path  # (T, d) float32
     contexts: Path  # (T, n, d) float32
     provenance: Path
+    context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
 
 
 @dataclass
@@ -234,20 +236,31 @@ def run_extraction(
     threads: int = 1,
     checkpoint: Path | None = None,
 ) -> dict[str, Any]:
-    """Extract queries (T, d) and contexts (T, n, d) of one layer; write them and provenance.
+    """Extract one layer: :func:`extract_layers` with a single layer; its provenance record."""
+    return extract_layers(entry, {layer: outputs}, settings, threads, checkpoint)[layer]
+
+
+def extract_layers(
+    entry: ModelEntry,
+    outputs: Mapping[Layer, ExtractOutputs],
+    settings: ExtractSettings,
+    threads: int = 1,
+    checkpoint: Path | None = None,
+) -> dict[Layer, dict[str, Any]]:
+    """Extract queries (T, d) and contexts (T, n, d) of several layers from one pass per batch.
 
     Args:
         entry: the model's config entry.
-        layer: the layer to extract.
+        outputs: where to write, per layer to extract.
         settings: stage-wide settings (batch size, device).
-        outputs: where to write.
         threads: CPU threads for torch.
         checkpoint: a converted checkpoint (ONNX weights) to load instead of ``entry.weights``.
 
     Returns:
-        The provenance record.
+        The provenance record of each layer.
     """
     started = time.perf_counter()
+    layers = tuple(outputs)
     device = resolve_device(settings.device)
     if device.type == "cpu":
         torch.set_num_threads(threads)
@@ -256,10 +269,11 @@ def run_extraction(
     torch.backends.cudnn.allow_tf32 = False
     arch = architecture(entry)
     n = resolve_n(entry, arch)
-    check_against_model(entry, layer, n, arch)
+    for layer in layers:
+        check_against_model(entry, layer, n, arch)
     loaded = create_model(entry, arch, checkpoint)
     prepared = prepare_inputs(entry, loaded, n, settings.batch_size)
-    extractor = LayerExtractor(loaded.module, loaded.width, layer, entry.seed)
+    extractor = MultiLayerExtractor(loaded.module, loaded.width, layers, entry.seed)
     if entry.device_map is None:
         extractor = extractor.to(device)
     else:  # accelerate placed the blocks; inputs and the random head go where the embeddings are
@@ -269,22 +283,45 @@ def run_extraction(
     T, d, q = entry.data.T, loaded.width, entry.resolved_query_index
     warnings = loaded.warnings + prepared.warnings + size_warnings(T, n, d)
     for message in warnings:
-        _logger.warning("%s/%s: %s", entry.name, layer_name(layer), message)
+        _logger.warning("%s: %s", entry.name, message)
 
-    queries = ChunkedArrayWriter(outputs.queries, (T, d))
-    contexts = ChunkedArrayWriter(outputs.contexts, (T, n, d))
-    with torch.inference_mode(), tqdm(total=T, desc=f"{entry.name}/{layer}", unit="ex") as bar:
+    writers = {
+        layer: (
+            ChunkedArrayWriter(outputs[layer].queries, (T, d)),
+            ChunkedArrayWriter(outputs[layer].contexts, (T, n, d)),
+        )
+        for layer in layers
+    }
+    streams = {
+        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device)
+        for layer in layers
+        if outputs[layer].context_ranks is not None
+    }
+    with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
-            hidden = extractor(batch)[:, :n].float()  # (B, n, d), float32 whatever the precision
-            contexts.write(hidden.cpu().numpy())
-            queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+            for layer, states in extractor(batch).items():
+                hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
+                queries, contexts = writers[layer]
+                contexts.write(hidden.cpu().numpy())
+                queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+                if layer in streams:  # Assumption 2 on the values as stored, while they pass
+                    streams[layer].add(hidden)
             bar.update(len(hidden))
-    queries_sha, contexts_sha = queries.close(), contexts.close()
-    _logger.info("wrote queries (%d, %d) and contexts (%d, %d, %d)", T, d, T, n, d)
+    checksums = {layer: (q_w.close(), c_w.close()) for layer, (q_w, c_w) in writers.items()}
+    for layer, stream in streams.items():
+        save_context_ranks(outputs[layer].context_ranks, stream.result())
+    _logger.info(
+        "wrote queries (%d, %d) and contexts (%d, %d, %d) of layers %s",
+        T,
+        d,
+        T,
+        n,
+        d,
+        [layer_name(x) for x in layers],
+    )
 
-    return write_provenance(
-        outputs.provenance,
+    shared = dict(
         model=entry.name,
         family=entry.family,
         kind=entry.kind,
@@ -301,28 +338,36 @@ def run_extraction(
         parameters=parameter_count(loaded.module),
         parameter_checksum=parameter_checksum(loaded.module),
         prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
-        random_attention_checksum=(
-            parameter_checksum(extractor.head) if layer == RANDOM_ATTENTION else None
-        ),
         seed=entry.seed,
         data_seed=entry.data.seed,
         data_source=prepared.description,
         data=asdict(entry.data),
         **prepared.details,
-        layer=layer_name(layer),
-        blocks_run=blocks_needed(layer),
+        pass_layers=[layer_name(x) for x in layers],
+        blocks_in_pass=extractor.trunk.depth,
         depth=loaded.depth,
         T=T,
         n=n,
         d=d,
         query_index=q,
         warnings=warnings,
-        queries_sha256=queries_sha,
-        contexts_sha256=contexts_sha,
         device=str(device),
         batch_size=settings.batch_size,
         seconds=round(time.perf_counter() - started, 2),
     )
+    head = parameter_checksum(extractor.head) if RANDOM_ATTENTION in layers else None
+    return {
+        layer: write_provenance(
+            outputs[layer].provenance,
+            **shared,
+            layer=layer_name(layer),
+            blocks_run=blocks_needed(layer),
+            random_attention_checksum=head if layer == RANDOM_ATTENTION else None,
+            queries_sha256=checksums[layer][0],
+            contexts_sha256=checksums[layer][1],
+        )
+        for layer in layers
+    }
 
 
 def _to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:

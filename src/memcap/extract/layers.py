@@ -1,4 +1,4 @@
-"""Hidden states at one layer, running only the blocks that layer needs.
+"""Hidden states at one layer, or at several layers from one forward pass.
 
 Layer 0 is the embedding output (what the model itself reports as ``hidden_states[0]``);
 layer k is the output of block k, before any final norm; ``random_attention`` is paper A's
@@ -9,6 +9,9 @@ Any model whose blocks sit in one ``nn.ModuleList`` works: timm VisionTransforme
 and transformers models (``encoder.layer``, ``h``, ``layers``, ...). The truncated model keeps
 the embeddings and the first ``depth`` blocks and drops the final norm, so its
 ``last_hidden_state`` is the raw residual stream after block ``depth``.
+:class:`MultiLayerExtractor` runs that truncated model once, up to the deepest requested
+block, and keeps the hidden states of every requested layer: L requested blocks cost L blocks
+of compute per batch, not L(L+1)/2 as one truncated forward per layer would.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class TruncatedForward(nn.Module):
         self.depth = depth
         self.is_timm = not hasattr(model, "config")
         self.model = _owned_copy(model)
-        *parents, last = block_path(model).split(".")
+        self.block_path = block_path(model)
+        *parents, last = self.block_path.split(".")
         owner = self.model
         for name in parents:
             child = _owned_copy(getattr(owner, name))
@@ -94,20 +98,52 @@ class TruncatedForward(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         """Hidden states (B, tokens, d) after ``depth`` blocks."""
         if self.is_timm:
-            return vit_hidden_states(self.model, batch, self.depth)
+            return vit_hidden_states(self.model, batch, self.depth)[-1]
         inputs = batch if isinstance(batch, dict) else {"pixel_values": batch}
         return self.model(**inputs).last_hidden_state
 
+    def all_hidden_states(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """Hidden states (B, tokens, d) after 0, 1, ..., ``depth`` blocks, from one pass."""
+        if self.is_timm:
+            return vit_hidden_states(self.model, batch, self.depth)
+        if self.depth == 0:  # no block to record: the embeddings are the output
+            return (self.forward(batch),)
+        # Hooks on the kept blocks: the input of the first, then every block's output (the
+        # same tensors the model's own hidden_states hold, whatever its output conventions).
+        states: list[torch.Tensor] = []
 
-def vit_hidden_states(model: nn.Module, images: torch.Tensor, depth: int) -> torch.Tensor:
-    """A timm VisionTransformer's token states after ``depth`` blocks (no final norm)."""
+        def block_input(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+            states.append(args[0] if args else kwargs["hidden_states"])
+
+        def block_output(_module: nn.Module, _args: tuple, output: object) -> None:
+            states.append(output[0] if isinstance(output, tuple) else output)
+
+        blocks = self.model.get_submodule(self.block_path)
+        handles = [blocks[0].register_forward_pre_hook(block_input, with_kwargs=True)]
+        handles += [block.register_forward_hook(block_output) for block in blocks]
+        try:
+            self.forward(batch)
+        finally:
+            for handle in handles:
+                handle.remove()
+        if len(states) != self.depth + 1:
+            raise ValueError(f"{len(states)} hidden states from a model of {self.depth} blocks")
+        return tuple(states)
+
+
+def vit_hidden_states(
+    model: nn.Module, images: torch.Tensor, depth: int
+) -> tuple[torch.Tensor, ...]:
+    """A timm VisionTransformer's token states after 0, ..., ``depth`` blocks (no final norm)."""
     x = model.patch_embed(images)  # (B, patches, d)
     x = model._pos_embed(x)  # (B, tokens, d): prefix (class, register) tokens + positions
     x = model.patch_drop(x)
     x = model.norm_pre(x)
+    states = [x]
     for block in model.blocks[:depth]:
         x = block(x)
-    return x
+        states.append(x)
+    return tuple(states)
 
 
 class RandomAttention(nn.Module):
@@ -146,3 +182,23 @@ class LayerExtractor(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         """Hidden states (B, tokens, d) at the requested layer."""
         return self.head(self.trunk(batch))
+
+
+class MultiLayerExtractor(nn.Module):
+    """The hidden states of several layers of one model from one forward pass per batch."""
+
+    def __init__(self, model: nn.Module, width: int, layers: tuple[Layer, ...], seed: int) -> None:
+        super().__init__()
+        self.layers = tuple(layers)
+        self.trunk = TruncatedForward(model, max(blocks_needed(x) for x in self.layers))
+        self.head: nn.Module = nn.Identity()
+        if RANDOM_ATTENTION in self.layers:
+            self.head = RandomAttention(width, seed)
+
+    def forward(self, batch: Batch) -> dict[Layer, torch.Tensor]:
+        """Hidden states (B, tokens, d) of every requested layer, keyed by layer."""
+        states = self.trunk.all_hidden_states(batch)
+        return {
+            layer: self.head(states[0]) if layer == RANDOM_ATTENTION else states[int(layer)]
+            for layer in self.layers
+        }

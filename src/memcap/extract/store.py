@@ -9,6 +9,8 @@ process's resident memory as T grows.
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -47,3 +49,16 @@ class ChunkedArrayWriter:
         if self.rows_written != self.shape[0]:
             raise ValueError(f"{self.path}: wrote {self.rows_written} of {self.shape[0]} rows")
         return self._digest.hexdigest()
+
+
+def layer_folder(root: str | Path, layer: str) -> Path:
+    """Where a one-pass job writes ``layer``'s files under its output folder ``root``."""
+    return Path(root) / layer
+
+
+def take_layer(root: str | Path, layer: str, outputs: Iterable[str | Path]) -> None:
+    """Move ``layer``'s files (named as ``outputs``' file names) from a one-pass folder to
+    ``outputs`` without copying them."""
+    for target in map(Path, outputs):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(layer_folder(root, layer) / target.name, target)

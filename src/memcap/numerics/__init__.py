@@ -5,7 +5,14 @@ The algorithm is described in :mod:`memcap.numerics.kruskal` and docs/kruskal.md
 """
 
 from memcap.numerics.certificates import Certificate
-from memcap.numerics.context_rank import ContextRanks, context_ranks, rank_histogram
+from memcap.numerics.context_rank import (
+    ContextRanks,
+    ContextRankStream,
+    context_ranks,
+    load_context_ranks,
+    rank_histogram,
+    save_context_ranks,
+)
 from memcap.numerics.kruskal import KruskalProfile, kruskal_profile
 from memcap.numerics.pairs import PairStats, pair_statistics
 from memcap.numerics.sampling import orderings
@@ -15,17 +22,20 @@ from memcap.numerics.tolerance import dtype_eps, matrix_rank_rtol
 
 __all__ = [
     "Certificate",
+    "ContextRankStream",
     "ContextRanks",
     "KruskalProfile",
     "PairStats",
     "clopper_pearson",
     "context_ranks",
+    "load_context_ranks",
     "dtype_eps",
     "kruskal_profile",
     "matrix_rank_rtol",
     "orderings",
     "pair_statistics",
     "rank_histogram",
+    "save_context_ranks",
     "spectral_cap",
     "upper_confidence_bound",
 ]

@@ -3,7 +3,9 @@
 The rank follows the numpy / torch ``matrix_rank`` rule: singular values above
 rtol·σ_max count, with rtol = max(n, d)·eps(stored dtype) by default (configurable). Contexts
 are read in chunks from a (T, n, d) array — typically ``np.load(path, mmap_mode="r")`` — so
-memory stays bounded by the chunk.
+memory stays bounded by the chunk; :class:`ContextRankStream` takes the same chunks as an
+extraction produces them (same rule, same answers), and :func:`save_context_ranks` /
+:func:`load_context_ranks` keep the result.
 
 Singular values come from the eigenvalues of the float64 Gram matrix E Eᵀ (or Eᵀ E when
 n > d), which resolve squared singular values to about r·eps64·σ_max² (r = min(n, d)). That
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -89,32 +92,96 @@ def context_ranks(
     if contexts.ndim != 3:
         raise ValueError(f"expected a (T, n, d) array, got shape {contexts.shape}")
     t, n, d = contexts.shape
-    tau = float(rtol) if rtol is not None else matrix_rank_rtol(n, d, contexts.dtype)
-    device = torch.device(device)
-    out = {key: np.empty(t) for key in ("sigma_min", "sigma_max")}
-    rank = np.empty(t, dtype=np.int64)
-    checked = 0
+    stream = ContextRankStream(n, d, rtol=rtol, dtype=contexts.dtype, device=device)
     for start in tqdm(range(0, t, chunk), disable=not progress, mininterval=5, desc="contexts"):
-        block = torch.from_numpy(np.array(contexts[start : start + chunk], dtype=np.float64))
-        block = block.to(device)
-        r, s_min, s_max, n_checked = _chunk_ranks(block, tau)
-        stop = start + block.shape[0]
-        rank[start:stop] = r.cpu().numpy()
-        out["sigma_min"][start:stop] = s_min.cpu().numpy()
-        out["sigma_max"][start:stop] = s_max.cpu().numpy()
-        checked += n_checked
-    if checked:
-        _logger.info("%d of %d contexts re-checked with a direct SVD", checked, t)
-    return ContextRanks(
-        rank=rank,
-        sigma_min=out["sigma_min"],
-        sigma_max=out["sigma_max"],
-        tolerance=tau * out["sigma_max"],
-        n=n,
-        d=d,
-        rtol=tau,
-        svd_checked=checked,
-    )
+        stream.add(contexts[start : start + chunk])
+    return stream.result()
+
+
+class ContextRankStream:
+    """Ranks of context matrices added chunk by chunk, e.g. as an extraction writes them.
+
+    Args:
+        n, d: context size and dimension.
+        rtol: relative tolerance; None = max(n, d)·eps(``dtype``).
+        dtype: the dtype the contexts are stored in (sets the default tolerance).
+        device: torch device for the Gram matrices and eigenvalues.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        d: int,
+        *,
+        rtol: float | None = None,
+        dtype: np.dtype | type = np.float32,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.n, self.d = n, d
+        self.tau = float(rtol) if rtol is not None else matrix_rank_rtol(n, d, np.dtype(dtype))
+        self.device = torch.device(device)
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._checked = 0
+
+    def add(self, contexts: np.ndarray | torch.Tensor) -> None:
+        """Rank the (c, n, d) ``contexts``, in float64 (values as stored)."""
+        if isinstance(contexts, torch.Tensor):
+            block = contexts.detach().to(self.device, torch.float64)
+        else:
+            block = torch.from_numpy(np.array(contexts, dtype=np.float64)).to(self.device)
+        if tuple(block.shape[1:]) != (self.n, self.d):
+            raise ValueError(f"contexts {tuple(block.shape)} are not (c, {self.n}, {self.d})")
+        r, s_min, s_max, n_checked = _chunk_ranks(block, self.tau)
+        self._parts.append(tuple(x.cpu().numpy() for x in (r, s_min, s_max)))
+        self._checked += n_checked
+
+    def result(self) -> ContextRanks:
+        """The ranks of every context added, in order."""
+        rank, s_min, s_max = (
+            np.concatenate([part[i] for part in self._parts] or [np.empty(0)]) for i in range(3)
+        )
+        if self._checked:
+            _logger.info("%d of %d contexts re-checked with a direct SVD", self._checked, len(rank))
+        return ContextRanks(
+            rank=rank.astype(np.int64),
+            sigma_min=s_min.astype(np.float64),
+            sigma_max=s_max.astype(np.float64),
+            tolerance=self.tau * s_max.astype(np.float64),
+            n=self.n,
+            d=self.d,
+            rtol=self.tau,
+            svd_checked=self._checked,
+        )
+
+
+def save_context_ranks(path: str | Path, ranks: ContextRanks) -> None:
+    """Write ``ranks`` to an ``.npz`` file (arrays and sizes)."""
+    with Path(path).open("wb") as handle:
+        np.savez(
+            handle,
+            rank=ranks.rank,
+            sigma_min=ranks.sigma_min,
+            sigma_max=ranks.sigma_max,
+            tolerance=ranks.tolerance,
+            sizes=np.array([ranks.n, ranks.d, ranks.svd_checked]),
+            rtol=np.array(ranks.rtol),
+        )
+
+
+def load_context_ranks(path: str | Path) -> ContextRanks:
+    """Inverse of :func:`save_context_ranks`."""
+    with np.load(path) as data:
+        n, d, checked = (int(x) for x in data["sizes"])
+        return ContextRanks(
+            rank=data["rank"],
+            sigma_min=data["sigma_min"],
+            sigma_max=data["sigma_max"],
+            tolerance=data["tolerance"],
+            n=n,
+            d=d,
+            rtol=float(data["rtol"]),
+            svd_checked=checked,
+        )
 
 
 def _chunk_ranks(
