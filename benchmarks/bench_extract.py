@@ -46,7 +46,7 @@ def main() -> None:
     entry = model_entry(raw, 0, 0)
     loaded = create_model(entry)
     batches = list(prepare_inputs(entry, loaded, loaded.max_tokens, args.batch_size).batches)
-    ours = LayerExtractor(loaded.module, "vit", args.layer, seed=0).eval()
+    ours = LayerExtractor(loaded.module, loaded.width, args.layer, seed=0).eval()
 
     with torch.inference_mode():
         ours(batches[0][:2])  # warm-up of both code paths (allocator, kernels)
