@@ -90,9 +90,12 @@ def test_memory_request_grows_with_the_largest_batched_model():
 
 def test_a_sweeps_own_train_block_overrides_the_stages():
     section = _config()["synthetic"]
-    section["sweeps"]["head_dim"]["train"]["steps"] = 7
+    # context_size uses our recipe in configs/test.yaml (head_dim uses the authors', whose step
+    # count also depends on T).
+    section["sweeps"]["context_size"]["train"] = {"steps": 7}
     stage = StageSettings.from_config(section, 3)
-    own, default = (stage.train_config(sweep_spec(section, n), 64) for n in ("head_dim", "heads"))
+    sweeps = ("context_size", "heads")
+    own, default = (stage.train_config(sweep_spec(section, n), 64) for n in sweeps)
     assert (own.steps, default.steps) == (7, section["train"]["steps"])
     assert own.lr == default.lr == section["train"]["lr"]
     assert stage.replicate_seeds() == [3000 + k for k in range(section["seeds"])]
