@@ -88,7 +88,8 @@ def test_every_section_is_present(run):
 def test_one_verdict_card_per_model_and_layer(run):
     workdir, _, page = run
     summary = pd.read_csv(workdir / "results" / "assumptions" / "summary.csv")
-    cards = [a for t, a in page.tags if t == "div" and "card" in a.get("class", "").split()]
+    # Collapsed cards: <details class="card">, summary line model · layer · verdict.
+    cards = [a for t, a in page.tags if t == "details" and "card" in a.get("class", "").split()]
     assert len(cards) == len(summary) > 0
     badges = [a for t, a in page.tags if t == "span" and "badge" in a.get("class", "")]
     # Per layer: three checks and Theorem 1 in the glance table, three in the card.
