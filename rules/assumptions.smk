@@ -1,5 +1,7 @@
 """Assumptions stage: context ranks (Assumption 2) and the Kruskal profile (Assumption 1,
-general position) of every extracted model x layer, then one summary table.
+general position) of every detail layer (check_assumptions), the depth profile of every model
+with one (profile_depth: its depth rows' checks with fewer orderings, beside its detail
+layers), then one summary table.
 
 Both checks of a model x layer run in one job: importing torch, scipy and matplotlib costs
 more CPU than either check on the default data. Functions (targets, params, memory) live in
@@ -39,10 +41,43 @@ rule check_assumptions:
         "../workflow/scripts/check_assumptions.py"
 
 
+rule profile_depth:
+    input:
+        queries=depth_row_files("queries.npy"),
+        context_ranks=depth_row_files("context_ranks.npz"),
+        provenance=depth_row_files("provenance.json"),
+        kruskal=detail_layer_files("kruskal.json"),
+        contexts=detail_layer_files("context_rank.json"),
+    output:
+        table="results/assumptions/{model}/depth.csv",
+        profiles="results/assumptions/{model}/depth_profiles.csv",
+        figure=figure_report("depth_profile"),
+    log:
+        "logs/profile_depth/{model}.log",
+    benchmark:
+        benchmark_file("profile_depth")
+    wildcard_constraints:
+        model=extract_model_pattern(),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=assumptions_mem_mb,
+        gpu=gpu_request,
+    params:
+        settings=assumptions_settings,
+        depth_rows=depth_rows_param,
+        detail_layers=detail_layers_param,
+        device=config["device"],
+    script:
+        "../workflow/scripts/profile_depth.py"
+
+
 rule summarize_assumptions:
     input:
         kruskal=assumptions_kruskal_jsons,
         contexts=assumptions_context_jsons,
+        depth=assumptions_depth_tables,
     output:
         summary=report(
             "results/assumptions/summary.csv",

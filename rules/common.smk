@@ -58,8 +58,9 @@ from memcap.extract.depth import with_layers
 from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 
-# What each (model, layer) job writes under results/extract/{model}/{layer}/.
-EXTRACT_FILES = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
+# What extraction writes under results/extract/{model}/{layer}/ for every layer; the detail
+# layers add contexts.npy (extract_contexts), depth rows do not store their contexts.
+EXTRACT_FILES = ("queries.npy", "provenance.json", "context_ranks.npz")
 
 
 def extract_models():
@@ -76,18 +77,34 @@ def extract_entry(name):
 
 
 @cache
-def model_layers(name):
-    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention" (`all` and
-    ranges resolved; a depth no file gives builds the architecture once, without weights).
-    """
+def resolved_entry(name):
+    """The typed entry of model `name` with explicit layers (`all` and ranges resolved; a
+    depth no file gives builds the architecture once, without weights)."""
     try:
-        return [layer_name(layer) for layer in with_layers(typed_entry(name)).layers]
+        return with_layers(typed_entry(name))
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
 
 
+def model_layers(name):
+    """Layer wildcard values of model `name`: "0", "1", ..., "random_attention"."""
+    return [layer_name(layer) for layer in resolved_entry(name).layers]
+
+
+def model_detail_layers(name):
+    """Layer wildcard values of model `name`'s detail layers (audited in full)."""
+    return [layer_name(layer) for layer in resolved_entry(name).detail_layers]
+
+
+def model_depth_rows(name):
+    """Layer wildcard values of model `name`'s depth rows (its other layers)."""
+    detail = model_detail_layers(name)
+    return [layer for layer in model_layers(name) if layer not in detail]
+
+
 def extract_targets():
-    """Final outputs of the extract stage: three files per (model, layer)."""
+    """Final outputs of the extract stage: three files per (model, layer), and the contexts
+    of every detail layer."""
     if not stage_enabled("extract"):
         return []
     return [
@@ -95,6 +112,10 @@ def extract_targets():
         for name in extract_models()
         for layer in model_layers(name)
         for filename in EXTRACT_FILES
+    ] + [
+        f"results/extract/{name}/{layer}/contexts.npy"
+        for name in extract_models()
+        for layer in model_detail_layers(name)
     ]
 
 
@@ -137,6 +158,11 @@ def extract_layers_param(wildcards):
     return model_layers(wildcards.model)
 
 
+def extract_detail_param(wildcards):
+    """The model's detail layers: the only ones whose contexts the pass stores."""
+    return model_detail_layers(wildcards.model)
+
+
 def extract_mem_mb(wildcards):
     """Memory request: base, the model's parameters (known from its files where possible, at
     its precision) and the activations of one batch with every kept layer (not T x n x d).
@@ -159,22 +185,40 @@ from memcap.assumptions_memory import check_memory_mb
 
 
 def assumptions_outputs(pattern):
-    """``pattern`` expanded over every extracted (model, layer) pair, in config order."""
+    """``pattern`` expanded over every detail (model, layer) pair, in config order."""
     return [
         pattern.format(model=name, layer=layer)
         for name in extract_models()
-        for layer in model_layers(name)
+        for layer in model_detail_layers(name)
     ]
 
 
+def depth_models():
+    """Models with a depth profile: at least one depth row, or three numbered layers."""
+    return [
+        name
+        for name in extract_models()
+        if model_depth_rows(name)
+        or sum(layer.isdigit() for layer in model_layers(name)) >= 3
+    ]
+
+
+def assumptions_depth_outputs(pattern):
+    """``pattern`` expanded over every model with a depth profile."""
+    return [pattern.format(model=name) for name in depth_models()]
+
+
 def assumptions_targets():
-    """Final outputs of the assumptions stage: summary table and per model x layer figures."""
+    """Final outputs of the assumptions stage: summary table, per detail layer figures and
+    per model depth profiles."""
     if not stage_enabled("assumptions"):
         return []
     return (
         ["results/assumptions/summary.csv"]
         + assumptions_outputs("results/assumptions/{model}/{layer}/kruskal_profile.png")
         + assumptions_outputs("results/assumptions/{model}/{layer}/context_rank.png")
+        + assumptions_depth_outputs("results/assumptions/{model}/depth_profiles.csv")
+        + assumptions_depth_outputs("results/assumptions/{model}/depth.png")
     )
 
 
@@ -202,6 +246,45 @@ def assumptions_kruskal_jsons(wildcards):
 def assumptions_context_jsons(wildcards):
     """Every (model, layer) context-rank summary, in config order."""
     return assumptions_outputs("results/assumptions/{model}/{layer}/context_rank.json")
+
+
+def assumptions_depth_tables(wildcards):
+    """Every model's depth table (its depth rows' summaries), in config order."""
+    return assumptions_depth_outputs("results/assumptions/{model}/depth.csv")
+
+
+def depth_row_files(filename):
+    """Input function: ``filename`` of every depth row of the job's model."""
+
+    def files(wildcards):
+        return [
+            f"results/extract/{wildcards.model}/{layer}/{filename}"
+            for layer in model_depth_rows(wildcards.model)
+        ]
+
+    return files
+
+
+def detail_layer_files(filename):
+    """Input function: the assumptions' ``filename`` of every detail layer of the job's model."""
+
+    def files(wildcards):
+        return [
+            f"results/assumptions/{wildcards.model}/{layer}/{filename}"
+            for layer in model_detail_layers(wildcards.model)
+        ]
+
+    return files
+
+
+def depth_rows_param(wildcards):
+    """The job's model's depth rows, in the order of its inputs."""
+    return model_depth_rows(wildcards.model)
+
+
+def detail_layers_param(wildcards):
+    """The job's model's detail layers, in the order of its inputs."""
+    return model_detail_layers(wildcards.model)
 
 
 # --- synthetic -----------------------------------------------------------------------------------
@@ -272,11 +355,11 @@ def capacity_section(wildcards):
 
 
 def capacity_tables(wildcards):
-    """One certified-capacity table per extracted model and layer."""
+    """One certified-capacity table per detail layer (depth rows store no contexts)."""
     return [
         f"results/capacity/{model}/{layer}.csv"
         for model in extract_models()
-        for layer in model_layers(model)
+        for layer in model_detail_layers(model)
     ]
 
 
@@ -349,6 +432,15 @@ REPORT_FIGURES = {
         "subcategory": "{model}",
         "labels": {"model": "{model}", "layer": "{layer}", "figure": "P(k) profile"},
     },
+    "depth_profile": {
+        "stage": "assumptions",
+        "jobs": "depth",  # one per model with a depth profile, not per layer
+        "pattern": "results/assumptions/{model}/depth.png",
+        "caption": "assumptions_depth.rst",
+        "category": "Assumptions",
+        "subcategory": "{model}",
+        "labels": {"model": "{model}", "figure": "depth profile"},
+    },
     "capacity_real": {
         "stage": "capacity",
         "pattern": "results/capacity/real.png",
@@ -399,6 +491,10 @@ BENCHMARKS = {
         "assumptions",
         "benchmarks/results/check_assumptions/{model}/{layer}.tsv",
     ),
+    "profile_depth": (
+        "assumptions",
+        "benchmarks/results/profile_depth/{model}.tsv",
+    ),
     "certify_real_capacity": (
         "capacity",
         "benchmarks/results/certify_real_capacity/{model}/{layer}.tsv",
@@ -431,14 +527,16 @@ def benchmark_file(name):
 
 
 def stage_jobs(stage):
-    """Wildcards of every per-model or per-sweep job of an enabled stage, from the config."""
+    """Wildcards of every per-model or per-sweep job of an enabled stage, from the config:
+    every layer for extract, the detail layers for assumptions and capacity."""
     if stage in ("extract", "assumptions", "capacity"):
         on = stage_enabled(stage) if stage != "capacity" else capacity_enabled()
+        layers = model_layers if stage == "extract" else model_detail_layers
         return (
             [
                 {"model": name, "layer": layer}
                 for name in extract_models()
-                for layer in model_layers(name)
+                for layer in layers(name)
             ]
             if on
             else []
@@ -457,6 +555,8 @@ def benchmark_jobs(name):
     stage = BENCHMARKS[name][0]
     if name == "extract_model":
         return [{"model": model} for model in extract_models() if stage_enabled(stage)]
+    if name == "profile_depth":
+        return [{"model": model} for model in depth_models() if stage_enabled(stage)]
     if name == "convert_onnx_weights":
         return [
             {"model": model}
@@ -469,7 +569,10 @@ def benchmark_jobs(name):
 def _figure_entries(kind):
     """One entry per file of a figure kind: path, caption file, category, labels, wildcards."""
     entry = REPORT_FIGURES[kind]
-    jobs = stage_jobs(entry["stage"])
+    if entry.get("jobs") == "depth":
+        jobs = [{"model": m} for m in depth_models() if stage_enabled(entry["stage"])]
+    else:
+        jobs = stage_jobs(entry["stage"])
     if "{" not in entry["pattern"]:
         jobs = jobs[:1] and [{}]
     return [
@@ -493,6 +596,7 @@ def report_targets():
 def report_layout(wildcards=None):
     """Every file the page reads, by name, computed from the config (JSON-able)."""
     assumptions_on = stage_enabled("assumptions")
+    audited = {(job["model"], job["layer"]) for job in stage_jobs("assumptions")}
     layers = [
         {
             "model": job["model"],
@@ -500,7 +604,7 @@ def report_layout(wildcards=None):
             "provenance": f"results/extract/{job['model']}/{job['layer']}/provenance.json",
             "kruskal_profile": (
                 f"results/assumptions/{job['model']}/{job['layer']}/kruskal_profile.csv"
-                if assumptions_on
+                if (job["model"], job["layer"]) in audited
                 else None
             ),
             "figures": [
@@ -511,6 +615,14 @@ def report_layout(wildcards=None):
             ],
         }
         for job in stage_jobs("extract")
+    ]
+    depth = [
+        {
+            "model": figure["wildcards"]["model"],
+            "table": f"results/assumptions/{figure['wildcards']['model']}/depth.csv",
+            "figures": [figure],
+        }
+        for figure in _figure_entries("depth_profile")
     ]
     stages = {
         "extract": {"records": [layer["provenance"] for layer in layers]},
@@ -569,6 +681,7 @@ def report_layout(wildcards=None):
     }
     return {
         "layers": layers,
+        "depth": depth,
         "stages": stages,
         "benchmarks": benchmarks,
         "rule_stages": {name: stage for name, (stage, _) in BENCHMARKS.items()},
@@ -583,6 +696,8 @@ def report_stage_files(wildcards):
         files.append(layer["provenance"])
         files += [layer["kruskal_profile"]] if layer["kruskal_profile"] else []
         files += [figure["output"] for figure in layer["figures"]]
+    for model in layout["depth"]:
+        files += [model["table"]] + [figure["output"] for figure in model["figures"]]
     for stage in layout["stages"].values():
         files += list(stage.get("tables", {}).values()) + stage.get("records", [])
         files += [figure["output"] for figure in stage.get("figures", [])]

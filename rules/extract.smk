@@ -1,8 +1,9 @@
 """Extract stage: token embeddings (queries, contexts) of real vision / encoder / decoder models.
 
 One job per model (extract_model) writes every requested layer from one forward pass per batch
-into a temporary folder; extract_embeddings moves each layer's files to
-results/extract/{model}/{layer}/. Models whose weights are an ONNX graph get their backbone
+into a temporary folder; extract_embeddings moves each layer's queries, provenance and context
+ranks to results/extract/{model}/{layer}/, extract_contexts the contexts of a detail layer
+(depth rows store none). Models whose weights are an ONNX graph get their backbone
 converted once first. The functions (extract_models(), model_layers(name), targets, params,
 memory) live in the extract section of rules/common.smk.
 """
@@ -54,6 +55,7 @@ rule extract_model:
         entry=extract_entry_param,
         index=extract_index_param,
         layers=extract_layers_param,
+        detail_layers=extract_detail_param,
         seed=config["seed"],
         device=config["device"],
         batch_size=config["extract"]["batch_size"],
@@ -69,11 +71,31 @@ rule extract_embeddings:
         layers="results/extract/{model}/one_pass",
     output:
         queries="results/extract/{model}/{layer}/queries.npy",
-        contexts="results/extract/{model}/{layer}/contexts.npy",
         provenance="results/extract/{model}/{layer}/provenance.json",
         context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
     log:
         "logs/extract_embeddings/{model}/{layer}.log",
+    wildcard_constraints:
+        model=extract_model_pattern(),
+        layer=r"[0-9]+|random_attention",
+    localrule: True
+    conda:
+        "../envs/extract.yaml"
+    threads: 1
+    resources:
+        mem_mb=200,
+    script:
+        "../workflow/scripts/take_layer.py"
+
+
+# The contexts of a detail layer, moved apart: only detail layers' one-pass folders hold them.
+rule extract_contexts:
+    input:
+        layers="results/extract/{model}/one_pass",
+    output:
+        contexts="results/extract/{model}/{layer}/contexts.npy",
+    log:
+        "logs/extract_contexts/{model}/{layer}.log",
     wildcard_constraints:
         model=extract_model_pattern(),
         layer=r"[0-9]+|random_attention",

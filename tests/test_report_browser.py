@@ -75,6 +75,8 @@ def open_in_browser(page_path: Path, workdir: Path) -> dict:
         page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url[:80]}"))
         page.on("request", lambda r: None if r.url in (url,) else outside.append(r.url[:80]))
         page.goto(url, wait_until="load")
+        # The per-layer cards are collapsed <details>: open them all, as a reader would.
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
         images = page.evaluate(
             """() => Array.from(document.images).map(img => {
                 const box = img.getBoundingClientRect();

@@ -33,8 +33,15 @@ def test_report_reads_every_stage_and_every_upstream_benchmark(tmp_path):
         "benchmarks/results/run_synthetic_sweep/heads.tsv",
         "report.html.j2",
         "assumptions_kruskal_profile.rst",
+        # bert-tiny's depth rows (blocks 2 and 3): provenance, and the model's depth profile.
+        "results/extract/bert-tiny/3/provenance.json",
+        "results/assumptions/bert-tiny/depth.csv",
+        "results/assumptions/bert-tiny/depth.png",
+        "benchmarks/results/profile_depth/bert-tiny.tsv",
+        "assumptions_depth.rst",
     ):
         assert expected in inputs, expected
+    assert "results/assumptions/bert-tiny/3/kruskal_profile.csv" not in inputs
     assert "output: reports/report.html" in job
 
 

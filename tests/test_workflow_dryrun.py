@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from memcap.extract.config import model_entries
+from memcap.extract.depth import with_layers
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,14 +36,23 @@ def _job_counts(configfile: str) -> dict[str, int]:
 @pytest.mark.parametrize("configfile", ["config.yaml", "configs/test.yaml"])
 def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     config = yaml.safe_load((ROOT / configfile).read_text())
-    model_layers = sum(len(m["layers"]) for m in config["extract"]["models"])
+    entries = [with_layers(entry) for entry in model_entries(config)]
+    model_layers = sum(len(entry.layers) for entry in entries)
+    detail_layers = sum(len(entry.detail_layers) for entry in entries)
+    profiled = sum(
+        bool(entry.depth_rows) or sum(isinstance(x, int) for x in entry.layers) >= 3
+        for entry in entries
+    )
     counts = _job_counts(configfile)
     assert counts["extract_embeddings"] == model_layers
+    # Contexts, full checks and certified capacity: the detail layers only.
+    assert counts["extract_contexts"] == detail_layers < model_layers
+    assert counts.get("profile_depth", 0) == profiled > 0
     assert counts["extract_model"] == len(config["extract"]["models"])  # one pass per model
     onnx_models = [m for m in config["extract"]["models"] if m.get("weights", "").endswith(".onnx")]
     assert counts.get("convert_onnx_weights", 0) == len(onnx_models)  # once per model
-    assert counts["check_assumptions"] == model_layers
-    assert counts["certify_real_capacity"] == model_layers
+    assert counts["check_assumptions"] == detail_layers
+    assert counts["certify_real_capacity"] == detail_layers
     assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
     assert counts["train_aot_sweep"] == len(config["aot"]["sweeps"])
     for rule in (

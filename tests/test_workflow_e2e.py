@@ -88,7 +88,8 @@ def test_every_section_is_present(run):
 def test_one_verdict_card_per_model_and_layer(run):
     workdir, _, page = run
     summary = pd.read_csv(workdir / "results" / "assumptions" / "summary.csv")
-    cards = [a for t, a in page.tags if t == "div" and "card" in a.get("class", "").split()]
+    # Collapsed cards: <details class="card">, summary line model · layer · verdict.
+    cards = [a for t, a in page.tags if t == "details" and "card" in a.get("class", "").split()]
     assert len(cards) == len(summary) > 0
     badges = [a for t, a in page.tags if t == "span" and "badge" in a.get("class", "")]
     # Per layer: three checks and Theorem 1 in the glance table, three in the card.
@@ -154,3 +155,20 @@ def test_page_renders_in_chromium(run, tmp_path):
     result = open_in_browser(workdir / "reports" / "report.html", tmp_path)
     assert_figures_rendered(result, sum(1 for tag, _ in page.tags if tag == "img"))
     shutil.copy(result["screenshot"], workdir / "reports" / "screenshot.png")
+
+
+def test_depth_rows_have_a_profile_and_no_contexts(run):
+    workdir, _, page = run
+    results = workdir / "results"
+    table = pd.read_csv(results / "assumptions" / "bert-tiny" / "depth.csv", dtype={"layer": str})
+    assert list(table["layer"]) == ["0", "1", "2", "3", "random_attention"]
+    assert list(table["role"]) == ["detail", "detail", "depth", "depth", "detail"]
+    assert (results / "assumptions" / "bert-tiny" / "depth_profiles.csv").exists()
+    for layer in ("2", "3"):  # depth rows: queries, ranks, provenance, no contexts
+        assert (results / "extract" / "bert-tiny" / layer / "queries.npy").exists()
+        assert not (results / "extract" / "bert-tiny" / layer / "contexts.npy").exists()
+    assert (results / "extract" / "bert-tiny" / "1" / "contexts.npy").exists()
+    summary = pd.read_csv(results / "assumptions" / "summary.csv", dtype={"layer": str})
+    assert set(summary[summary["model"] == "bert-tiny"]["layer"]) == set(table["layer"])
+    text = " ".join(page.text)
+    assert "Across depth" in text and "Depth profiles" in text

@@ -25,7 +25,8 @@ from memcap.plotting import set_theme
 class AssumptionsSettings:
     """The ``assumptions`` config section (see the schema for each key)."""
 
-    samples: int = 500  # random orderings S per model x layer
+    samples: int = 500  # random orderings S per detail layer
+    depth_samples: int = 100  # random orderings S per depth row (profile_depth)
     seed: int = 0  # seed of the orderings
     rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
     context_rtol: float | None = None  # context tolerance; None = max(n, d)·eps

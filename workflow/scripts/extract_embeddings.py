@@ -1,5 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: extract every requested layer of one model, from one pass per batch."""
+"""Snakemake adapter: extract every requested layer of one model, from one pass per batch
+(contexts of the detail layers only)."""
 
 import sys
 from pathlib import Path
@@ -18,9 +19,12 @@ entry = model_entry(params.entry, params.index, params.seed)
 outputs = {}
 for layer in params.layers:
     folder = layer_folder(snakemake.output.layers, layer)
-    names = ("queries.npy", "contexts.npy", "provenance.json", "context_ranks.npz")
-    files = (folder / name for name in names)
-    outputs[parse_layer(layer)] = ExtractOutputs(*files)
+    outputs[parse_layer(layer)] = ExtractOutputs(
+        queries=folder / "queries.npy",
+        contexts=folder / "contexts.npy" if layer in params.detail_layers else None,
+        provenance=folder / "provenance.json",
+        context_ranks=folder / "context_ranks.npz",
+    )
 settings = ExtractSettings(
     batch_size=params.batch_size, device=params.device, context_rtol=params.context_rtol
 )

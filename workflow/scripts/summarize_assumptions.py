@@ -1,22 +1,42 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: one row per model × layer in results/assumptions/summary.csv."""
+"""Snakemake adapter: one row per audited model × layer in results/assumptions/summary.csv.
+
+A model with a depth profile takes its rows (detail and depth) from its depth.csv; the others
+from their detail layers' summaries.
+"""
 
 import json
 from pathlib import Path
+
+import pandas as pd
 
 from memcap.logs import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from memcap import assumptions  # noqa: E402
+from memcap import assumptions, depth  # noqa: E402
 
-rows = []
+profiled = {}
+for path in snakemake.input.depth:
+    table = pd.read_csv(path, dtype={"layer": str})
+    if len(table):
+        profiled[str(table["model"].iloc[0])] = depth.summary_rows(table)
+rows, done = [], set()
 for kruskal_path, context_path in zip(
     snakemake.input.kruskal, snakemake.input.contexts, strict=True
 ):
     kruskal = json.loads(Path(kruskal_path).read_text())
+    model = kruskal["model"]
+    if model in profiled:
+        rows += profiled.pop(model)
+        done.add(model)
+    if model in done:
+        continue
     context = json.loads(Path(context_path).read_text())
-    rows.append(assumptions.summary_row(kruskal["model"], kruskal["layer"], context, kruskal))
+    row = assumptions.summary_row(model, kruskal["layer"], context, kruskal)
+    rows.append(row | {"role": "detail"})
+for remaining in profiled.values():  # models whose every layer is a depth row
+    rows += remaining
 table = assumptions.summary_table(rows)
 table.to_csv(snakemake.output.summary, index=False)
 log.info("assumptions summary:\n%s", table.to_string())

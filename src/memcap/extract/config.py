@@ -23,6 +23,7 @@ from memcap.extract.layer_spec import (
     Layer,
     LayerSpec,
     parse_layer_spec,
+    resolve_detail,
     resolve_layers,
 )
 from memcap.extract.sizes import known_sizes
@@ -98,6 +99,8 @@ class ModelEntry:
     layers: tuple[Layer, ...]  # explicit; () until the depth is known (see layer_spec)
     data: DataConfig
     layer_spec: LayerSpec = LayerSpec(DEFAULT_LAYERS)  # the ``layers`` key as given
+    detail_spec: LayerSpec = LayerSpec(DEFAULT_LAYERS)  # the ``detail_layers`` key as given
+    detail_layers: tuple[Layer, ...] = ()  # the layers audited in full (see with_resolved)
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n: int | None = None  # None: family default (see job.resolve_n)
     query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
@@ -120,6 +123,11 @@ class ModelEntry:
         """Whether ``layers`` is explicit (False: ``all`` of a model whose depth needs it built;
         ``memcap.extract.depth.with_layers`` resolves it)."""
         return bool(self.layers)
+
+    @property
+    def depth_rows(self) -> tuple[Layer, ...]:
+        """Layers audited by their depth profile only (no contexts stored, no capacity)."""
+        return tuple(layer for layer in self.layers if layer not in self.detail_layers)
 
     @property
     def kind(self) -> str:
@@ -209,11 +217,15 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
     ``memcap.extract.depth.with_layers`` builds the architecture.
 
     Raises:
-        ConfigError: a malformed ``layers`` value, or a layer beyond a known depth.
+        ConfigError: a malformed ``layers`` or ``detail_layers`` value, a layer beyond a known
+            depth, or a detail layer that is not extracted.
     """
     seed = raw.get("seed")
     spec = parse_layer_spec(
         raw.get("layers", list(DEFAULT_LAYERS)), f"extract.models[{index}].layers"
+    )
+    detail = parse_layer_spec(
+        raw.get("detail_layers", list(DEFAULT_LAYERS)), f"extract.models[{index}].detail_layers"
     )
     entry = ModelEntry(
         index=index,
@@ -224,6 +236,7 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
         seed=global_seed if seed is None else int(seed),
         layers=(),
         layer_spec=spec,
+        detail_spec=detail,
         data=data_config(raw.get("data", {}), global_seed, raw.get("family", "vit")),
         model_kwargs=dict(raw.get("model_kwargs", {})),
         n=raw.get("n"),
@@ -240,7 +253,20 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
     depth = known_depth(entry)
     if spec.needs_depth and depth is None:
         return entry
-    return replace(entry, layers=resolve_layers(spec, depth, f"{entry.key}.layers"))
+    return with_resolved(entry, resolve_layers(spec, depth, f"{entry.key}.layers"))
+
+
+def with_resolved(entry: ModelEntry, layers: tuple[Layer, ...]) -> ModelEntry:
+    """``entry`` with its explicit ``layers`` and the detail layers among them.
+
+    Raises:
+        ConfigError: an explicitly listed detail layer is not among ``layers`` (the default
+            ``detail_layers`` is only intersected with them).
+    """
+    strict = entry.detail_spec != LayerSpec(DEFAULT_LAYERS)
+    key = f"{entry.key}.detail_layers"
+    detail = resolve_detail(entry.detail_spec, layers, key, strict)
+    return replace(entry, layers=layers, detail_layers=detail)
 
 
 def known_depth(entry: ModelEntry) -> int | None:

@@ -10,9 +10,7 @@ for such a model's ``all``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from memcap.extract.config import ModelEntry
+from memcap.extract.config import ModelEntry, with_resolved
 from memcap.extract.layer_spec import resolve_layers
 
 
@@ -21,7 +19,7 @@ def with_layers(entry: ModelEntry) -> ModelEntry:
     if entry.layers_resolved:
         return entry
     depth = built_depth(entry)
-    return replace(entry, layers=resolve_layers(entry.layer_spec, depth, f"{entry.key}.layers"))
+    return with_resolved(entry, resolve_layers(entry.layer_spec, depth, f"{entry.key}.layers"))
 
 
 def built_depth(entry: ModelEntry) -> int:

@@ -1,4 +1,5 @@
-"""One extraction job: a model entry's layers -> queries.npy, contexts.npy, provenance.json each.
+"""One extraction job: a model entry's layers -> queries.npy, provenance.json each, and
+contexts.npy for the layers that store them (the detail layers; depth rows do not).
 
 Order of work: build the model, check every size that needs it (layer depth, context size,
 query index, tokenizer vocabulary, data size) -> only then run batched, no-grad forwards (one
@@ -72,7 +73,7 @@ class ExtractOutputs:
     """Paths one job writes."""
 
     queries: Path  # (T, d) float32
-    contexts: Path  # (T, n, d) float32
+    contexts: Path | None  # (T, n, d) float32; None: not stored (a depth row)
     provenance: Path
     context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
 
@@ -288,7 +289,7 @@ def extract_layers(
     writers = {
         layer: (
             ChunkedArrayWriter(outputs[layer].queries, (T, d)),
-            ChunkedArrayWriter(outputs[layer].contexts, (T, n, d)),
+            _contexts_writer(outputs[layer].contexts, (T, n, d)),
         )
         for layer in layers
     }
@@ -303,22 +304,27 @@ def extract_layers(
             for layer, states in extractor(batch).items():
                 hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
                 queries, contexts = writers[layer]
-                contexts.write(hidden.cpu().numpy())
+                if contexts is not None:
+                    contexts.write(hidden.cpu().numpy())
                 queries.write(hidden[:, q].cpu().numpy())  # (B, d)
                 if layer in streams:  # Assumption 2 on the values as stored, while they pass
                     streams[layer].add(hidden)
             bar.update(len(hidden))
-    checksums = {layer: (q_w.close(), c_w.close()) for layer, (q_w, c_w) in writers.items()}
+    checksums = {
+        layer: (q_w.close(), c_w.close() if c_w is not None else None)
+        for layer, (q_w, c_w) in writers.items()
+    }
     for layer, stream in streams.items():
         save_context_ranks(outputs[layer].context_ranks, stream.result())
     _logger.info(
-        "wrote queries (%d, %d) and contexts (%d, %d, %d) of layers %s",
+        "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
         d,
+        [layer_name(x) for x in layers],
         T,
         n,
         d,
-        [layer_name(x) for x in layers],
+        [layer_name(x) for x in layers if outputs[x].contexts is not None],
     )
 
     shared = dict(
@@ -368,6 +374,11 @@ def extract_layers(
         )
         for layer in layers
     }
+
+
+def _contexts_writer(path: Path | None, shape: tuple[int, ...]) -> ChunkedArrayWriter | None:
+    """The contexts' writer, or None for a layer whose contexts are not stored."""
+    return None if path is None else ChunkedArrayWriter(path, shape)
 
 
 def _to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:

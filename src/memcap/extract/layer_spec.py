@@ -154,3 +154,30 @@ def _parse_object(raw: Mapping[str, Any], key: str) -> tuple[LayerItem, ...]:
         raise ConfigError(f"{key}.random_attention", f"{attention!r} is not true/false", "fix it")
     blocks = BlockRange(values.get("from", 0), values.get("to"), values.get("every", 1))
     return (blocks, RANDOM_ATTENTION) if attention else (blocks,)
+
+
+def resolve_detail(
+    spec: LayerSpec, layers: tuple[Layer, ...], key: str, strict: bool
+) -> tuple[Layer, ...]:
+    """The detail layers of a model: those of ``spec`` among its extracted ``layers``.
+
+    ``all`` and open ranges end at the deepest extracted block. A detail layer that is not
+    extracted is dropped when ``strict`` is False (the default ``detail_layers``), else it is
+    a :class:`ConfigError` naming ``key``.
+    """
+    deepest = max((layer for layer in layers if isinstance(layer, int)), default=0)
+    items = tuple(
+        BlockRange(item.start, deepest, item.step)
+        if isinstance(item, BlockRange) and item.stop is None
+        else item
+        for item in spec.items
+    )
+    wanted = resolve_layers(LayerSpec(items), None, key)
+    missing = [layer for layer in wanted if layer not in layers]
+    if strict and missing:
+        raise ConfigError(
+            key,
+            f"detail layer {missing[0]!r} is not among the model's layers",
+            "add it to layers, or drop it from detail_layers",
+        )
+    return tuple(layer for layer in layers if layer in wanted)

@@ -17,6 +17,7 @@ from memcap.report import loaders
 from memcap.report.captions import FigureSpec, describe_figure
 from memcap.report.context import (
     STAGES,
+    DepthSection,
     Figure,
     LayerSection,
     Limitation,
@@ -24,6 +25,7 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
+from memcap.report.depth import theorem_span
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
@@ -46,6 +48,15 @@ class LayerFiles:
 
 
 @dataclass(frozen=True)
+class DepthFiles:
+    """The depth profile of one model: its table (depth.csv) and chart."""
+
+    model: str
+    table: str
+    figures: Sequence[FigureSpec] = ()
+
+
+@dataclass(frozen=True)
 class StageFiles:
     """A stage's named tables (e.g. ``fits``), its figures and its provenance records."""
 
@@ -60,6 +71,7 @@ class ReportInputs:
 
     Attributes:
         layers: per extracted model × layer, its files.
+        depth: per model with a depth profile, its files.
         stage_files: per stage, its named tables, figures and provenance records.
         benchmarks: rule -> its jobs' Snakemake benchmark files.
         rule_stages: rule name -> stage name, to sum wall times per stage.
@@ -69,6 +81,7 @@ class ReportInputs:
     title: str
     stages: Mapping[str, bool]
     layers: Sequence[LayerFiles] = ()
+    depth: Sequence[DepthFiles] = ()
     stage_files: Mapping[str, StageFiles] = field(default_factory=dict)
     benchmarks: Mapping[str, Sequence[str]] = field(default_factory=dict)
     rule_stages: Mapping[str, str] = field(default_factory=dict)
@@ -86,6 +99,14 @@ class ReportInputs:
             )
             for layer in layout.get("layers", ())
         ]
+        depth = [
+            DepthFiles(
+                model=str(entry["model"]),
+                table=entry["table"],
+                figures=[FigureSpec.from_dict(f) for f in entry.get("figures", ())],
+            )
+            for entry in layout.get("depth", ())
+        ]
         stage_files = {
             stage: StageFiles(
                 tables=dict(files.get("tables") or {}),
@@ -96,6 +117,7 @@ class ReportInputs:
         }
         return cls(
             layers=layers,
+            depth=depth,
             stage_files=stage_files,
             benchmarks={rule: list(files) for rule, files in layout.get("benchmarks", {}).items()},
             rule_stages=dict(layout.get("rule_stages") or {}),
@@ -189,6 +211,19 @@ def _assumption_sections(
         section.limitations = _layer_caveats(section, models.get(ev.model))
         sections.append(section)
     return sections, overview
+
+
+def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
+    """Per model with a depth table: its chart, and where along depth Theorem 1 applies."""
+    sections = []
+    for files in inputs.depth:
+        table = loaders.read_table(files.table)
+        if table is None:
+            continue
+        first, last = theorem_span(table)
+        figures = _figures(files.figures, inputs.config)
+        sections.append(DepthSection(files.model, len(table), first, last, figures))
+    return sections
 
 
 def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
@@ -331,6 +366,7 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         limitations=_run_limitations(
             inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
         ),
+        depth=_depth_sections(inputs),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),

@@ -81,6 +81,17 @@ class LayerSection:
 
 
 @dataclass
+class DepthSection:
+    """One model's depth profile: its chart and where Theorem 1 applies along its depth."""
+
+    model: str
+    layers: int  # layers audited (detail and depth rows)
+    first: str  # first numbered layer where Theorem 1 applies, or "never"
+    last: str  # last one, when it stops holding before the deepest layer; else "—"
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
 class ScalingSection:
     """One paper's synthetic scaling laws: figures, fitted slopes, notes."""
 
@@ -108,6 +119,7 @@ class ReportContext:
     paper_b: ScalingSection
     limitations: Sequence[Limitation]
     paper_a_real: Table | None = None  # paper A's real-data results beside this run's
+    depth: Sequence[DepthSection] = ()  # per model with a depth profile
 
     @property
     def stage_wall_s(self) -> dict[str, float]:
@@ -131,6 +143,7 @@ class ReportContext:
         return (
             len(self.assumption_figures)
             + sum(len(layer.figures) for layer in self.layers)
+            + sum(len(section.figures) for section in self.depth)
             + len(self.paper_a.figures)
             + len(self.paper_b.figures)
         )

@@ -1,0 +1,141 @@
+"""The depth profile of one model: every audited layer's assumption checks in one table.
+
+Detail layers bring the summaries check_assumptions wrote; depth rows are checked by
+profile_depth with the same functions and fewer orderings. Each row says whether Theorem 1
+applies at the layer, by the report's own verdicts (:mod:`memcap.report.verdicts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import pyplot as plt
+
+from memcap.assumptions import summary_row
+from memcap.plotting import set_theme
+from memcap.report.loaders import evidence_from_summary
+from memcap.report.verdicts import LayerEvidence, Verdict, layer_verdicts
+
+ROLES = ("detail", "depth")
+# The contracted columns of depth.csv, in order; the columns of summary.csv follow them.
+DEPTH_COLUMNS = (
+    "model",
+    "layer",
+    "role",
+    "samples",
+    "n",
+    "d",
+    "T",
+    "p_n",
+    "kruskal_estimate",
+    "kruskal_lower",
+    "kruskal_upper",
+    "dependent_bound",
+    "context_full_rank_fraction",
+    "theorem1_applies",
+)
+# Columns of depth.csv that summary.csv names otherwise (or lacks).
+_DEPTH_ONLY = set(DEPTH_COLUMNS[7:])
+
+
+def theorem1_applies(evidence: LayerEvidence) -> bool:
+    """The report's criterion: Theorem 1's bound applies at the layer's own n (verdict pass)."""
+    return layer_verdicts(evidence).theorem.verdict is Verdict.PASS
+
+
+def depth_row(
+    model: str,
+    layer: str,
+    role: str,
+    context: Mapping[str, Any],
+    kruskal: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One row of depth.csv from a layer's context-rank and Kruskal records (as in the JSONs)."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {ROLES}")
+    summary = summary_row(model, layer, context, kruskal)
+    (evidence,) = evidence_from_summary(pd.DataFrame([summary]))
+    row = {
+        "model": model,
+        "layer": layer,
+        "role": role,
+        "samples": kruskal["samples"],
+        "n": kruskal["n"],
+        "d": kruskal["d"],
+        "T": kruskal["T"],
+        "p_n": kruskal["p_n"],
+        "kruskal_estimate": kruskal["estimate"],
+        "kruskal_lower": kruskal["lower_bound"],
+        "kruskal_upper": kruskal["upper_bound"],
+        "dependent_bound": kruskal.get("dependent_bound_n", np.nan),
+        "context_full_rank_fraction": context["full_rank_frac"],
+        "theorem1_applies": theorem1_applies(evidence),
+    }
+    return row | {key: value for key, value in summary.items() if key not in row}
+
+
+def layer_order(layer: str) -> tuple[int, str]:
+    """Numeric layers first, in order, then named variants (random_attention)."""
+    return (int(layer), "") if str(layer).isdigit() else (10**6, str(layer))
+
+
+def depth_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """depth.csv: one row per audited layer, numeric layers in order, random_attention last."""
+    if not rows:
+        return pd.DataFrame(columns=list(DEPTH_COLUMNS))
+    ordered = sorted(rows, key=lambda row: layer_order(row["layer"]))
+    table = pd.DataFrame(ordered)
+    return table[list(DEPTH_COLUMNS) + [c for c in table.columns if c not in DEPTH_COLUMNS]]
+
+
+def summary_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of summary.csv a depth table holds (its layers, with their role)."""
+    keep = [c for c in table.columns if c not in _DEPTH_ONLY]
+    return table[keep].to_dict("records")
+
+
+def profiles_table(profiles: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """depth_profiles.csv: the P(k) profile rows of every depth row, with a layer column."""
+    frames = [profile.assign(layer=layer) for layer, profile in profiles.items()]
+    if not frames:
+        return pd.DataFrame(columns=["layer", "k", "p_full_rank"])
+    table = pd.concat(frames, ignore_index=True)
+    return table[["layer"] + [c for c in table.columns if c != "layer"]]
+
+
+def plot_depth(table: pd.DataFrame, title: str) -> plt.Figure:
+    """The numbered layers against depth: P(n) and context full rank; Kruskal rank, n and d."""
+    set_theme()
+    rows = table[table["layer"].astype(str).str.isdigit()].copy()
+    rows["x"] = rows["layer"].astype(int)
+    rows = rows.sort_values("x")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.8, 5.6), sharex=True)
+    top.plot(rows["x"], rows["p_n"], marker="o", label="P(n): independent n-subsets")
+    top.plot(
+        rows["x"],
+        rows["context_full_rank_fraction"],
+        marker="s",
+        linestyle="--",
+        label="contexts of rank n",
+    )
+    applies = rows[rows["theorem1_applies"].astype(bool)]
+    top.scatter(applies["x"], [1.06] * len(applies), marker="v", color="C2", label="Theorem 1")
+    top.set(ylabel="fraction", ylim=(-0.05, 1.12))
+    top.legend(loc="lower left", fontsize=8)
+    top.set_title(title)
+    estimate = rows["kruskal_estimate"].astype(float)
+    lower = rows["kruskal_lower"].astype(float).fillna(estimate)
+    upper = rows["kruskal_upper"].astype(float).fillna(estimate)
+    bottom.fill_between(rows["x"], lower, upper, alpha=0.25, label="certified bounds")
+    bottom.plot(rows["x"], estimate, marker="o", label="Kruskal rank estimate")
+    if len(rows):
+        n, d = int(rows["n"].iloc[0]), int(rows["d"].iloc[0])
+        bottom.axhline(n, color="0.3", linestyle="--", linewidth=1, label=f"n = {n}")
+        bottom.axhline(d, color="0.3", linestyle=":", linewidth=1, label=f"d = {d}")
+    bottom.set(xlabel="layer (0 = embeddings, k = output of block k)", ylabel="Kruskal rank")
+    bottom.xaxis.get_major_locator().set_params(integer=True)
+    bottom.legend(loc="best", fontsize=8)
+    return fig
