@@ -21,6 +21,7 @@ rule convert_onnx_weights:
         benchmark_file("convert_onnx_weights")
     wildcard_constraints:
         model=extract_model_pattern(),
+    priority: 10  # the longest chain (conversion, then a 13-layer extraction) starts first
     conda:
         "../envs/extract.yaml"
     threads: 1
@@ -45,6 +46,7 @@ rule extract_model:
         benchmark_file("extract_model")
     wildcard_constraints:
         model=extract_model_pattern(),
+    priority: 5  # extraction feeds two stages: start it before the synthetic sweeps
     conda:
         "../envs/extract.yaml"
     threads: 1
