@@ -7,7 +7,7 @@ import pytest
 
 from memcap import depth
 from memcap.assumptions import summary_row
-from memcap.report.depth import theorem_span
+from memcap.report.depth import theorem_gaps, theorem_span
 from memcap.report.loaders import evidence_from_summary
 from memcap.report.verdicts import Verdict, layer_verdicts
 
@@ -117,6 +117,29 @@ def test_theorem_span(applies, expected):
     table = pd.DataFrame({"layer": list(applies), "theorem1_applies": list(applies.values())})
     assert theorem_span(table) == expected
     assert theorem_span(pd.read_csv(_roundtrip(table), dtype={"layer": str})) == expected
+
+
+def test_theorem_gaps_name_later_layers_with_their_verdicts():
+    verdicts = {
+        "0": "fail",
+        "1": "pass",
+        "2": "inconclusive",
+        "3": "inconclusive",
+        "4": "fail",
+        "5": "pass",
+        "random_attention": "fail",
+    }
+    table = pd.DataFrame(
+        {
+            "layer": list(verdicts),
+            "theorem1_applies": [v == "pass" for v in verdicts.values()],
+            "theorem1": list(verdicts.values()),
+        }
+    )
+    assert theorem_gaps(table) == "2, 3 (inconclusive); 4 (fail)"
+    assert theorem_gaps(table.drop(columns="theorem1")) == "2, 3, 4 (fail)"
+    assert theorem_gaps(table[table["layer"].isin(["0", "1"])]) == "—"
+    assert theorem_gaps(table.assign(theorem1_applies=False)) == "—"
 
 
 def _roundtrip(table: pd.DataFrame):

@@ -36,14 +36,20 @@ DEPTH_COLUMNS = (
     "dependent_bound",
     "context_full_rank_fraction",
     "theorem1_applies",
+    "theorem1",
 )
 # Columns of depth.csv that summary.csv names otherwise (or lacks).
 _DEPTH_ONLY = set(DEPTH_COLUMNS[7:])
 
 
+def theorem1_verdict(evidence: LayerEvidence) -> Verdict:
+    """The report's reading of Theorem 1 at the layer's own n (pass, fail or inconclusive)."""
+    return layer_verdicts(evidence).theorem.verdict
+
+
 def theorem1_applies(evidence: LayerEvidence) -> bool:
     """The report's criterion: Theorem 1's bound applies at the layer's own n (verdict pass)."""
-    return layer_verdicts(evidence).theorem.verdict is Verdict.PASS
+    return theorem1_verdict(evidence) is Verdict.PASS
 
 
 def depth_row(
@@ -73,6 +79,7 @@ def depth_row(
         "dependent_bound": kruskal.get("dependent_bound_n", np.nan),
         "context_full_rank_fraction": context["full_rank_frac"],
         "theorem1_applies": theorem1_applies(evidence),
+        "theorem1": theorem1_verdict(evidence).value,
     }
     return row | {key: value for key, value in summary.items() if key not in row}
 

@@ -25,7 +25,7 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
-from memcap.report.depth import theorem_span
+from memcap.report.depth import theorem_gaps, theorem_span
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
@@ -222,7 +222,8 @@ def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
             continue
         first, last = theorem_span(table)
         figures = _figures(files.figures, inputs.config)
-        sections.append(DepthSection(files.model, len(table), first, last, figures))
+        gaps = theorem_gaps(table)
+        sections.append(DepthSection(files.model, len(table), first, last, gaps, figures))
     return sections
 
 

@@ -88,6 +88,7 @@ class DepthSection:
     layers: int  # layers audited (detail and depth rows)
     first: str  # first numbered layer where Theorem 1 applies, or "never"
     last: str  # last one, when it stops holding before the deepest layer; else "—"
+    gaps: str  # later numbered layers where it does not apply, with the verdict; else "—"
     figures: list[Figure] = field(default_factory=list)
 
 
