@@ -39,6 +39,18 @@ def test_settings_from_the_schema_defaults():
         assert assumptions.AssumptionsSettings.from_config(section).samples >= 1
 
 
+def test_settings_profile_passes_every_setting():
+    queries = np.random.default_rng(1).standard_normal((30, 12))
+    settings = assumptions.AssumptionsSettings(seed=3, near_duplicate_cosine=0.99, method="qr")
+    ours = settings.profile(queries, 20, device="cpu", workers=1)
+    direct = kruskal_profile(
+        queries, 20, seed=3, near_duplicate_cosine=0.99, method="qr", device="cpu", workers=1
+    )
+    assert ours.estimate == direct.estimate
+    np.testing.assert_array_equal(ours.m, direct.m)
+    assert ours.route == direct.route == "qr"
+
+
 @pytest.fixture(scope="module")
 def layer_results():
     rng = np.random.default_rng(0)

@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from memcap.numerics import ContextRanks, KruskalProfile, rank_histogram
+from memcap.numerics import ContextRanks, KruskalProfile, kruskal_profile, rank_histogram
 from memcap.plotting import set_theme
 
 
@@ -40,6 +40,22 @@ class AssumptionsSettings:
         """Build from the (schema-defaulted) section; keys that are not settings are ignored."""
         names = {field.name for field in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in section.items() if key in names})
+
+    def profile(
+        self, queries: np.ndarray, samples: int, device: Any, workers: int, progress: bool = False
+    ) -> KruskalProfile:
+        """The Kruskal profile of ``queries`` from ``samples`` orderings, with these settings."""
+        return kruskal_profile(
+            queries,
+            samples,
+            seed=self.seed,
+            rtol=self.rtol,
+            near_duplicate_cosine=self.near_duplicate_cosine,
+            device=device,
+            method=self.method,
+            progress=progress,
+            workers=workers,
+        )
 
 
 # The contracted columns of results/assumptions/summary.csv, in order; extras follow them.

@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from memcap import assumptions  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.numerics import kruskal_profile, load_context_ranks  # noqa: E402
+from memcap.numerics import load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402
 
@@ -52,17 +52,7 @@ save_figure(assumptions.plot_context_ranks(table, ranks.n, title), out.context_f
 # Assumption 1 and general position: P(k) for every k from random orderings of the queries.
 queries = np.load(snakemake.input.queries)
 log.info("queries %s %s, n = %s", queries.shape, queries.dtype, extraction["n"])
-profile = kruskal_profile(
-    queries,
-    settings.samples,
-    seed=settings.seed,
-    rtol=settings.rtol,
-    near_duplicate_cosine=settings.near_duplicate_cosine,
-    device=device,
-    method=settings.method,
-    progress=True,
-    workers=snakemake.threads,
-)
+profile = settings.profile(queries, settings.samples, device, snakemake.threads, progress=True)
 table = assumptions.profile_table(profile, settings.confidence)
 table.to_csv(out.profile_table, index=False)
 record = assumptions.kruskal_record(profile, int(extraction["n"]), settings.confidence)

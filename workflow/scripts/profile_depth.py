@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from memcap import assumptions, depth  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.numerics import kruskal_profile, load_context_ranks  # noqa: E402
+from memcap.numerics import load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
@@ -29,16 +29,8 @@ for layer, queries_path, ranks_path, provenance_path in zip(
 ):
     n = int(json.loads(Path(provenance_path).read_text())["n"])
     context = assumptions.context_record(load_context_ranks(ranks_path))
-    profile = kruskal_profile(
-        np.load(queries_path),
-        settings.depth_samples,
-        seed=settings.seed,
-        rtol=settings.rtol,
-        near_duplicate_cosine=settings.near_duplicate_cosine,
-        device=device,
-        method=settings.method,
-        workers=snakemake.threads,
-    )
+    queries = np.load(queries_path)
+    profile = settings.profile(queries, settings.depth_samples, device, snakemake.threads)
     kruskal = assumptions.kruskal_record(profile, n, settings.confidence)
     rows.append(depth.depth_row(model, layer, "depth", context, kruskal))
     profiles[layer] = assumptions.profile_table(profile, settings.confidence)
