@@ -10,6 +10,9 @@ from pathlib import Path
 
 import yaml
 
+from memcap.extract.config import layer_name, model_entries
+from memcap.extract.depth import with_layers
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
@@ -31,11 +34,8 @@ def test_dry_run_plans_one_job_per_model_and_layer(tmp_path):
     assert result.returncode == 0, result.stderr + result.stdout
     planned = set(re.findall(r"wildcards: model=([\w.-]+), layer=(\w+)", result.stdout))
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
-    expected = {
-        (model["name"], str(layer))
-        for model in config["extract"]["models"]
-        for layer in model["layers"]
-    }
+    entries = [with_layers(entry) for entry in model_entries(config)]  # "all" resolved
+    expected = {(entry.name, layer_name(layer)) for entry in entries for layer in entry.layers}
     assert expected <= planned
     extract_jobs = re.search(r"extract_embeddings\s+(\d+)", result.stdout)
     assert extract_jobs and int(extract_jobs.group(1)) == len(expected)
