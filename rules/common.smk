@@ -98,8 +98,7 @@ def model_detail_layers(name):
 
 def model_depth_rows(name):
     """Layer wildcard values of model `name`'s depth rows (its other layers)."""
-    detail = model_detail_layers(name)
-    return [layer for layer in model_layers(name) if layer not in detail]
+    return [layer_name(layer) for layer in resolved_entry(name).depth_rows]
 
 
 def extract_targets():
