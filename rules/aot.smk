@@ -52,6 +52,13 @@ rule summarize_aot:
             subcategory="Tables",
             labels={"table": "fits"},
         ),
+        laws=report(
+            "results/aot/laws.csv",
+            caption="../workflow/report/aot_laws.rst",
+            category=AOT_CATEGORY,
+            subcategory="Tables",
+            labels={"table": "findings checked"},
+        ),
     log:
         "logs/summarize_aot/summarize_aot.log",
     conda:

@@ -647,6 +647,7 @@ def report_layout(wildcards=None):
             "tables": (
                 {
                     "fits": "results/synthetic/fits.csv",
+                    "laws": "results/synthetic/laws.csv",
                     "capacity": "results/synthetic/capacity.csv",
                 }
                 if stage_enabled("synthetic")
@@ -659,7 +660,11 @@ def report_layout(wildcards=None):
         },
         "aot": {
             "tables": (
-                {"fits": "results/aot/fits.csv", "summary": "results/aot/summary.csv"}
+                {
+                    "fits": "results/aot/fits.csv",
+                    "laws": "results/aot/laws.csv",
+                    "summary": "results/aot/summary.csv",
+                }
                 if stage_enabled("aot")
                 else {}
             ),

@@ -59,6 +59,13 @@ rule summarize_synthetic:
             subcategory="Tables",
             labels={"table": "linear fits"},
         ),
+        laws=report(
+            "results/synthetic/laws.csv",
+            caption="../workflow/report/synthetic_laws.rst",
+            category=SYNTHETIC_CATEGORY,
+            subcategory="Tables",
+            labels={"table": "laws checked"},
+        ),
         saturation=report(
             "results/synthetic/saturation.csv",
             caption="../workflow/report/synthetic_saturation_table.rst",

@@ -136,6 +136,16 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     pd.DataFrame({"sweep": ["heads"], "capacity": [17], "censored": [True]}).to_csv(
         synthetic / "capacity.csv", index=False
     )
+    pd.DataFrame(
+        {
+            "law": ["linear in H", "flat in d_h beyond n"],
+            "sweep": ["heads", "head_dim"],
+            "curve": ["shared context, classification"] * 2,
+            "criterion": ["R² ≥ 0.95", "within 10%"],
+            "measured": ["R² = 0.991", "-13% at 16"],
+            "holds": [True, False],
+        }
+    ).to_csv(synthetic / "laws.csv", index=False)
     aot_figure = _png(root / "results" / "aot" / "figures" / "heads.png", 2.0)
     stage_files = {
         "assumptions": StageFiles(tables={"summary": str(assumptions / "summary.csv")}),
@@ -147,7 +157,9 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             ],
         ),
         "synthetic": StageFiles(
-            tables={name: str(synthetic / f"{name}.csv") for name in ("fits", "capacity")},
+            tables={
+                name: str(synthetic / f"{name}.csv") for name in ("fits", "capacity", "laws")
+            },
             figures=synthetic_figures,
         ),
         "aot": StageFiles(
@@ -214,6 +226,9 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "Memorized vs heads." in text
     assert "6.8" in text and "0.991" in text  # the fits table
     assert "1 of 1 settings memorized every example" in text  # censored capacity
+    # Paper A's laws checked, the failing one named in a note.
+    assert "The paper's laws, checked on this run" in text and "-13% at 16" in text
+    assert "Not reproduced in this run: flat in d_h beyond n (head_dim, shared context" in text
     assert "only 12 distinct source images" in text
     assert "details" in {tag for tag, _ in tags.tags}
     # What the model is, where its weights came from, which paper-A model it stands in for.

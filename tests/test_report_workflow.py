@@ -26,6 +26,8 @@ def test_report_reads_every_stage_and_every_upstream_benchmark(tmp_path):
         "results/assumptions/summary.csv",
         "results/assumptions/bert-tiny/1/kruskal_profile.csv",
         "results/synthetic/fits.csv",
+        "results/synthetic/laws.csv",
+        "results/aot/laws.csv",
         "results/capacity/real.csv",
         "results/aot/figures",
         # Benchmarks of intermediate jobs too, found by walking the rules back.

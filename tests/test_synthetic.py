@@ -98,7 +98,22 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
     own, default = (stage.train_config(sweep_spec(section, n), 64) for n in sweeps)
     assert (own.steps, default.steps) == (7, section["train"]["steps"])
     assert own.lr == default.lr == section["train"]["lr"]
-    assert stage.replicate_seeds() == [3000 + k for k in range(section["seeds"])]
+    assert stage.replicate_seeds(sweep_spec(section, "heads")) == [
+        3000 + k for k in range(section["seeds"])
+    ]
+
+
+def test_a_sweeps_own_seeds_extend_the_stages_replicates():
+    section = _config()["synthetic"]
+    section["sweeps"]["context_size"]["seeds"] = section["seeds"] + 2
+    stage = StageSettings.from_config(section, 3)
+    own, default = (
+        stage.replicate_seeds(sweep_spec(section, n)) for n in ("context_size", "heads")
+    )
+    assert len(own) == section["seeds"] + 2 and own[: len(default)] == default
+    more = sweep_memory_mb(section, "context_size", base_mb=0)
+    section["sweeps"]["context_size"]["seeds"] = None
+    assert sweep_memory_mb(section, "context_size", base_mb=0) < more
 
 
 def test_theory_bound_is_h_times_n_minus_one_plus_one():

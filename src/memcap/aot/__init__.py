@@ -4,6 +4,8 @@ Modules: :mod:`~memcap.aot.settings` (sweep and stage settings, parameter counts
 checker and the memory estimate; no torch), :mod:`~memcap.aot.tasks` (association and
 distribution tasks), :mod:`~memcap.aot.model` (the replica-batched AoT and MLP-Transformer),
 :mod:`~memcap.aot.sweep` (training a sweep through :func:`memcap.training.loop.train_replicas`),
-:mod:`~memcap.aot.bounds` (chance, lower bounds, fits) and :mod:`~memcap.aot.figures`.
+:mod:`~memcap.aot.summary` (summary and fit tables), :mod:`~memcap.aot.laws` (paper B's findings
+checked, against the authors' published accuracies among them), :mod:`~memcap.aot.bounds`
+(chance, lower bounds, fits) and :mod:`~memcap.aot.figures`.
 Nothing is imported here, so the config checker stays free of torch.
 """

@@ -250,6 +250,11 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     section = ScalingSection(enabled=inputs.stages.get(stage, False))
     section.figures = _figures(inputs.stage(stage).figures, inputs.config)
     fits_path, capacity_path = inputs.table(stage, "fits"), inputs.table(stage, "capacity")
+    laws_path = inputs.table(stage, "laws")
+    if laws_path is not None:
+        section.laws, failing = _laws(pd.read_csv(laws_path))
+        if failing:
+            section.notes.append(f"Not reproduced in this run: {'; '.join(failing)}.")
     if fits_path is not None:
         fits = pd.read_csv(fits_path)
         section.fits = Table.from_frame(fits.drop(columns=["coefficients"], errors="ignore"))
@@ -282,6 +287,14 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     if summary_path is not None and stage == "aot":
         section.notes += _aot_recipes(pd.read_csv(summary_path))
     return section
+
+
+def _laws(laws: pd.DataFrame) -> tuple[Table, list[str]]:
+    """The laws table with "holds" as yes / no, and the laws that do not hold, named."""
+    holds = laws["holds"].astype(str).str.lower() == "true"
+    shown = laws.assign(holds=holds.map({True: "yes", False: "no"}))
+    failing = [f"{r.law} ({r.sweep}, {r.curve})" for r in laws[~holds].itertuples()]
+    return Table.from_frame(shown), failing
 
 
 def _aot_recipes(summary: pd.DataFrame) -> list[str]:

@@ -98,6 +98,7 @@ class ScalingSection:
 
     enabled: bool
     figures: list[Figure] = field(default_factory=list)
+    laws: Table | None = None  # the paper's laws or findings checked on this run
     fits: Table | None = None
     tables: dict[str, Table] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

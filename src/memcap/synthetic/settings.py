@@ -59,6 +59,7 @@ class SweepSpec:
     tasks: tuple[str, ...]
     train: Mapping[str, Any]  # the sweep's own training settings; null keeps the recipe's
     recipe: str  # ours (synthetic.train) or authors (synthetic.authors: paper A's code)
+    seeds: int  # replicate seeds per setting (the sweep's own, else synthetic.seeds)
 
     def settings(self) -> list[Setting]:
         """Every (value, context, task) point, values outermost."""
@@ -88,6 +89,7 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
         tasks=tuple(sweep["tasks"]),
         train=sweep["train"],
         recipe=sweep["recipe"],
+        seeds=sweep.get("seeds") or section["seeds"],
     )
 
 
@@ -98,7 +100,6 @@ class StageSettings:
     d: int  # token dimension
     classes: int  # C, classification labels
     value_dim: int  # d_v per head
-    seeds: int  # replicate seeds per setting
     base_seed: int  # the config's global seed; every data, model and batch seed derives from it
     group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
     saturation_threshold: float
@@ -112,7 +113,6 @@ class StageSettings:
             d=section["d"],
             classes=section["classes"],
             value_dim=section["value_dim"],
-            seeds=section["seeds"],
             base_seed=int(seed),
             group_by=tuple(section["group_by"]),
             saturation_threshold=section["saturation_threshold"],
@@ -120,9 +120,9 @@ class StageSettings:
             authors=section["authors"],
         )
 
-    def replicate_seeds(self) -> list[int]:
-        """The replicate seeds of every setting."""
-        return replicate_seeds(self.base_seed, self.seeds)
+    def replicate_seeds(self, spec: SweepSpec) -> list[int]:
+        """The replicate seeds of every setting of sweep ``spec``."""
+        return replicate_seeds(self.base_seed, spec.seeds)
 
     def train_config(self, spec: SweepSpec, examples: int) -> TrainConfig:
         """The training settings of sweep ``spec`` for a batched model of up to ``examples``.
@@ -158,7 +158,7 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     """
     spec = sweep_spec(section, name)
     group_by = section["group_by"]
-    per_setting = len(spec.contexts) * section["seeds"]
+    per_setting = len(spec.contexts) * spec.seeds
     replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
     replicas *= 1 if "examples" in group_by else len(spec.examples)
     tokens = max(setting.n for setting in spec.settings()) + 1

@@ -82,7 +82,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
     replicas = [
         Replica(setting, seed, examples)
         for setting in spec.settings()
-        for seed in stage.replicate_seeds()
+        for seed in stage.replicate_seeds(spec)
         for examples in spec.examples
     ]
     datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
