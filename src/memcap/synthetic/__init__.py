@@ -6,7 +6,8 @@ settings, the config checker and the memory estimate; no torch),
 :mod:`~memcap.synthetic.model` (the replica-batched MHA model),
 :mod:`~memcap.synthetic.sweep` (training and certifying a sweep through
 :func:`memcap.training.loop.train_replicas`), :mod:`~memcap.synthetic.summary` (capacity,
-fit and saturation tables), :mod:`~memcap.synthetic.laws` (paper A's three laws checked), :mod:`~memcap.synthetic.bounds` (H(n−1)+1 and the linear fit)
-and :mod:`~memcap.synthetic.figures`. Nothing is imported here, so the config checker stays
+fit and saturation tables), :mod:`~memcap.synthetic.laws` (paper A's three laws checked),
+:mod:`~memcap.synthetic.bounds` (H(n−1)+1 and the linear fit) and
+:mod:`~memcap.synthetic.figures`. Nothing is imported here, so the config checker stays
 free of torch.
 """
