@@ -16,9 +16,10 @@ LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
 def plot_sweep(capacity: pd.DataFrame, fits: pd.DataFrame, sweep: str) -> plt.Figure:
     """Memorized count (capacity estimate) against the swept parameter, one panel per task.
 
-    Per context kind: every seed's capacity (dots), their mean (solid), the linear fit (dotted,
-    slope and R² in the legend) and the certified capacity with random attention (crosses,
-    dashed). Black dashed: the theory line H(n−1)+1.
+    Per context kind: every seed's capacity (dots), the best seed (solid: the estimate the
+    laws are checked on, see :mod:`memcap.synthetic.laws`), the seed mean (thin), the linear
+    fit over every seed (dotted, slope and R² in the legend) and the certified capacity with
+    random attention (crosses, dashed). Black dashed: the theory line H(n−1)+1.
     """
     set_theme()
     data = capacity[capacity["sweep"] == sweep]
@@ -31,8 +32,20 @@ def plot_sweep(capacity: pd.DataFrame, fits: pd.DataFrame, sweep: str) -> plt.Fi
         for context, part in panel.groupby("context"):
             color = palette[context]
             mean = part.groupby("value")[["capacity", "certified"]].mean()
+            best = part.groupby("value")["capacity"].max()
+            seeds = part.groupby("value")["seed"].nunique().max()
             ax.scatter(part["value"], part["capacity"], color=color, alpha=0.35, s=14)
-            ax.plot(mean.index, mean["capacity"], "o-", color=color, label=f"trained, {context}")
+            ax.plot(
+                best.index,
+                best.values,
+                "o-",
+                color=color,
+                label=f"trained, best of {seeds}, {context}",
+            )
+            ax.plot(
+                mean.index, mean["capacity"], "-", color=color, alpha=0.5, linewidth=0.8,
+                label=f"trained, seed mean, {context}",
+            )  # fmt: skip
             ax.plot(
                 mean.index,
                 mean["certified"],
