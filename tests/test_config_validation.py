@@ -55,6 +55,7 @@ BAD = [
     ("non-integer batch size", ["extract", "batch_size"], 2.5, "batch_size"),
     ("unknown synthetic sweep key", ["synthetic", "sweeps", "heads", "valeus"], [1], "valeus"),
     ("empty synthetic sweep", ["synthetic", "sweeps", "heads", "values"], [], "values"),
+    ("no seeds for one sweep", ["synthetic", "sweeps", "head_dim", "seeds"], 0, "seeds"),
     (
         "synthetic T grid not increasing",
         ["synthetic", "sweeps", "heads", "examples"],
