@@ -1,12 +1,8 @@
-"""Exact binomial confidence bounds for the sampled fractions of the Kruskal profile.
-
-The Beta quantiles come from ``scipy.special.betaincinv`` (what ``scipy.stats.beta.ppf``
-evaluates), whose import costs a fraction of ``scipy.stats``'s: every check job imports this.
-"""
+"""Exact binomial confidence bounds for the sampled fractions of the Kruskal profile."""
 
 from __future__ import annotations
 
-from scipy.special import betaincinv
+from scipy import stats
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
@@ -14,11 +10,11 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
     if trials == 0:
         return 0.0, 1.0
     alpha = 1.0 - level
-    lo = 0.0 if successes == 0 else betaincinv(successes, trials - successes + 1, alpha / 2)
+    lo = 0.0 if successes == 0 else stats.beta.ppf(alpha / 2, successes, trials - successes + 1)
     hi = (
         1.0
         if successes == trials
-        else betaincinv(successes + 1, trials - successes, 1 - alpha / 2)
+        else stats.beta.ppf(1 - alpha / 2, successes + 1, trials - successes)
     )
     return float(lo), float(hi)
 
@@ -27,4 +23,4 @@ def upper_confidence_bound(successes: int, trials: int, level: float = 0.95) -> 
     """Exact one-sided upper confidence bound on a proportion (Clopper–Pearson)."""
     if successes == trials:
         return 1.0
-    return float(betaincinv(successes + 1, trials - successes, level))
+    return float(stats.beta.ppf(level, successes + 1, trials - successes))
