@@ -6,8 +6,8 @@
 - ``above paper B's lower bound``: every seed mean of an association curve at least
   1/N + (1 − 1/N)(H·d_h + d)/T0;
 - ``AoT and MLP-Transformer alike per parameter``: in a sweep with both models, the k-th
-  smallest AoT and MLP-Transformer of a facet (equal parameter counts by construction) within
-  ``SIMILAR`` of each other;
+  smallest AoT and MLP-Transformer of a facet (MLP width 2·d·(H − 1): parameter counts equal
+  for the paper's variant, within 4% for the authors') within ``SIMILAR`` of each other;
 - the forms of paper B's figures: linear in H, quadratic in d_h, piecewise linear in d with
   its knot at d_h, each with R² ≥ ``R2_MIN`` over the seed means below saturation
   (``bounds.SATURATION``), tested where at least one point more than the form has
