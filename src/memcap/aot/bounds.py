@@ -15,6 +15,7 @@ import numpy as np
 from memcap.training.fits import least_squares, r_squared
 
 SATURATION = 0.95  # fits skip points after the first mean accuracy at or above this
+COEFFICIENTS = {"linear": 2, "quadratic": 3, "hinge": 3}  # per fit form (see _basis)
 
 
 def chance(N: int | np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 
 from memcap.aot import bounds
-from memcap.aot.summary import FORMS, facet_groups, seed_means
+from memcap.aot.summary import curve_form, facet_groups, seed_means
 
 PUBLISHED_FILE = Path(__file__).with_name("published.yaml")
 R2_MIN = 0.95
@@ -140,13 +140,11 @@ def _form(sweep: str, model: str, label: str, rows: pd.DataFrame) -> dict | None
     x = rows["x_axis"].iloc[0]
     if model != "aot" or x not in ("H", "d_h", "d"):  # per parameter: no form claimed
         return None
-    form = FORMS[x]
+    form, knot = curve_form(rows, x)
     means = seed_means(rows, x)
     below = means[means["accuracy"] < bounds.SATURATION]
-    needed = {"linear": 3, "quadratic": 4, "hinge": 4}[form]
-    if len(below) < needed:
+    if len(below) <= bounds.COEFFICIENTS[form]:  # an R² needs a point more than the form has
         return None
-    knot = float(rows["d_h"].max()) if form == "hinge" else float("nan")
     result = bounds.fit(below[x], below["accuracy"], form, knot)
     return {
         "law": FORM_LAWS[form],

@@ -48,17 +48,22 @@ def seed_means(rows: pd.DataFrame, x: str, column: str = "accuracy") -> pd.DataF
     return rows.groupby(x, as_index=False).agg(agg).sort_values(x)
 
 
+def curve_form(rows: pd.DataFrame, x: str) -> tuple[str, float]:
+    """The form fitted to one curve against ``x``, and its knot (hinge: the largest d_h)."""
+    form = FORMS.get(x, "linear")
+    return form, float(rows["d_h"].max()) if form == "hinge" else float("nan")
+
+
 def fit_curve(rows: pd.DataFrame, x: str) -> bounds.Fit | None:
     """The scaling-law fit of one curve's seed-mean accuracy, before saturation."""
     means = seed_means(rows, x)
     xs, ys = bounds.unsaturated(means[x], means["accuracy"])
-    form = FORMS.get(x, "linear")
-    needed = 3 if form != "linear" else 2
+    form, knot = curve_form(rows, x)
+    needed = bounds.COEFFICIENTS[form]
     if len(xs) < needed:
         xs, ys = means[x].to_numpy(float), means["accuracy"].to_numpy(float)
     if len(np.unique(xs)) < needed:
         return None
-    knot = float(rows["d_h"].max()) if form == "hinge" else float("nan")
     return bounds.fit(xs, ys, form, knot)
 
 

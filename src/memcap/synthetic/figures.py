@@ -8,6 +8,7 @@ import pandas as pd
 import seaborn as sns
 
 from memcap.plotting import set_theme
+from memcap.synthetic.laws import estimates
 from memcap.synthetic.settings import SWEPT
 
 LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
@@ -31,24 +32,23 @@ def plot_sweep(capacity: pd.DataFrame, fits: pd.DataFrame, sweep: str) -> plt.Fi
         panel = data[data["task"] == task]
         for context, part in panel.groupby("context"):
             color = palette[context]
-            mean = part.groupby("value")[["capacity", "certified"]].mean()
-            best = part.groupby("value")["capacity"].max()
-            seeds = part.groupby("value")["seed"].nunique().max()
+            stats = estimates(part)  # what the laws are checked on
+            certified = part.groupby("value")["certified"].mean()
             ax.scatter(part["value"], part["capacity"], color=color, alpha=0.35, s=14)
             ax.plot(
-                best.index,
-                best.values,
+                stats.index,
+                stats["best"],
                 "o-",
                 color=color,
-                label=f"trained, best of {seeds}, {context}",
+                label=f"trained, best of {stats['count'].max()}, {context}",
             )
             ax.plot(
-                mean.index, mean["capacity"], "-", color=color, alpha=0.5, linewidth=0.8,
+                stats.index, stats["mean"], "-", color=color, alpha=0.5, linewidth=0.8,
                 label=f"trained, seed mean, {context}",
             )  # fmt: skip
             ax.plot(
-                mean.index,
-                mean["certified"],
+                certified.index,
+                certified.values,
                 "x--",
                 color=color,
                 alpha=0.7,
