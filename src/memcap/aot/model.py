@@ -233,43 +233,60 @@ class ReplicaTransformer(nn.Module):
         return x_tab, q, k, _plus(ov, _expand(b["b_o"], 1, 2))
 
     def batch_logits(self, tokens: Tensor) -> Tensor:
-        """Last-position logits (R, B, N) of ``tokens`` (R, B, S), gathered from token tables.
+        """Last-position logits (R, B, N) of ``tokens`` (R, B, S), through merged head matrices.
 
-        One layer: the cost per example is H·S·(d_h + D) instead of the N^S-row table's.
+        One layer. With x the last residual and δ_s = x_s − x, head h scores position s above
+        the last one by δ_s^T A_h x + c_h·δ_s (A_h = W_K^T W_Q / √d_h, c_h = W_K^T b_Q / √d_h;
+        the key bias and the query-key-bias term are the same for every position and cancel
+        in the softmax), and the heads add Σ_h M_h x + β + Σ_s Σ_h a_sh M_h δ_s to the
+        residual (M_h = W_O W_V, β = Σ_h W_O b_V + b_O: attention weights sum to one). Per
+        example that is two matrix products over the heads, no tensor per example, head and
+        dimension; the D × D matrices are formed once per call. Examples run along the last
+        axis, so every element-wise product sweeps contiguous memory.
         """
         if self.depth != 1:
-            raise NotImplementedError("the token tables cover one layer; use sequence_logits")
+            raise NotImplementedError("the merged heads cover one layer; use sequence_logits")
         w = self.weights()
-        x_tab, q_tab, k_tab, ov_tab = self._token_tables(w)
         R, B, S = tokens.shape
-        N, H, dh, D = self.N, q_tab.shape[2], q_tab.shape[3], x_tab.shape[-1]
-        offsets = torch.arange(R, device=tokens.device)[:, None] * N  # rows of flattened tables
-        q, k, ov, x_last = [], [], [], None
-        for s in range(S):
-            # one row gather per position: keys and value-outputs (and the query side at S-1)
-            parts = [k_tab[:, s].reshape(R, N, -1), ov_tab[:, s].reshape(R, N, -1)]
-            if s == S - 1:
-                parts += [q_tab.reshape(R, N, -1), x_tab[:, s]]
-            table = torch.cat(parts, -1)
-            rows = torch.index_select(table.flatten(0, 1), 0, (tokens[:, :, s] + offsets).flatten())
-            # split, not slices: its backward is one concatenation, not one zero fill per slice
-            sizes = [H * dh, H * D] + ([H * dh, D] if s == S - 1 else [])
-            pieces = torch.split(rows.view(R, B, -1), sizes, dim=-1)
-            k.append(pieces[0].reshape(R, B, H, dh))
-            ov.append(pieces[1].reshape(R, B, H, D))
-            if s == S - 1:
-                q, x_last = pieces[2].reshape(R, B, H, dh), pieces[3]
-        scores = [(q * key).sum(-1) for key in k]  # (R, B, H) each: the last query sees all
-        if S == 2:
-            first = torch.sigmoid(scores[0] - scores[1])
-            attn = [first, 1 - first]
-        else:
-            attn = torch.softmax(torch.stack(scores), dim=0)
-        out = sum((a[..., None] * value).sum(2) for a, value in zip(attn, ov, strict=True))
-        x = x_last + out  # (R, B, D)
+        table = self.embedded(w)[:, None] + w["pos"][:, :, None]  # (R, S, N, D)
+        table = table.flatten(1, 2).transpose(1, 2)  # (R, D, S·N): column n + s·N
+        D = table.shape[1]
+        cols = (tokens + torch.arange(S, device=tokens.device) * self.N).transpose(1, 2)
+        xs = torch.gather(table, 2, cols.reshape(R, 1, S * B).expand(-1, D, -1))
+        xs = xs.view(R, D, S, B)  # residual of each position, examples last
+        x = xs[:, :, -1]  # (R, D, B): the query's residual
+        merged = torch.einsum("rhde,rhef->rhdf", w["w_o"][:, 0], w["w_v"][:, 0])  # (R, H, D, D)
+        shift = x  # the residual plus everything but the attention-weighted δ terms
+        if "b_v" in w:
+            bias = torch.einsum("rhde,rhe->rd", w["w_o"][:, 0], w["b_v"][:, 0])
+            shift = x + (bias + w["b_o"][:, 0].sum(1))[..., None]
+        x = torch.baddbmm(shift, merged.sum(1), x)  # + Σ_h M_h x
+        if S > 1:
+            x = x + self._attended(w, xs[:, :, :-1] - xs[:, :, -1:], xs[:, :, -1], merged)
+        x = x.transpose(1, 2)  # (R, B, D)
         if self.has_mlp:
             x = x + self._mlp(x, w, 0)
         return self._unembed(x, w)
+
+    def _attended(self, w: dict[str, Tensor], delta: Tensor, x: Tensor, merged: Tensor) -> Tensor:
+        """Σ_s Σ_h a_sh M_h δ_s (R, D, B) of :meth:`batch_logits`; δ (R, D, S-1, B), x (R, D, B)."""
+        R, D, S1, B = delta.shape
+        scale = self.scale.view(R, 1, 1, 1)
+        score = torch.einsum("rhed,rhef->rhdf", w["w_k"][:, 0], w["w_q"][:, 0]) * scale
+        if "b_q" in w:  # the query bias rides on a constant last coordinate of x
+            c = torch.einsum("rhed,rhe->rhd", w["w_k"][:, 0], w["b_q"][:, 0]) * scale[..., 0]
+            score = torch.cat([score, c[..., None]], -1)  # (R, H, D, D+1)
+            x = torch.cat([x, x.new_ones(R, 1, B)], 1)
+        pairs = delta[:, :, None] * x[:, None, :, None]  # (R, D, D+1, S-1, B)
+        above = torch.bmm(score.flatten(2), pairs.view(R, -1, S1 * B))  # (R, H, (S-1)·B)
+        if S1 == 1:
+            attn = torch.sigmoid(above)  # the softmax of (above, 0)
+        else:
+            above = above.view(R, -1, S1, B)
+            attn = torch.softmax(torch.cat([above, above.new_zeros(R, above.shape[1], 1, B)], 2), 2)
+            attn = attn[:, :, :-1].reshape(R, -1, S1 * B)
+        mix = torch.bmm(merged.flatten(2).transpose(1, 2), attn).view(R, D, D, S1, B)
+        return (mix * delta[:, None]).sum((2, 3))
 
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""

@@ -1,8 +1,8 @@
 """The depth profile of one model: every audited layer's assumption checks in one table.
 
-Detail layers bring the summaries check_assumptions wrote; depth rows are checked by
-profile_depth with the same functions and fewer orderings. Each row says whether Theorem 1
-applies at the layer, by the report's own verdicts (:mod:`memcap.report.verdicts`).
+Detail layers and depth rows are checked by the same functions, depth rows with fewer
+orderings. Each row says whether Theorem 1 applies at the layer, by the report's own verdicts
+(:mod:`memcap.report.verdicts`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import pyplot as plt
 
-from memcap.assumptions import summary_row
-from memcap.plotting import set_theme
+from memcap.assumptions.summary import summary_row
 from memcap.report.loaders import evidence_from_summary
 from memcap.report.verdicts import LayerEvidence, Verdict, layer_verdicts
 
@@ -111,38 +109,3 @@ def profiles_table(profiles: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame(columns=["layer", "k", "p_full_rank"])
     table = pd.concat(frames, ignore_index=True)
     return table[["layer"] + [c for c in table.columns if c != "layer"]]
-
-
-def plot_depth(table: pd.DataFrame, title: str) -> plt.Figure:
-    """The numbered layers against depth: P(n) and context full rank; Kruskal rank, n and d."""
-    set_theme()
-    rows = table[table["layer"].astype(str).str.isdigit()].copy()
-    rows["x"] = rows["layer"].astype(int)
-    rows = rows.sort_values("x")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.8, 5.6), sharex=True)
-    top.plot(rows["x"], rows["p_n"], marker="o", label="P(n): independent n-subsets")
-    top.plot(
-        rows["x"],
-        rows["context_full_rank_fraction"],
-        marker="s",
-        linestyle="--",
-        label="contexts of rank n",
-    )
-    applies = rows[rows["theorem1_applies"].astype(bool)]
-    top.scatter(applies["x"], [1.06] * len(applies), marker="v", color="C2", label="Theorem 1")
-    top.set(ylabel="fraction", ylim=(-0.05, 1.12))
-    top.legend(loc="lower left", fontsize=8)
-    top.set_title(title)
-    estimate = rows["kruskal_estimate"].astype(float)
-    lower = rows["kruskal_lower"].astype(float).fillna(estimate)
-    upper = rows["kruskal_upper"].astype(float).fillna(estimate)
-    bottom.fill_between(rows["x"], lower, upper, alpha=0.25, label="certified bounds")
-    bottom.plot(rows["x"], estimate, marker="o", label="Kruskal rank estimate")
-    if len(rows):
-        n, d = int(rows["n"].iloc[0]), int(rows["d"].iloc[0])
-        bottom.axhline(n, color="0.3", linestyle="--", linewidth=1, label=f"n = {n}")
-        bottom.axhline(d, color="0.3", linestyle=":", linewidth=1, label=f"d = {d}")
-    bottom.set(xlabel="layer (0 = embeddings, k = output of block k)", ylabel="Kruskal rank")
-    bottom.xaxis.get_major_locator().set_params(integer=True)
-    bottom.legend(loc="best", fontsize=8)
-    return fig

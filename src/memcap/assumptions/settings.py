@@ -1,0 +1,48 @@
+"""The ``assumptions`` config section as a typed settings object."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from memcap.numerics import KruskalProfile, kruskal_profile
+
+
+@dataclasses.dataclass(frozen=True)
+class AssumptionsSettings:
+    """The ``assumptions`` config section (see the schema for each key)."""
+
+    samples: int = 500  # random orderings S per detail layer
+    depth_samples: int = 100  # random orderings S per depth row (check_assumptions)
+    seed: int = 0  # seed of the orderings
+    rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
+    context_rtol: float | None = None  # context tolerance; None = max(n, d)·eps
+    near_duplicate_cosine: float = 0.999  # |cosine| counted as a near-duplicate pair
+    confidence: float = 0.95  # level of the intervals and bounds
+    method: str = "auto"  # auto | gram | qr numerics of the profile
+    context_chunk: int = 64  # contexts per chunk read from the memory map
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> AssumptionsSettings:
+        """Build from the (schema-defaulted) section; keys that are not settings are ignored."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in section.items() if key in names})
+
+    def profile(
+        self, queries: np.ndarray, samples: int, device: Any, workers: int, progress: bool = False
+    ) -> KruskalProfile:
+        """The Kruskal profile of ``queries`` from ``samples`` orderings, with these settings."""
+        return kruskal_profile(
+            queries,
+            samples,
+            seed=self.seed,
+            rtol=self.rtol,
+            near_duplicate_cosine=self.near_duplicate_cosine,
+            device=device,
+            method=self.method,
+            progress=progress,
+            workers=workers,
+        )
