@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from memcap.extract.config import model_entry
+from memcap.extract.entries import model_entry
 from memcap.extract.job import prepare_inputs
 from memcap.extract.layers import LayerExtractor
 from memcap.extract.registry import create_model

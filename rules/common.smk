@@ -53,8 +53,9 @@ def gpu_request(wildcards=None):
 import re
 from functools import cache
 
-from memcap.extract.config import layer_name, model_entry as typed_model_entry
 from memcap.extract.depth import with_layers
+from memcap.extract.entries import model_entry as typed_model_entry
+from memcap.extract.layer_spec import layer_name
 from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 

@@ -16,7 +16,7 @@ from memcap.capacity.certified import (
 from memcap.capacity.real import real_capacity_rows, subsample
 from memcap.capacity.settings import certify_memory_mb
 from memcap.capacity.summary import LEADING_COLUMNS, summarize
-from memcap.synthetic.bounds import theory_bound
+from memcap.theory import theory_bound
 
 
 def certified_capacity(queries, contexts, n_heads: int, head_dim: int, seed: int = 0) -> int:

@@ -12,14 +12,10 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.extract.config import (
-    RANDOM_ATTENTION,
-    check_extract_config,
-    layer_name,
-    model_entries,
-    parse_layer,
-)
+from memcap.extract.checks import check_extract_config
 from memcap.extract.depth import with_layers
+from memcap.extract.entries import model_entries
+from memcap.extract.layer_spec import RANDOM_ATTENTION, layer_name, parse_layer
 from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,11 +220,11 @@ def test_bad_model_entries_raise_before_any_job(raw, key, message):
     ("raw", "module", "key"), [(SMOLLM, "gguf", "gguf_file"), (DINOV2, "onnx", "weights")]
 )
 def test_missing_reader_package_names_the_key_and_fix(monkeypatch, raw, module, key):
-    import memcap.extract.config as extract_config
+    import memcap.extract.checks as extract_checks
 
-    real = extract_config.package_root
+    real = extract_checks.package_root
     monkeypatch.setattr(
-        extract_config, "package_root", lambda name: None if name == module else real(name)
+        extract_checks, "package_root", lambda name: None if name == module else real(name)
     )
     with pytest.raises(ConfigError, match=f"needs the '{module}' package") as info:
         check_extract_config(entry_config(**raw))
@@ -245,7 +241,7 @@ def test_new_families_and_aliases_share_semantics():
 
 
 def test_memory_request_scales_with_parameters():
-    from memcap.extract.config import model_entry
+    from memcap.extract.entries import model_entry
     from memcap.extract.memory import DEFAULT_PARAMETERS, extract_memory_mb, parameter_estimate
 
     smollm = model_entry({"name": "s", **SMOLLM}, 0, 0)
@@ -261,7 +257,7 @@ def test_memory_request_scales_with_parameters():
 
 def test_config_checks_do_not_import_torch():
     code = (
-        "import sys, yaml; from memcap.extract.config import check_extract_config; "
+        "import sys, yaml; from memcap.extract.checks import check_extract_config; "
         f"check_extract_config(yaml.safe_load(open({str(ROOT / 'config.yaml')!r}))); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )

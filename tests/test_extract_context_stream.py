@@ -9,7 +9,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from memcap.extract.config import ExtractSettings, model_entries
+from memcap.extract.config import ExtractSettings
+from memcap.extract.entries import model_entries
 from memcap.extract.job import ExtractOutputs, extract_layers
 from memcap.numerics import ContextRankStream, context_ranks, load_context_ranks
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 from PIL import Image
 
-from memcap.extract.config import DataConfig, model_entry
+from memcap.extract.config import DataConfig
 from memcap.extract.corpus import Documents, load_documents
+from memcap.extract.entries import model_entry
 from memcap.extract.images import (
     MOSAIC_TILE,
     MosaicInput,
@@ -349,7 +350,7 @@ def test_hub_image_source_reads_a_local_dataset_stand_in_rgb_only(tmp_path):
 
 def test_more_examples_than_wikipedia_articles_is_refused_before_any_job():
     from memcap.errors import ConfigError
-    from memcap.extract.config import check_extract_config
+    from memcap.extract.checks import check_extract_config
 
     model = {"name": "g", "family": "gpt2", "model": "GPT2Config", "tokenizer": "byte-bpe"}
     config = {"extract": {"models": [{**model, "data": {"T": 20_000}}]}}

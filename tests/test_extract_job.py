@@ -14,7 +14,8 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.extract.config import ExtractSettings, ModelEntry, model_entries, model_entry
+from memcap.extract.config import ExtractSettings, ModelEntry
+from memcap.extract.entries import model_entries, model_entry
 from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
 from memcap.extract.registry import create_model
 

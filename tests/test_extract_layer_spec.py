@@ -9,9 +9,10 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.extract.config import RANDOM_ATTENTION, check_extract_config, model_entries
+from memcap.extract.checks import check_extract_config
 from memcap.extract.depth import with_layers
-from memcap.extract.layer_spec import parse_layer_spec, resolve_layers
+from memcap.extract.entries import model_entries
+from memcap.extract.layer_spec import RANDOM_ATTENTION, parse_layer_spec, resolve_layers
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"

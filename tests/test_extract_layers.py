@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memcap.extract.config import RANDOM_ATTENTION
+from memcap.extract.layer_spec import RANDOM_ATTENTION
 from memcap.extract.layers import (
     FINAL_NORMS,
     LayerExtractor,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from memcap.extract.config import layer_name, model_entries
 from memcap.extract.depth import with_layers
+from memcap.extract.entries import model_entries
+from memcap.extract.layer_spec import layer_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")

@@ -1,6 +1,10 @@
-"""The package's import graph has no cycle, including imports hidden inside functions.
+"""The package's import graph has no cycle, module by module and stage by stage.
 
-Imports under ``if TYPE_CHECKING:`` are left out: they never run, so they cannot cycle.
+Every ``import`` / ``from`` statement of the AST counts: at module level, inside functions and
+under ``if TYPE_CHECKING:`` (which never runs, but a lower-level module naming a higher-level
+one's type is the same layering fault). Stages are the subpackages and top-level modules of
+``memcap``: the stage graph collapses each onto its stage, so two stages that reach into each
+other through different modules are a cycle too.
 """
 
 from __future__ import annotations
@@ -17,21 +21,12 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """memcap modules that ``path`` imports anywhere (module level or inside functions)."""
+    """memcap modules that ``path`` imports anywhere (module level, functions, TYPE_CHECKING)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text(), filename=str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
-        for stmt in node.body
-        for inner in ast.walk(stmt)
-    }
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -67,6 +62,21 @@ def _graph() -> dict[str, set[str]]:
             if parent in modules and not _inside(name, parent)
         }
     return graph
+
+
+def _stage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between stages (``memcap.<first part>``), without the root package."""
+    stages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        if name == "memcap":
+            continue
+        edges = stages.setdefault(_stage(name), set())
+        edges |= {_stage(t) for t in targets if t != "memcap"} - {_stage(name)}
+    return stages
+
+
+def _stage(name: str) -> str:
+    return ".".join(name.split(".")[:2])
 
 
 def _parents(name: str) -> list[str]:
@@ -108,6 +118,23 @@ def test_the_package_has_no_import_cycle():
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
+def test_no_stage_imports_a_stage_that_imports_it():
+    stages = _stage_graph(_graph())
+    assert {"memcap.extract", "memcap.capacity", "memcap.synthetic"} <= set(stages)
+    assert _cycle(stages) is None, " -> ".join(_cycle(stages))
+
+
+def test_a_cycle_through_two_modules_of_each_stage_would_be_found():
+    graph = {
+        "memcap.a.x": {"memcap.b.y"},
+        "memcap.b.y": set(),
+        "memcap.b.z": {"memcap.a.w"},
+        "memcap.a.w": set(),
+    }
+    assert _cycle(graph) is None
+    assert _cycle(_stage_graph(graph)) == ["memcap.a", "memcap.b", "memcap.a"]
+
+
 def test_a_cycle_hidden_in_a_function_would_be_found():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert _cycle(graph) == ["a", "b", "c", "a"]
@@ -122,15 +149,16 @@ def test_function_level_imports_count(tmp_path, monkeypatch):
     assert _imports(source, {"memcap.x", "memcap.y", "memcap.z"}) == {"memcap.y", "memcap.z"}
 
 
-def test_typing_only_imports_are_left_out(tmp_path, monkeypatch):
-    source = tmp_path / "memcap" / "x.py"
-    source.parent.mkdir()
+def test_typing_only_and_relative_imports_count(tmp_path, monkeypatch):
+    source = tmp_path / "memcap" / "s" / "x.py"
+    source.parent.mkdir(parents=True)
     source.write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memcap.y import T\n"
-        "import memcap.z\n"
+        "from . import z\n"
     )
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "memcap")
-    assert _imports(source, {"memcap.x", "memcap.y", "memcap.z"}) == {"memcap.z"}
+    modules = {"memcap.s", "memcap.s.x", "memcap.y", "memcap.s.z"}
+    assert _imports(source, modules) == {"memcap.y", "memcap.s.z"}
 
 
 def test_errors_module_imports_nothing_from_memcap():

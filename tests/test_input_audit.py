@@ -72,7 +72,8 @@ def test_every_extraction_writes_its_input_audit(family, tmp_path):
 
     import yaml
 
-    from memcap.extract.config import ExtractSettings, model_entries
+    from memcap.extract.config import ExtractSettings
+    from memcap.extract.entries import model_entries
     from memcap.extract.job import ExtractOutputs, run_extraction
 
     root = Path(__file__).resolve().parents[1]

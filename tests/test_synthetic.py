@@ -11,7 +11,7 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.errors import ConfigError
-from memcap.synthetic.bounds import linear_fit, theory_bound
+from memcap.synthetic.bounds import linear_fit
 from memcap.synthetic.settings import (
     StageSettings,
     check_synthetic_config,
@@ -21,6 +21,7 @@ from memcap.synthetic.settings import (
 )
 from memcap.synthetic.summary import capacity_table, fit_table, saturation_table
 from memcap.synthetic.sweep import run_sweep
+from memcap.theory import theory_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 

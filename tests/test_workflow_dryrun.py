@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memcap.extract.config import model_entries
 from memcap.extract.depth import with_layers
+from memcap.extract.entries import model_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 

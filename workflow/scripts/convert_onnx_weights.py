@@ -8,7 +8,7 @@ from memcap.logs import setup_logging
 log = setup_logging(snakemake.log[0])
 
 from memcap.errors import ConfigError  # noqa: E402
-from memcap.extract.config import model_entry  # noqa: E402
+from memcap.extract.entries import model_entry  # noqa: E402
 from memcap.extract.onnx_weights import convert_entry_weights  # noqa: E402
 
 params = snakemake.params

@@ -10,8 +10,10 @@ from memcap.logs import setup_logging
 log = setup_logging(snakemake.log[0])
 
 from memcap.errors import ConfigError  # noqa: E402
-from memcap.extract.config import ExtractSettings, model_entry, parse_layer  # noqa: E402
+from memcap.extract.config import ExtractSettings  # noqa: E402
+from memcap.extract.entries import model_entry  # noqa: E402
 from memcap.extract.job import ExtractOutputs, extract_layers  # noqa: E402
+from memcap.extract.layer_spec import parse_layer  # noqa: E402
 from memcap.extract.store import layer_folder  # noqa: E402
 
 params = snakemake.params

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memcap.theory import theory_bound
 from memcap.training.fits import least_squares, r_squared
 
 SATURATION = 0.95  # fits skip points after the first mean accuracy at or above this
@@ -36,8 +37,8 @@ def our_lower_bound(N, T0, H, d_h, d) -> np.ndarray:
 
 
 def previous_lower_bound(N, T0, H, d) -> np.ndarray:
-    """Paper A's construction: 1/N + (1 − 1/N)(H(d − 1) + 1)/T0."""
-    return accuracy_from_memorized(np.asarray(H) * (np.asarray(d) - 1) + 1, N, T0)
+    """Paper A's construction: 1/N + (1 − 1/N)(H(d − 1) + 1)/T0 (its bound at n = d)."""
+    return accuracy_from_memorized(theory_bound(np.asarray(H), np.asarray(d)), N, T0)
 
 
 @dataclass(frozen=True)

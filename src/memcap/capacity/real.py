@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from memcap.capacity.certified import ArrayLike, certified_capacity_curve
-from memcap.synthetic.bounds import theory_bound
+from memcap.theory import theory_bound
 
 
 def real_capacity_rows(

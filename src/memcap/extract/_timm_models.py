@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from memcap.errors import ConfigError
+from memcap.extract._hf_models import unreachable
 from memcap.extract.config import ModelEntry
 from memcap.extract.weights import weights_path, weights_route
 
@@ -56,8 +57,6 @@ def create_timm_model(entry: ModelEntry, checkpoint: Path | None) -> tuple[Any, 
         try:
             model = timm.create_model(entry.model, pretrained=True, **kwargs)
         except OSError as err:
-            from memcap.extract._hf_models import unreachable
-
             raise unreachable(entry, entry.model, err) from None
         return model, "pretrained (timm / Hugging Face hub)"
     path = checkpoint or checkpoint_file(entry, weights_path(entry))

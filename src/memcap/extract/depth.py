@@ -1,6 +1,6 @@
 """Resolve ``layers: all`` (and open ranges) of models whose depth no file gives.
 
-``config.model_entry`` resolves every entry whose depth ``model_kwargs``, a config.json or a
+``entries.model_entry`` resolves every entry whose depth ``model_kwargs``, a config.json or a
 GGUF header states. The rest (timm names, bare transformers config classes such as
 ``BertConfig``) need the architecture: built here on the meta device (timm) or from the
 library's config, without weights. That imports torch and timm / transformers, about 6-15 s
@@ -10,7 +10,8 @@ for such a model's ``all``.
 
 from __future__ import annotations
 
-from memcap.extract.config import ModelEntry, with_resolved
+from memcap.extract.config import ModelEntry
+from memcap.extract.entries import with_resolved
 from memcap.extract.layer_spec import resolve_layers
 
 

@@ -22,13 +22,7 @@ from tqdm import tqdm
 from memcap.devices import resolve_device
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
-from memcap.extract.config import (
-    RANDOM_ATTENTION,
-    ExtractSettings,
-    Layer,
-    ModelEntry,
-    layer_name,
-)
+from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
     ImageSource,
@@ -40,6 +34,7 @@ from memcap.extract.images import (
     plan_inputs,
     regions,
 )
+from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, layer_name
 from memcap.extract.layers import MultiLayerExtractor, blocks_needed
 from memcap.extract.registry import (
     DTYPES,

@@ -10,6 +10,7 @@ Accepted shapes (torch-free, so the Snakefile parses them on every invocation)::
 ``every: k`` takes ``from``, ``from + k``, ... up to ``to`` (null: the depth) and always ends
 with ``to`` itself, so the deepest requested block is never skipped. Only ``all`` and an open
 ``to`` need the model's depth; :func:`resolve_layers` gets it from the caller.
+:func:`layer_name` and :func:`parse_layer` convert a layer to and from its ``{layer}`` wildcard.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _OBJECT_KEYS = ("from", "to", "every", "random_attention")
 
 Layer = int | str
+
+
+def layer_name(layer: Layer) -> str:
+    """The ``{layer}`` wildcard value of a layer: ``"0"``, ``"1"``, ..., ``"random_attention"``."""
+    return str(layer)
+
+
+def parse_layer(text: str) -> Layer:
+    """Inverse of :func:`layer_name`."""
+    return RANDOM_ATTENTION if text == RANDOM_ATTENTION else int(text)
 
 
 @dataclass(frozen=True)

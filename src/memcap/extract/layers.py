@@ -21,7 +21,7 @@ import copy
 import torch
 from torch import nn
 
-from memcap.extract.config import RANDOM_ATTENTION, Layer
+from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer
 
 Batch = torch.Tensor | dict[str, torch.Tensor]
 

@@ -24,6 +24,8 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract.config import ModelEntry
+from memcap.extract.weights import weights_path, weights_provenance
+from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
 
@@ -217,9 +219,6 @@ def convert_entry_weights(entry: ModelEntry, output: Path, provenance: Path) -> 
     Returns:
         The provenance record (source package, version, ONNX checksum, converted checksum).
     """
-    from memcap.extract.weights import weights_path, weights_provenance
-    from memcap.provenance import write_provenance
-
     source = weights_path(entry)
     if source is None or source.suffix != ".onnx":
         raise ConfigError(f"{entry.key}.weights", "not an .onnx file", "point it at one")

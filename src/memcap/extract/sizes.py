@@ -1,9 +1,10 @@
-"""A model's depth, positions and parameter count, read from files without loading weights.
+"""A model's depth, positions and parameter count, known without loading weights.
 
 Torch-free and cheap, so the Snakefile can check layers and n, and size memory requests,
-before any job starts. Sources: a ``config.json`` (local or package directory, or the Hugging
-Face cache for a hub id), a GGUF header, a safetensors header. Anything else (timm names,
-config classes) is unknown here (None) and checked at job start, before weights load.
+before any job starts. Sources: ``model_kwargs`` where the user sets depth or positions, a
+``config.json`` (local or package directory, or the Hugging Face cache for a hub id), a GGUF
+header, a safetensors header. Anything else (timm names, config classes) is unknown here
+(None) and checked at job start, before weights load.
 """
 
 from __future__ import annotations
@@ -13,14 +14,23 @@ import struct
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memcap.extract._gguf_header import read_gguf_header
+from memcap.extract.config import FAMILY_KINDS, ModelEntry
 from memcap.extract.weights import gguf_location, weights_path
 
-if TYPE_CHECKING:
-    from memcap.extract.config import ModelEntry
-
+# Depth / positions overrides that model_kwargs may carry, per family kind: they size the
+# model before any job starts when the user gives them explicitly.
+_DEPTH_KEYS = {
+    "vit": ("depth",),
+    "encoder": ("num_hidden_layers",),
+    "decoder": ("n_layer", "num_hidden_layers"),
+}
+_POSITION_KEYS = {
+    "encoder": ("max_position_embeddings",),
+    "decoder": ("n_positions", "max_position_embeddings"),
+}
 _DEPTH_FIELDS = ("num_hidden_layers", "n_layer", "num_layers")
 _POSITION_FIELDS = ("max_position_embeddings", "n_positions")
 
@@ -62,6 +72,19 @@ def known_sizes(entry: ModelEntry) -> ModelSizes:
         positions=None if entry.kind == "vit" else _first(config, _POSITION_FIELDS),
         parameters=safetensors_parameters(weights) if weights.is_file() else None,
     )
+
+
+def known_depth(entry: ModelEntry) -> int | None:
+    """The entry's depth where ``model_kwargs`` or its files give it without building it."""
+    if entry.family not in FAMILY_KINDS:
+        return None
+    return _override(entry, _DEPTH_KEYS[entry.kind]) or known_sizes(entry).depth
+
+
+def known_positions(entry: ModelEntry) -> int | None:
+    """The entry's number of positions where ``model_kwargs`` or its files give it."""
+    positions = _override(entry, _POSITION_KEYS.get(entry.kind, ()))
+    return known_sizes(entry).positions if positions is None else positions
 
 
 def safetensors_parameters(path: Path) -> int:
@@ -111,4 +134,12 @@ def _first(config: dict[str, Any], fields: tuple[str, ...]) -> int | None:
     for name in fields:
         if isinstance(config.get(name), int):
             return int(config[name])
+    return None
+
+
+def _override(entry: ModelEntry, keys: tuple[str, ...]) -> int | None:
+    """A size given explicitly in ``model_kwargs`` (e.g. ``depth``), if any."""
+    for name in keys:
+        if name in entry.model_kwargs:
+            return int(entry.model_kwargs[name])
     return None

@@ -19,14 +19,9 @@ import numpy as np
 import torch
 
 from memcap.errors import ConfigError
-from memcap.extract.config import (
-    BYTE_BPE,
-    FAMILY_KINDS,
-    PACKAGE_PREFIX,
-    ModelEntry,
-    resolve_package_path,
-)
+from memcap.extract.config import BYTE_BPE, FAMILY_KINDS, ModelEntry
 from memcap.extract.corpus import Documents, stream_text
+from memcap.extract.weights import PACKAGE_PREFIX, resolve_package_path
 
 _logger = logging.getLogger(__name__)
 

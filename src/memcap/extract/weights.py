@@ -14,12 +14,10 @@ import hashlib
 import importlib.util
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memcap.errors import ConfigError
-
-if TYPE_CHECKING:
-    from memcap.extract.config import ModelEntry
+from memcap.extract.config import ModelEntry
 
 PACKAGE_PREFIX = "package:"
 MODEL_FILE_SUFFIXES = (".gguf", ".onnx", ".safetensors")

@@ -7,7 +7,7 @@ settings, the config checker and the memory estimate; no torch),
 :mod:`~memcap.synthetic.sweep` (training and certifying a sweep through
 :func:`memcap.training.loop.train_replicas`), :mod:`~memcap.synthetic.summary` (capacity,
 fit and saturation tables), :mod:`~memcap.synthetic.laws` (paper A's three laws checked),
-:mod:`~memcap.synthetic.bounds` (H(n−1)+1 and the linear fit) and
+:mod:`~memcap.synthetic.bounds` (the linear fit; H(n−1)+1 is :mod:`memcap.theory`) and
 :mod:`~memcap.synthetic.figures`. Nothing is imported here, so the config checker stays
 free of torch.
 """

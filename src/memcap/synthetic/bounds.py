@@ -1,19 +1,11 @@
-"""Paper A's memorization bound and the linear fit drawn on every synthetic figure.
-
-Theorem 1: with H heads and context size n (head dimension d_h ≥ n, n ≤ d) one attention layer
-memorizes H(n−1)+1 examples; with a shared context that is also the most it can certify.
-"""
+"""The linear fit drawn on every synthetic figure (paper A's bound is in :mod:`memcap.theory`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from memcap.theory import theory_bound as theory_bound  # re-export: sweep.py imports it here
 from memcap.training.fits import least_squares, r_squared
-
-
-def theory_bound(heads: int, n: int) -> int:
-    """Paper A's H(n−1)+1: the guaranteed count (Theorem 1) and the shared-context maximum."""
-    return heads * (n - 1) + 1
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
