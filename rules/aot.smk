@@ -3,10 +3,13 @@
 One job per sweep trains every setting x seed as batched models (memcap.aot.sweep);
 summarize_aot merges the tables and fits the scaling laws; plot_aot draws every sweep with
 chance, both lower bounds and the fit into results/aot/figures/{sweep}.png (one import of the
-plotting stack for all sweeps). Functions live in the aot section of common.smk.
+plotting stack for all sweeps). Functions: rules/aot_functions.smk and rules/common.smk.
 """
 
 AOT_CATEGORY = "Attention-only transformers"
+
+
+include: "aot_functions.smk"
 
 
 rule train_aot_sweep:

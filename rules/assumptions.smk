@@ -1,19 +1,50 @@
 """Assumptions stage: context ranks (Assumption 2) and the Kruskal profile (Assumption 1,
-general position) of every detail layer (check_assumptions), the depth profile of every model
-with one (profile_depth: its depth rows' checks with fewer orderings, beside its detail
-layers), then one summary table.
+general position) of every layer of a model, then one summary table.
 
-Both checks of a model x layer run in one job: importing torch, scipy and matplotlib costs
-more CPU than either check on the default data. Functions (targets, params, memory) live in
-the assumptions section of rules/common.smk.
+One check_assumptions job per model (one interpreter start: importing torch, SciPy, pandas and
+Matplotlib costs more CPU than a layer's checks on the default data) checks its detail layers
+in full and its depth rows with fewer orderings, into a temporary folder; take_layer_checks and
+take_depth_profile move each layer's files and the depth profile to their paths under
+results/assumptions/{model}/ (no copy, no interpreter start). Functions:
+rules/assumptions_functions.smk and rules/common.smk.
 """
+
+
+include: "assumptions_functions.smk"
 
 
 rule check_assumptions:
     input:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
-        provenance="results/extract/{model}/{layer}/provenance.json",
+        queries=checked_layer_files("queries.npy"),
+        context_ranks=checked_layer_files("context_ranks.npz"),
+        provenance=checked_layer_files("provenance.json"),
+    output:
+        checks=temp(directory("results/assumptions/{model}/checks")),
+    log:
+        "logs/check_assumptions/{model}.log",
+    benchmark:
+        benchmark_file("check_assumptions")
+    wildcard_constraints:
+        model=extract_model_pattern(),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=assumptions_mem_mb,
+        gpu=gpu_request,
+    params:
+        settings=assumptions_settings,
+        layers=checked_layers_param,
+        detail_layers=detail_layers_param,
+        depth_profile=depth_profile_param,
+        device=config["device"],
+    script:
+        "../workflow/scripts/check_assumptions.py"
+
+
+rule take_layer_checks:
+    input:
+        checks="results/assumptions/{model}/checks",
     output:
         context_table="results/assumptions/{model}/{layer}/context_rank.csv",
         context_summary="results/assumptions/{model}/{layer}/context_rank.json",
@@ -22,55 +53,29 @@ rule check_assumptions:
         profile_summary="results/assumptions/{model}/{layer}/kruskal.json",
         profile_figure=figure_report("kruskal_profile"),
     log:
-        "logs/check_assumptions/{model}/{layer}.log",
-    benchmark:
-        benchmark_file("check_assumptions")
+        "logs/take_layer_checks/{model}/{layer}.log",
     wildcard_constraints:
         model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=assumptions_mem_mb,
-        gpu=gpu_request,
-    params:
-        settings=assumptions_settings,
-        device=config["device"],
-    script:
-        "../workflow/scripts/check_assumptions.py"
+        layer=LAYER_PATTERN,
+    localrule: True
+    run:
+        take_layer(input.checks, wildcards.layer, output)
 
 
-rule profile_depth:
+rule take_depth_profile:
     input:
-        queries=depth_row_files("queries.npy"),
-        context_ranks=depth_row_files("context_ranks.npz"),
-        provenance=depth_row_files("provenance.json"),
-        kruskal=detail_layer_files("kruskal.json"),
-        contexts=detail_layer_files("context_rank.json"),
+        checks="results/assumptions/{model}/checks",
     output:
         table="results/assumptions/{model}/depth.csv",
         profiles="results/assumptions/{model}/depth_profiles.csv",
         figure=figure_report("depth_profile"),
     log:
-        "logs/profile_depth/{model}.log",
-    benchmark:
-        benchmark_file("profile_depth")
+        "logs/take_depth_profile/{model}.log",
     wildcard_constraints:
         model=extract_model_pattern(),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=assumptions_mem_mb,
-        gpu=gpu_request,
-    params:
-        settings=assumptions_settings,
-        depth_rows=depth_rows_param,
-        detail_layers=detail_layers_param,
-        device=config["device"],
-    script:
-        "../workflow/scripts/profile_depth.py"
+    localrule: True
+    run:
+        take_layer(input.checks, "depth", output)
 
 
 rule summarize_assumptions:

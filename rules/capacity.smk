@@ -1,27 +1,30 @@
 """Capacity stage: the training-free certified capacity on real embeddings.
 
-certify_real_capacity computes rank(Z) with random attention for H = 1 ... max_heads on every
-extracted model x layer (memcap.capacity); summarize_real_capacity merges the tables and draws
-them against Theorem 1's H(n-1)+1. Functions: rules/common.smk, capacity section.
+One certify_real_capacity job per model computes rank(Z) with random attention for H = 1 ...
+max_heads on each of its detail layers (memcap.capacity) into a temporary folder;
+take_layer_capacity moves each layer's table to results/capacity/{model}/{layer}.csv (no
+interpreter start); summarize_real_capacity merges the tables and draws them against Theorem
+1's H(n-1)+1. Functions: rules/capacity_functions.smk and rules/common.smk.
 """
 
 CAPACITY_CATEGORY = "Certified capacity"
 
 
+include: "capacity_functions.smk"
+
+
 rule certify_real_capacity:
     input:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        contexts="results/extract/{model}/{layer}/contexts.npy",
+        queries=detail_layer_files("queries.npy"),
+        contexts=detail_layer_files("contexts.npy"),
     output:
-        table="results/capacity/{model}/{layer}.csv",
-        provenance="results/capacity/{model}/{layer}_provenance.json",
+        tables=temp(directory("results/capacity/{model}/certified")),
     log:
-        "logs/certify_real_capacity/{model}/{layer}.log",
+        "logs/certify_real_capacity/{model}.log",
     benchmark:
         benchmark_file("certify_real_capacity")
     wildcard_constraints:
         model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
     conda:
         "../envs/compute.yaml"
     threads: 1
@@ -29,9 +32,26 @@ rule certify_real_capacity:
         mem_mb=capacity_mem_mb,
     params:
         section=capacity_section,
+        layers=capacity_layers_param,
         seed=config["seed"],
     script:
         "../workflow/scripts/certify_real_capacity.py"
+
+
+rule take_layer_capacity:
+    input:
+        tables="results/capacity/{model}/certified",
+    output:
+        table="results/capacity/{model}/{layer}.csv",
+        provenance="results/capacity/{model}/{layer}_provenance.json",
+    log:
+        "logs/take_layer_capacity/{model}/{layer}.log",
+    wildcard_constraints:
+        model=extract_model_pattern(),
+        layer=LAYER_PATTERN,
+    localrule: True
+    run:
+        take_layer(input.tables, wildcards.layer, output)
 
 
 rule summarize_real_capacity:

@@ -4,9 +4,12 @@ One job per model (extract_model) writes every requested layer from one forward 
 into a temporary folder; extract_embeddings moves each layer's queries, provenance and context
 ranks to results/extract/{model}/{layer}/, extract_contexts the contexts of a detail layer
 (depth rows store none). Models whose weights are an ONNX graph get their backbone
-converted once first. The functions (extract_models(), model_layers(name), targets, params,
-memory) live in the extract section of rules/common.smk.
+converted once first. Moving a file starts no interpreter (run:, in Snakemake's own process).
+Functions: rules/extract_functions.smk and, shared with other stages, rules/common.smk.
 """
+
+
+include: "extract_functions.smk"
 
 
 rule convert_onnx_weights:
@@ -79,15 +82,10 @@ rule extract_embeddings:
         "logs/extract_embeddings/{model}/{layer}.log",
     wildcard_constraints:
         model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
+        layer=LAYER_PATTERN,
     localrule: True
-    conda:
-        "../envs/extract.yaml"
-    threads: 1
-    resources:
-        mem_mb=200,
-    script:
-        "../workflow/scripts/take_layer.py"
+    run:
+        take_layer(input.layers, wildcards.layer, output)
 
 
 # The contexts of a detail layer, moved apart: only detail layers' one-pass folders hold them.
@@ -100,12 +98,7 @@ rule extract_contexts:
         "logs/extract_contexts/{model}/{layer}.log",
     wildcard_constraints:
         model=extract_model_pattern(),
-        layer=r"[0-9]+|random_attention",
+        layer=LAYER_PATTERN,
     localrule: True
-    conda:
-        "../envs/extract.yaml"
-    threads: 1
-    resources:
-        mem_mb=200,
-    script:
-        "../workflow/scripts/take_layer.py"
+    run:
+        take_layer(input.layers, wildcards.layer, output)

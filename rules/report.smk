@@ -1,8 +1,12 @@
 """Report stage: one self-contained HTML page from every enabled stage's outputs.
 
-Its input functions live in the report section of rules/common.smk: every file the page
-reads is named there from the config (report_layout), never found by walking rules or paths.
+Its input functions live in rules/report_functions.smk: every file the page reads is named
+from the layout table (src/memcap/report/layout.yaml) and the jobs the config asks for, never
+found by walking rules or paths.
 """
+
+
+include: "report_functions.smk"
 
 
 rule render_report:
@@ -29,6 +33,6 @@ rule render_report:
         config=config,
         title=config["report"]["title"],
         stages=report_stages,
-        layout=report_layout,
+        layout=report_layout_param,
     script:
         "../workflow/scripts/render_report.py"

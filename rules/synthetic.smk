@@ -1,11 +1,15 @@
 """Synthetic stage: paper A's H / n / d_h sweeps with their certified capacities.
 
 One job per sweep trains and certifies all its replicas as batched models (memcap.synthetic);
-summarize_synthetic merges them and fits the scaling laws; one figure per sweep and one of
-the softmax saturation. Functions: rules/common.smk, synthetic section.
+summarize_synthetic merges them and fits the scaling laws; plot_synthetic draws one figure per
+sweep and one of the softmax saturation (one import of the plotting stack for all). Functions:
+rules/synthetic_functions.smk and rules/common.smk.
 """
 
 SYNTHETIC_CATEGORY = "Synthetic capacity"
+
+
+include: "synthetic_functions.smk"
 
 
 rule run_synthetic_sweep:
@@ -84,36 +88,22 @@ rule summarize_synthetic:
         "../workflow/scripts/summarize_synthetic.py"
 
 
-rule plot_synthetic_sweep:
+rule plot_synthetic:
     input:
         capacity="results/synthetic/capacity.csv",
         fits="results/synthetic/fits.csv",
-    output:
-        figure=figure_report("synthetic_memorized"),
-    log:
-        "logs/plot_synthetic_sweep/{sweep}.log",
-    wildcard_constraints:
-        sweep=synthetic_sweep_pattern(),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    script:
-        "../workflow/scripts/plot_synthetic_sweep.py"
-
-
-rule plot_synthetic_saturation:
-    input:
         saturation=synthetic_saturation_tables,
     output:
-        figure=figure_report("synthetic_saturation"),
+        figures=synthetic_figures(),
+        saturation=figure_report("synthetic_saturation"),
     log:
-        "logs/plot_synthetic_saturation/plot_synthetic_saturation.log",
+        "logs/plot_synthetic/plot_synthetic.log",
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        sweeps=synthetic_sweeps_param,
     script:
-        "../workflow/scripts/plot_synthetic_saturation.py"
+        "../workflow/scripts/plot_synthetic.py"

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from memcap import assumptions
+from memcap.assumptions import checks, figures, summary
+from memcap.assumptions.settings import AssumptionsSettings
 from memcap.numerics import context_ranks, kruskal_profile
 from memcap.plotting import save_figure
 
@@ -31,17 +32,17 @@ CONTRACT = [
 def test_settings_from_the_schema_defaults():
     config = {}
     validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
-    settings = assumptions.AssumptionsSettings.from_config(config["assumptions"])
-    assert settings == assumptions.AssumptionsSettings(seed=settings.seed)
+    settings = AssumptionsSettings.from_config(config["assumptions"])
+    assert settings == AssumptionsSettings(seed=settings.seed)
     assert settings.rtol is None and settings.context_rtol is None
     for path in ("config.yaml", "configs/test.yaml", "configs/paper.yaml"):
         section = yaml.safe_load((ROOT / path).read_text()).get("assumptions", {})
-        assert assumptions.AssumptionsSettings.from_config(section).samples >= 1
+        assert AssumptionsSettings.from_config(section).samples >= 1
 
 
 def test_settings_profile_passes_every_setting():
     queries = np.random.default_rng(1).standard_normal((30, 12))
-    settings = assumptions.AssumptionsSettings(seed=3, near_duplicate_cosine=0.99, method="qr")
+    settings = AssumptionsSettings(seed=3, near_duplicate_cosine=0.99, method="qr")
     ours = settings.profile(queries, 20, device="cpu", workers=1)
     direct = kruskal_profile(
         queries, 20, seed=3, near_duplicate_cosine=0.99, method="qr", device="cpu", workers=1
@@ -65,7 +66,7 @@ def layer_results():
 
 def test_profile_table(layer_results):
     profile, _ = layer_results
-    table = assumptions.profile_table(profile)
+    table = checks.profile_table(profile)
     assert list(table.columns) == [
         "k", "p_full_rank", "independent", "samples", "p_low", "p_high", "dependent_bound",
     ]  # fmt: skip
@@ -77,29 +78,29 @@ def test_profile_table(layer_results):
 
 def test_records_and_summary_row_follow_the_contract(layer_results):
     profile, ranks = layer_results
-    kruskal = assumptions.kruskal_record(profile, n=6)
-    context = assumptions.context_record(ranks)
+    kruskal = checks.kruskal_record(profile, n=6)
+    context = checks.context_record(ranks)
     assert kruskal["p_n"] == profile.p[6] and kruskal["p_d"] == profile.p[16]
     assert kruskal["upper_bound"] == 1
     assert context["contexts_checked"] == 40
     assert context["full_rank_frac"] == pytest.approx(39 / 40)
     assert context["worst_example"] == 0 and context["worst_margin"] < 0
     assert context["rank_histogram"] == {"5": 1, "6": 39}
-    row = assumptions.summary_row("m", "random_attention", context, kruskal)
-    table = assumptions.summary_table([row, row])
+    row = summary.summary_row("m", "random_attention", context, kruskal)
+    table = summary.summary_table([row, row])
     assert list(table.columns[: len(CONTRACT)]) == CONTRACT
     assert table.loc[0, "kruskal_rank_estimate"] == 1
     assert table.loc[0, "kruskal_certificate"] == "dependent_pair"
     assert table.loc[0, "duplicate_pairs"] == 1
-    assert list(assumptions.summary_table([]).columns) == CONTRACT
+    assert list(summary.summary_table([]).columns) == CONTRACT
 
 
 def test_p_at_n_beyond_t_or_d():
     x = np.random.default_rng(1).standard_normal((10, 8))
-    record = assumptions.kruskal_record(kruskal_profile(x, samples=5), n=9)
+    record = checks.kruskal_record(kruskal_profile(x, samples=5), n=9)
     assert record["p_n"] == 0.0  # 9 vectors in R^8 are always dependent
     x = np.random.default_rng(1).standard_normal((6, 8))
-    record = assumptions.kruskal_record(kruskal_profile(x, samples=5), n=4)
+    record = checks.kruskal_record(kruskal_profile(x, samples=5), n=4)
     assert math.isnan(record["p_d"])  # T = 6 < d = 8: no d-subset to test
     assert record["p_n"] == 1.0
 
@@ -107,11 +108,11 @@ def test_p_at_n_beyond_t_or_d():
 def test_figures_are_drawn(layer_results, tmp_path):
     profile, ranks = layer_results
     save_figure(
-        assumptions.plot_profile(assumptions.profile_table(profile), 6, 16, "profile"),
+        figures.plot_profile(checks.profile_table(profile), 6, 16, "profile"),
         tmp_path / "profile.png",
     )
     save_figure(
-        assumptions.plot_context_ranks(assumptions.context_table(ranks), 6, "contexts"),
+        figures.plot_context_ranks(checks.context_table(ranks), 6, "contexts"),
         tmp_path / "contexts.png",
     )
     for name in ("profile.png", "contexts.png"):
@@ -120,7 +121,7 @@ def test_figures_are_drawn(layer_results, tmp_path):
 
 def test_context_table_round_trips_through_csv(layer_results, tmp_path):
     _, ranks = layer_results
-    table = assumptions.context_table(ranks)
+    table = checks.context_table(ranks)
     table.to_csv(tmp_path / "c.csv", index=False)
     back = pd.read_csv(tmp_path / "c.csv")
     assert back["rank"].tolist() == ranks.rank.tolist()

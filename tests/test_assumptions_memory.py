@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from memcap.assumptions_memory import BASE_MB, KRUSKAL_BATCH_MB, MB, check_memory_mb
+from memcap.assumptions.memory import BASE_MB, KRUSKAL_BATCH_MB, MB, check_memory_mb
 from memcap.numerics.sampling import BATCH_BYTES
 
 
@@ -20,6 +20,6 @@ def test_gram_matrices_dominate_for_large_T_and_contexts_for_small():
 
 
 def test_sizing_a_job_does_not_import_torch():
-    code = "import sys, memcap.assumptions_memory; print('torch' in sys.modules)"
+    code = "import sys, memcap.assumptions.memory; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memcap import depth
-from memcap.assumptions import summary_row
+from memcap.assumptions import depth, figures
+from memcap.assumptions.summary import summary_row
 from memcap.report.depth import theorem_gaps, theorem_span
 from memcap.report.loaders import evidence_from_summary
 from memcap.report.verdicts import Verdict, layer_verdicts
@@ -149,5 +149,5 @@ def _roundtrip(table: pd.DataFrame):
 
 
 def test_depth_figure_has_two_panels():
-    figure = depth.plot_depth(_table(), "m · depth profile")
+    figure = figures.plot_depth(_table(), "m · depth profile")
     assert len(figure.axes) == 2

@@ -39,7 +39,7 @@ def test_report_reads_every_stage_and_every_upstream_benchmark(tmp_path):
         "results/extract/bert-tiny/3/provenance.json",
         "results/assumptions/bert-tiny/depth.csv",
         "results/assumptions/bert-tiny/depth.png",
-        "benchmarks/results/profile_depth/bert-tiny.tsv",
+        "benchmarks/results/check_assumptions/bert-tiny.tsv",
         "assumptions_depth.rst",
     ):
         assert expected in inputs, expected

@@ -47,12 +47,14 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     assert counts["extract_embeddings"] == model_layers
     # Contexts, full checks and certified capacity: the detail layers only.
     assert counts["extract_contexts"] == detail_layers < model_layers
-    assert counts.get("profile_depth", 0) == profiled > 0
+    assert counts.get("take_depth_profile", 0) == profiled > 0
     assert counts["extract_model"] == len(config["extract"]["models"])  # one pass per model
     onnx_models = [m for m in config["extract"]["models"] if m.get("weights", "").endswith(".onnx")]
     assert counts.get("convert_onnx_weights", 0) == len(onnx_models)  # once per model
-    assert counts["check_assumptions"] == detail_layers
-    assert counts["certify_real_capacity"] == detail_layers
+    # One check job and one certification job per model; moving a layer's files is local.
+    assert counts["check_assumptions"] == len(entries)
+    assert counts["certify_real_capacity"] == sum(bool(e.detail_layers) for e in entries)
+    assert counts["take_layer_checks"] == counts["take_layer_capacity"] == detail_layers
     assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
     assert counts["train_aot_sweep"] == len(config["aot"]["sweeps"])
     for rule in (
@@ -60,6 +62,8 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
         "summarize_synthetic",
         "summarize_real_capacity",
         "summarize_aot",
+        "plot_synthetic",
+        "plot_aot",
         "render_report",
         "all",
     ):

@@ -1,7 +1,9 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: certified capacity of one extracted model × layer, H = 1 … max."""
+"""Snakemake adapter: certified capacity, H = 1 … max, of every detail layer of one model,
+into the job's temporary folder (one subfolder per layer)."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,27 +18,31 @@ from memcap.capacity.real import real_capacity_rows  # noqa: E402
 from memcap.provenance import write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-section = snakemake.params.section
-queries = np.load(snakemake.input.queries, mmap_mode="r")
-contexts = np.load(snakemake.input.contexts, mmap_mode="r")
-start = time.perf_counter()
-rows = real_capacity_rows(
-    queries,
-    contexts,
-    max_heads=section["max_heads"],
-    head_dim=section["head_dim"],
-    max_examples=section["max_examples"],
-    seed=snakemake.params.seed,
-)
-table = pd.DataFrame(rows).assign(model=snakemake.wildcards.model, layer=snakemake.wildcards.layer)
-table.to_csv(snakemake.output.table, index=False)
-log.info("certified capacity in %.1f s:\n%s", time.perf_counter() - start, table.to_string())
-write_provenance(
-    snakemake.output.provenance,
-    stage="capacity",
-    model=snakemake.wildcards.model,
-    layer=snakemake.wildcards.layer,
-    seed=snakemake.params.seed,
-    settings=section,
-    inputs=[snakemake.input.queries, snakemake.input.contexts],
-)
+section, model = snakemake.params.section, snakemake.wildcards.model
+for layer, queries_path, contexts_path in zip(
+    snakemake.params.layers, snakemake.input.queries, snakemake.input.contexts, strict=True
+):
+    start = time.perf_counter()
+    rows = real_capacity_rows(
+        np.load(queries_path, mmap_mode="r"),
+        np.load(contexts_path, mmap_mode="r"),
+        max_heads=section["max_heads"],
+        head_dim=section["head_dim"],
+        max_examples=section["max_examples"],
+        seed=snakemake.params.seed,
+    )
+    table = pd.DataFrame(rows).assign(model=model, layer=layer)
+    out = Path(snakemake.output.tables) / layer
+    out.mkdir(parents=True)
+    table.to_csv(out / f"{layer}.csv", index=False)
+    log.info("layer %s in %.1f s:\n%s", layer, time.perf_counter() - start, table.to_string())
+    write_provenance(
+        out / f"{layer}_provenance.json",
+        stage="capacity",
+        model=model,
+        layer=layer,
+        seed=snakemake.params.seed,
+        settings=section,
+        inputs=[queries_path, contexts_path],
+    )
+Path(snakemake.output.tables).mkdir(parents=True, exist_ok=True)

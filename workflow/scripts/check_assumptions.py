@@ -1,5 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: context ranks and Kruskal profile of one model × layer."""
+"""Snakemake adapter: both assumption checks of every layer of one model, and its depth
+profile, into the job's temporary folder (one subfolder per layer, `depth/`)."""
 
 import json
 from pathlib import Path
@@ -12,58 +13,89 @@ log = setup_logging(snakemake.log[0])
 
 import torch  # noqa: E402
 
-from memcap import assumptions  # noqa: E402
+from memcap.assumptions import depth, figures  # noqa: E402
+from memcap.assumptions.checks import check_layer  # noqa: E402
+from memcap.assumptions.settings import AssumptionsSettings  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
 from memcap.numerics import load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
-model, layer = snakemake.wildcards.model, snakemake.wildcards.layer
-title = f"{model} · layer {layer}"
-settings = assumptions.AssumptionsSettings.from_config(snakemake.params.settings)
-device = resolve_device(snakemake.params.device)
-extraction = json.loads(Path(snakemake.input.provenance).read_text())
-common = {
-    "stage": "assumptions",
-    "model": model,
-    "layer": layer,
-    "settings": snakemake.params.settings,
-    "extraction": extraction,
-}
-out = snakemake.output
+model, params, inputs = snakemake.wildcards.model, snakemake.params, snakemake.input
+settings = AssumptionsSettings.from_config(params.settings)
+device = resolve_device(params.device)
+root = Path(snakemake.output.checks)
 
-# Assumption 2: the ranks of every context matrix, computed while the extraction streamed them.
-ranks = load_context_ranks(snakemake.input.context_ranks)
-log.info("context ranks of %d contexts (n = %d, d = %d)", len(ranks.rank), ranks.n, ranks.d)
-table = assumptions.context_table(ranks)
-table.to_csv(out.context_table, index=False)
-record = assumptions.context_record(ranks)
-log.info("context ranks: %s", json.dumps(record))
-write_provenance(
-    out.context_summary,
-    check="context_rank",
-    **common,
-    **record,
-    inputs=[snakemake.input.context_ranks],
-)
-save_figure(assumptions.plot_context_ranks(table, ranks.n, title), out.context_figure)
+rows, depth_profiles = [], {}
+for layer, queries_path, ranks_path, provenance_path in zip(
+    params.layers, inputs.queries, inputs.context_ranks, inputs.provenance, strict=True
+):
+    detail = layer in params.detail_layers
+    extraction = json.loads(Path(provenance_path).read_text())
+    queries = np.load(queries_path)
+    ranks = load_context_ranks(ranks_path)
+    log.info("layer %s: queries %s, %d contexts", layer, queries.shape, len(ranks.rank))
+    samples = settings.samples if detail else settings.depth_samples
+    checks = check_layer(
+        queries, ranks, int(extraction["n"]), settings, samples, device, snakemake.threads
+    )
+    log.info("layer %s: context ranks %s", layer, json.dumps(checks.context))
+    log.info(
+        "layer %s: P(n) = %s, Kruskal rank ≈ %s",
+        layer,
+        checks.kruskal["p_n"],
+        checks.profile.estimate,
+    )
+    rows.append(
+        depth.depth_row(
+            model, layer, "detail" if detail else "depth", checks.context, checks.kruskal
+        )
+    )
+    if not detail:
+        depth_profiles[layer] = checks.profile_table
+        continue
+    out = root / layer
+    out.mkdir(parents=True)
+    title = f"{model} · layer {layer}"
+    common = {
+        "stage": "assumptions",
+        "model": model,
+        "layer": layer,
+        "settings": params.settings,
+        "extraction": extraction,
+    }
+    checks.context_table.to_csv(out / "context_rank.csv", index=False)
+    write_provenance(
+        out / "context_rank.json",
+        check="context_rank",
+        **common,
+        **checks.context,
+        inputs=[ranks_path],
+    )
+    save_figure(
+        figures.plot_context_ranks(checks.context_table, ranks.n, title), out / "context_rank.png"
+    )
+    checks.profile_table.to_csv(out / "kruskal_profile.csv", index=False)
+    write_provenance(
+        out / "kruskal.json",
+        check="kruskal_profile",
+        **common,
+        **checks.kruskal,
+        queries_checksum=array_checksum([queries]),
+        inputs=[queries_path],
+    )
+    figure = figures.plot_profile(
+        checks.profile_table, checks.kruskal["n"], checks.profile.d, title
+    )
+    save_figure(figure, out / "kruskal_profile.png")
 
-# Assumption 1 and general position: P(k) for every k from random orderings of the queries.
-queries = np.load(snakemake.input.queries)
-log.info("queries %s %s, n = %s", queries.shape, queries.dtype, extraction["n"])
-profile = settings.profile(queries, settings.samples, device, snakemake.threads, progress=True)
-table = assumptions.profile_table(profile, settings.confidence)
-table.to_csv(out.profile_table, index=False)
-record = assumptions.kruskal_record(profile, int(extraction["n"]), settings.confidence)
-log.info("Kruskal profile: %s", json.dumps({k: v for k, v in record.items() if k != "pairs"}))
-write_provenance(
-    out.profile_summary,
-    check="kruskal_profile",
-    **common,
-    **record,
-    queries_checksum=array_checksum([queries]),
-    inputs=[snakemake.input.queries],
-)
-figure = assumptions.plot_profile(table, record["n"], profile.d, title)
-save_figure(figure, out.profile_figure)
+if params.depth_profile:
+    out = root / "depth"
+    out.mkdir(parents=True)
+    table = depth.depth_table(rows)
+    table.to_csv(out / "depth.csv", index=False)
+    depth.profiles_table(depth_profiles).to_csv(out / "depth_profiles.csv", index=False)
+    log.info("depth profile:\n%s", table[list(depth.DEPTH_COLUMNS)].to_string())
+    save_figure(figures.plot_depth(table, f"{model} · depth profile"), out / "depth.png")
+root.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from memcap.logs import setup_logging
 
 log = setup_logging(snakemake.log[0])
 
-from memcap import assumptions, depth  # noqa: E402
+from memcap.assumptions import depth, summary  # noqa: E402
 
 profiled = {}
 for path in snakemake.input.depth:
@@ -33,10 +33,10 @@ for kruskal_path, context_path in zip(
     if model in done:
         continue
     context = json.loads(Path(context_path).read_text())
-    row = assumptions.summary_row(model, kruskal["layer"], context, kruskal)
+    row = summary.summary_row(model, kruskal["layer"], context, kruskal)
     rows.append(row | {"role": "detail"})
 for remaining in profiled.values():  # models whose every layer is a depth row
     rows += remaining
-table = assumptions.summary_table(rows)
+table = summary.summary_table(rows)
 table.to_csv(snakemake.output.summary, index=False)
 log.info("assumptions summary:\n%s", table.to_string())

@@ -1,4 +1,4 @@
-"""Tables and JSON-able records of the two checks of one layer (no I/O, no numerics of note).
+"""The two checks of one layer: tables and JSON-able records (no I/O).
 
 Per layer: a Kruskal profile table (P(k) for every k, with confidence bounds) and a
 per-context rank table, with their summaries (kruskal.json, context_rank.json).
@@ -7,11 +7,13 @@ per-context rank table, with their summaries (kruskal.json, context_rank.json).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from memcap.assumptions.settings import AssumptionsSettings
 from memcap.numerics import ContextRanks, KruskalProfile, rank_histogram
 
 
@@ -119,3 +121,36 @@ def context_record(ranks: ContextRanks) -> dict[str, Any]:
 
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class LayerChecks:
+    """Both checks of one layer: the tables and the JSON-able records."""
+
+    context_table: pd.DataFrame
+    context: dict[str, Any]
+    profile_table: pd.DataFrame
+    kruskal: dict[str, Any]
+    profile: KruskalProfile
+
+
+def check_layer(
+    queries: np.ndarray,
+    ranks: ContextRanks,
+    n: int,
+    settings: AssumptionsSettings,
+    samples: int,
+    device: Any,
+    workers: int = 1,
+    progress: bool = False,
+) -> LayerChecks:
+    """Assumption 2 from the context ranks the extraction streamed, Assumption 1 and general
+    position from ``samples`` random orderings of the queries."""
+    profile = settings.profile(queries, samples, device, workers, progress=progress)
+    return LayerChecks(
+        context_table=context_table(ranks),
+        context=context_record(ranks),
+        profile_table=profile_table(profile, settings.confidence),
+        kruskal=kruskal_record(profile, n, settings.confidence),
+        profile=profile,
+    )

@@ -1,14 +1,28 @@
-"""The HTML report: stage outputs in, verdicts decided, one self-contained page out."""
+"""The HTML report: stage outputs in, verdicts decided, one self-contained page out.
 
-from memcap.report.assemble import ReportInputs, build_context, write_report
-from memcap.report.render import render_html
-from memcap.report.verdicts import Verdict, layer_verdicts
+The public names are imported on first use (PEP 562), so a stage that needs only the verdicts
+or the layout table (the assumption checks, the Snakefile) does not import Jinja2 and the page
+assembly.
+"""
 
-__all__ = [
-    "ReportInputs",
-    "Verdict",
-    "build_context",
-    "layer_verdicts",
-    "render_html",
-    "write_report",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_PUBLIC = {
+    "ReportInputs": "memcap.report.assemble",
+    "build_context": "memcap.report.assemble",
+    "write_report": "memcap.report.assemble",
+    "render_html": "memcap.report.render",
+    "Verdict": "memcap.report.verdicts",
+    "layer_verdicts": "memcap.report.verdicts",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_PUBLIC[name]), name)

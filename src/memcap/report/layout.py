@@ -1,0 +1,143 @@
+"""The report's layout from its declarative table (layout.yaml) and the config's jobs.
+
+The workflow lists the jobs the config asks for (:data:`JOB_LISTS`, each a list of wildcard
+dicts, empty when its stage is off); everything else, which figure, table, provenance record
+and benchmark file the page reads, comes from the table. Plain Python and YAML: the Snakefile
+imports this module to flag report items and name benchmark files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TABLE_PATH = Path(__file__).with_name("layout.yaml")
+Jobs = Mapping[str, Sequence[Mapping[str, str]]]
+# The job lists the table may name under `over`.
+JOB_LISTS = (
+    "layers",
+    "detail",
+    "depth",
+    "models",
+    "onnx_models",
+    "assumption_models",
+    "capacity_models",
+    "capacity",
+    "synthetic",
+    "aot",
+)
+
+
+@cache
+def layout_table() -> dict[str, Any]:
+    """The parsed layout.yaml."""
+    return yaml.safe_load(TABLE_PATH.read_text())
+
+
+def figure_entries(kind: str, jobs: Jobs, caption_dir: str | Path) -> list[dict[str, Any]]:
+    """One entry per file of a figure kind: path, output, caption file, category, labels,
+    wildcards."""
+    entry = layout_table()["figures"][kind]
+    selected = list(jobs[entry["over"]])
+    if entry.get("once"):
+        selected = [{}] if selected else []
+    return [
+        {
+            "path": entry["pattern"].format(**job),
+            "output": entry.get("folder") or entry["pattern"].format(**job),
+            "caption": str(Path(caption_dir) / entry["caption"]),
+            "category": entry["category"],
+            "labels": {k: v.format(**job) for k, v in entry["labels"].items()},
+            "wildcards": dict(job),
+        }
+        for job in selected
+    ]
+
+
+def benchmark_files(jobs: Jobs) -> dict[str, list[str]]:
+    """Benchmark file of every compute job the config asks for, by rule."""
+    return {
+        rule: [entry["pattern"].format(**job) for job in jobs[entry["over"]]]
+        for rule, entry in layout_table()["benchmarks"].items()
+    }
+
+
+def report_layout(
+    jobs: Jobs, enabled: Mapping[str, bool], caption_dir: str | Path
+) -> dict[str, Any]:
+    """Every file the page reads, by name (JSON-able): per layer, per depth model, per stage,
+    and the benchmark files with each rule's stage."""
+    table = layout_table()
+    audited = {(job["model"], job["layer"]) for job in jobs["detail"]}
+    layer_figures = [
+        figure
+        for kind in table["layer"]["figures"]
+        for figure in figure_entries(kind, jobs, caption_dir)
+    ]
+    layers = [
+        {
+            "model": job["model"],
+            "layer": job["layer"],
+            "provenance": table["stages"]["extract"]["records"]["pattern"].format(**job),
+            "kruskal_profile": (
+                table["layer"]["kruskal_profile"].format(**job)
+                if (job["model"], job["layer"]) in audited
+                else None
+            ),
+            "figures": [f for f in layer_figures if f["wildcards"] == dict(job)],
+        }
+        for job in jobs["layers"]
+    ]
+    depth_figures = [
+        figure
+        for kind in table["depth"]["figures"]
+        for figure in figure_entries(kind, jobs, caption_dir)
+    ]
+    depth = [
+        {
+            "model": job["model"],
+            "table": table["depth"]["table"].format(**job),
+            "figures": [f for f in depth_figures if f["wildcards"] == dict(job)],
+        }
+        for job in jobs["depth"]
+    ]
+    stages: dict[str, dict[str, Any]] = {}
+    for stage, entry in table["stages"].items():
+        records = entry.get("records")
+        stages[stage] = {
+            "tables": dict(entry.get("tables", {})) if enabled[stage] else {},
+            "records": [records["pattern"].format(**job) for job in jobs[records["over"]]]
+            if records
+            else [],
+        }
+    for kind, entry in table["figures"].items():
+        if entry["stage"] != "assumptions":
+            stages[entry["stage"]].setdefault("figures", []).extend(
+                figure_entries(kind, jobs, caption_dir)
+            )
+    return {
+        "layers": layers,
+        "depth": depth,
+        "stages": stages,
+        "benchmarks": benchmark_files(jobs),
+        "rule_stages": {rule: e["stage"] for rule, e in table["benchmarks"].items()},
+    }
+
+
+def files_read(layout: Mapping[str, Any]) -> list[str]:
+    """The stage outputs a layout names (tables, figures, records), each once, in order."""
+    files: list[str] = []
+    for layer in layout["layers"]:
+        files.append(layer["provenance"])
+        files += [layer["kruskal_profile"]] if layer["kruskal_profile"] else []
+        files += [figure["output"] for figure in layer["figures"]]
+    for model in layout["depth"]:
+        files += [model["table"]] + [figure["output"] for figure in model["figures"]]
+    for stage in layout["stages"].values():
+        files += list(stage.get("tables", {}).values()) + stage.get("records", [])
+        files += [figure["output"] for figure in stage.get("figures", [])]
+    return list(dict.fromkeys(files))
