@@ -233,43 +233,47 @@ class ReplicaTransformer(nn.Module):
         return x_tab, q, k, _plus(ov, _expand(b["b_o"], 1, 2))
 
     def batch_logits(self, tokens: Tensor) -> Tensor:
-        """Last-position logits (R, B, N) of ``tokens`` (R, B, S), gathered from token tables.
+        """Last-position logits (R, B, N) of ``tokens`` (R, B, S), through merged head matrices.
 
-        One layer: the cost per example is H·S·(d_h + D) instead of the N^S-row table's.
+        One layer. With x the last residual, x̃ = (x, 1) and δ_s = x_s − x, head h scores
+        position s above the last one by δ_s^T A_h x̃ (A_h = W_K^T (W_Q | b_Q) / √d_h; the key
+        bias and the query-key-bias term are the same for every position and cancel in the
+        softmax), and the heads add Σ_h M_h x̃ + Σ_h b_O + Σ_s Σ_h a_sh M_h δ_s to the residual
+        (M_h = W_O (W_V | b_V); attention weights sum to one). Per example that is two matrix
+        products over the heads and no tensor per example, head and dimension; the D × (D+1)
+        matrices are formed once per call. Examples run along the last axis, so every
+        element-wise product sweeps contiguous memory. The paper's variant has no biases and
+        no constant coordinate.
         """
         if self.depth != 1:
-            raise NotImplementedError("the token tables cover one layer; use sequence_logits")
+            raise NotImplementedError("the merged heads cover one layer; use sequence_logits")
         w = self.weights()
-        x_tab, q_tab, k_tab, ov_tab = self._token_tables(w)
         R, B, S = tokens.shape
-        N, H, dh, D = self.N, q_tab.shape[2], q_tab.shape[3], x_tab.shape[-1]
-        offsets = torch.arange(R, device=tokens.device)[:, None] * N  # rows of flattened tables
-        q, k, ov, x_last = [], [], [], None
-        for s in range(S):
-            # one row gather per position: keys and value-outputs (and the query side at S-1)
-            parts = [k_tab[:, s].reshape(R, N, -1), ov_tab[:, s].reshape(R, N, -1)]
-            if s == S - 1:
-                parts += [q_tab.reshape(R, N, -1), x_tab[:, s]]
-            table = torch.cat(parts, -1)
-            rows = torch.index_select(table.flatten(0, 1), 0, (tokens[:, :, s] + offsets).flatten())
-            # split, not slices: its backward is one concatenation, not one zero fill per slice
-            sizes = [H * dh, H * D] + ([H * dh, D] if s == S - 1 else [])
-            pieces = torch.split(rows.view(R, B, -1), sizes, dim=-1)
-            k.append(pieces[0].reshape(R, B, H, dh))
-            ov.append(pieces[1].reshape(R, B, H, D))
-            if s == S - 1:
-                q, x_last = pieces[2].reshape(R, B, H, dh), pieces[3]
-        scores = [(q * key).sum(-1) for key in k]  # (R, B, H) each: the last query sees all
-        if S == 2:
-            first = torch.sigmoid(scores[0] - scores[1])
-            attn = [first, 1 - first]
+        table = self.embedded(w)[:, None] + w["pos"][:, :, None]  # (R, S, N, D)
+        table = table.flatten(1, 2).transpose(1, 2)  # (R, D, S·N): column n + s·N
+        D = table.shape[1]
+        cols = (tokens + torch.arange(S, device=tokens.device) * self.N).transpose(1, 2)
+        xs = torch.gather(table, 2, cols.reshape(R, 1, S * B).expand(-1, D, -1))
+        earlier, x = xs.view(R, D, S, B).split([S - 1, 1], 2)  # examples last
+        x = x.squeeze(2)  # (R, D, B): the query's residual
+        q, k, v, o = (w[n].squeeze(1) for n in ("w_q", "w_k", "w_v", "w_o"))  # (R, H, ., .)
+        if "b_q" in w:  # the biases ride on a constant last coordinate of x
+            q = torch.cat([q, w["b_q"].squeeze(1)[..., None]], -1)  # (R, H, dh, D+1)
+            v = torch.cat([v, w["b_v"].squeeze(1)[..., None]], -1)
+            x_one = torch.cat([x, x.new_ones(R, 1, B)], 1)  # (R, D+1, B)
         else:
-            attn = torch.softmax(torch.stack(scores), dim=0)
-        out = sum((a[..., None] * value).sum(2) for a, value in zip(attn, ov, strict=True))
-        x = x_last + out  # (R, B, D)
+            x_one = x
+        merged = torch.matmul(o, v)  # (R, H, D, D+1)
+        out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
+        if "b_o" in w:
+            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
+        if S > 1:
+            score = torch.matmul(k.transpose(-1, -2), q) * self.scale.view(R, 1, 1, 1)
+            out = out + _attended(score, merged[..., :D], earlier - x[:, :, None], x_one)
+        out = out.transpose(1, 2)  # (R, B, D)
         if self.has_mlp:
-            x = x + self._mlp(x, w, 0)
-        return self._unembed(x, w)
+            out = out + self._mlp(out, w, 0)
+        return self._unembed(out, w)
 
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""
@@ -353,3 +357,23 @@ def _expand(bias: Tensor | None, *axes: int) -> Tensor | None:
     for axis in sorted(axes):
         bias = bias.unsqueeze(axis)
     return bias
+
+
+def _attended(score: Tensor, merged: Tensor, delta: Tensor, x: Tensor) -> Tensor:
+    """Σ_s Σ_h a_sh M_h δ_s (R, D, B) of :meth:`ReplicaTransformer.batch_logits`.
+
+    Args:
+        score: (R, H, D, D') the A_h; merged: (R, H, D, D) the M_h without their bias column.
+        delta: (R, D, S-1, B) the δ_s; x: (R, D', B) the x̃.
+    """
+    R, D, S1, B = delta.shape
+    pairs = delta[:, :, None] * x[:, None, :, None]  # (R, D, D', S-1, B)
+    above = torch.bmm(score.flatten(2), pairs.view(R, -1, S1 * B))  # (R, H, (S-1)·B)
+    if S1 == 1:
+        attn = torch.sigmoid(above)  # the softmax of (above, 0)
+    else:
+        above = above.view(R, -1, S1, B)
+        attn = torch.softmax(torch.cat([above, above.new_zeros(R, above.shape[1], 1, B)], 2), 2)
+        attn = attn[:, :, :-1].reshape(R, -1, S1 * B)
+    mix = torch.bmm(merged.flatten(2).transpose(1, 2), attn).view(R, D, D, S1, B)
+    return (mix * delta[:, None]).sum((2, 3))
