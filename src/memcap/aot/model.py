@@ -19,10 +19,12 @@ multiplies those in the forward pass. Training the padded model is training each
 alone.
 
 Speed: with one layer the residual stream at position s depends only on the token there, so
-queries, keys and values are computed once per dictionary entry (N rows instead of one per
-example), attention scores are gathered from N×N tables, and the value mixing runs as batched
-matrix products over the grid of all N^S inputs. :meth:`ReplicaTransformer.sequence_logits`
-is the plain per-example computation (any depth, every position); the fast path matches it.
+for all N^S inputs queries, keys and values are computed once per dictionary entry (N rows
+instead of one per example), attention scores are gathered from N×N tables, and the value
+mixing runs as batched matrix products over the grid of all inputs; a mini-batch goes
+through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`).
+:meth:`ReplicaTransformer.sequence_logits` is the plain per-example computation (any depth,
+every position); the fast paths match it.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ class ReplicaTransformer(nn.Module):
             return self.sequence_logits(tokens)[:, :, -1]
         rows = sequence_index(tokens, self.N)  # (R, B)
         if 4 * rows.shape[1] < self.N**self.S:
-            return self.batch_logits(tokens)  # a mini-batch: per example, from token tables
+            return self.batch_logits(tokens)  # a mini-batch: per example, merged heads
         table = self.all_logits()  # (R, N^S, N)
         if (
             rows.shape[1] == table.shape[1]
