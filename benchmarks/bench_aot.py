@@ -1,20 +1,20 @@
-"""AoT training step: token tables + padded replicas (ours) vs the naive alternatives.
+"""AoT training step: our mini-batch path vs the previous one and the naive one, CPU per step.
 
-One full-batch Adam step on paper B's H sweep (N = 50, S = 2, d = d_h = 10, H = 1, 6, ..., 31;
-``--N`` and ``--d`` change the setting) for every replica, timed three ways in one process on
-the same replicas:
+Paper B's heads sweep as the default run trains it (the authors' recipe and variant: N = 50,
+S = 2, d = d_h = 10, H = 1, 11, 21, 31 as one padded model, Adam steps on mini-batches of
+256), timed three ways in one process on the same replicas and batch:
 
-- ours: one padded model for all shapes, first layer through the token tables;
-- per-shape: the token-table path, one model per distinct shape (no padding);
-- naive: one padded model through the per-example path (every example's q, k, v).
+- ours: merged per-head matrices (``ReplicaTransformer.batch_logits``) and fused Adam;
+- previous: per-example rows gathered from token tables, per-head products, plain Adam (the
+  code before issue 22, kept here as the reference);
+- naive: the plain per-example attention (``sequence_logits``), plain Adam.
 
-``--batch 256 --variant authors`` times the authors' recipe instead: a mini-batch step of
-their AoT variant, where "ours" gathers one token-table row per example and position.
+``--heads``, ``--batch``, ``--variant``, ``--N`` and ``--d`` change the setting. CPU seconds
+(``time.process_time``) per step, median of ``--repeats`` rounds; the machine's
+single-thread float32 1024² matmul GFLOP/s is printed for scale; the last lines are
+``RATIO previous/ours`` and ``RATIO naive/ours``.
 
-The median of ``--repeats`` steps is printed for each; the last lines are
-``RATIO per-shape/ours`` and ``RATIO naive/ours``.
-
-    .venv/bin/python benchmarks/bench_aot.py --seeds 2 --threads 1
+    .venv/bin/python benchmarks/bench_aot.py --threads 1
 """
 
 from __future__ import annotations
@@ -22,66 +22,118 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
+from torch import Tensor
 
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task
 
 
-def step_seconds(settings, seeds, per_example: bool, repeats: int, batch: int | None) -> float:
-    """Median wall time of one training step (full batch, or ``batch`` examples per replica)."""
-    model = ReplicaTransformer(settings, seeds)
-    tasks = [association_task(s.N, s.S, seed) for s, seed in zip(settings, seeds, strict=True)]
-    tokens = torch.stack([t.inputs for t in tasks])
-    targets = torch.stack([t.targets for t in tasks])
-    if batch is not None:
-        rows = torch.randint(tokens.shape[1], (batch,), generator=torch.Generator().manual_seed(0))
-        tokens, targets = tokens[:, rows], targets[:, rows]
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    times = []
-    for _ in range(repeats + 1):  # the first step warms up
-        start = time.perf_counter()
+def previous_batch_logits(model: ReplicaTransformer, tokens: Tensor) -> Tensor:
+    """The previous mini-batch path: token-table rows per example, products per head."""
+    w = model.weights()
+    x_tab, q_tab, k_tab, ov_tab = model._token_tables(w)
+    R, B, S = tokens.shape
+    N, H, dh, D = model.N, q_tab.shape[2], q_tab.shape[3], x_tab.shape[-1]
+    offsets = torch.arange(R)[:, None] * N
+    k, ov = [], []
+    for s in range(S):
+        parts = [k_tab[:, s].reshape(R, N, -1), ov_tab[:, s].reshape(R, N, -1)]
+        if s == S - 1:
+            parts += [q_tab.reshape(R, N, -1), x_tab[:, s]]
+        table = torch.cat(parts, -1)
+        rows = torch.index_select(table.flatten(0, 1), 0, (tokens[:, :, s] + offsets).flatten())
+        sizes = [H * dh, H * D] + ([H * dh, D] if s == S - 1 else [])
+        pieces = torch.split(rows.view(R, B, -1), sizes, dim=-1)
+        k.append(pieces[0].reshape(R, B, H, dh))
+        ov.append(pieces[1].reshape(R, B, H, D))
+        if s == S - 1:
+            q, x_last = pieces[2].reshape(R, B, H, dh), pieces[3]
+    scores = [(q * key).sum(-1) for key in k]
+    if S == 2:
+        first = torch.sigmoid(scores[0] - scores[1])
+        attn = [first, 1 - first]
+    else:
+        attn = torch.softmax(torch.stack(scores), dim=0)
+    x = x_last + sum((a[..., None] * value).sum(2) for a, value in zip(attn, ov, strict=True))
+    if model.has_mlp:
+        x = x + model._mlp(x, w, 0)
+    return model._unembed(x, w)
+
+
+def step_cpu(
+    settings: list[Setting],
+    batch: int,
+    logits_of: Callable[[ReplicaTransformer, Tensor], Tensor],
+    fused: bool,
+    repeats: int,
+    steps: int = 20,
+) -> float:
+    """Median CPU seconds of one Adam step on ``batch`` examples per replica."""
+    model = ReplicaTransformer(settings, list(range(len(settings))))
+    tasks = [association_task(s.N, s.S, r) for r, s in enumerate(settings)]
+    rows = torch.randint(settings[0].T0, (batch,), generator=torch.Generator().manual_seed(0))
+    tokens = torch.stack([t.inputs[rows] for t in tasks])
+    targets = torch.stack([t.targets[rows] for t in tasks])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
+
+    def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        logits = model.sequence_logits(tokens)[:, :, -1] if per_example else model(tokens)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        loss.backward()
+        logits = logits_of(model, tokens)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
         optimizer.step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+
+    step()  # warm-up
+    rounds = []
+    for _ in range(repeats):
+        start = time.process_time()
+        for _ in range(steps):
+            step()
+        rounds.append((time.process_time() - start) / steps)
+    return statistics.median(rounds)
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """Float32 matrix-product speed of this machine at the current thread count."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    start = time.process_time()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.process_time() - start) / 1e9
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=2, help="replicas per head count")
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps per variant")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--heads", default="1,11,21,31", help="head counts, one replica each")
+    parser.add_argument("--batch", type=int, default=256, help="examples per replica and step")
+    parser.add_argument("--variant", default="authors", choices=["paper", "authors"])
     parser.add_argument("--N", type=int, default=50, help="dictionary size (T0 = N^2)")
     parser.add_argument("--d", type=int, default=10, help="embedding = head dimension")
-    parser.add_argument("--batch", type=int, default=None, help="examples per step (full)")
-    parser.add_argument("--variant", default="paper", choices=["paper", "authors"])
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds of 20 steps")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    heads = [1, 6, 11, 16, 21, 26, 31]
     settings = [
-        Setting("bench", "association", "aot", args.N, 2, args.d, args.d, h, variant=args.variant)
-        for h in heads
+        Setting(
+            "bench", "association", "aot", args.N, 2, args.d, args.d, int(h), variant=args.variant
+        )
+        for h in args.heads.split(",")
     ]
-    replicas = [(s, k) for s in settings for k in range(args.seeds)]
-    all_settings, all_seeds = [s for s, _ in replicas], [k for _, k in replicas]
-
-    ours = step_seconds(all_settings, all_seeds, False, args.repeats, args.batch)
-    per_shape = sum(
-        step_seconds([s] * args.seeds, list(range(args.seeds)), False, args.repeats, args.batch)
-        for s in settings
+    ours = step_cpu(settings, args.batch, ReplicaTransformer.batch_logits, True, args.repeats)
+    previous = step_cpu(settings, args.batch, previous_batch_logits, False, args.repeats)
+    naive = step_cpu(
+        settings, args.batch, lambda m, t: m.sequence_logits(t)[:, :, -1], False, args.repeats
     )
-    naive = step_seconds(all_settings, all_seeds, True, args.repeats, args.batch)
-    print(f"replicas {len(replicas)}, T0 = {args.N**2}, batch {args.batch or 'full'}")
-    print(f"ours (padded, token tables)  {1000 * ours:8.1f} ms/step")
-    print(f"per-shape (token tables)     {1000 * per_shape:8.1f} ms/step")
-    print(f"naive (per-example path)     {1000 * naive:8.1f} ms/step")
-    print(f"RATIO per-shape/ours {per_shape / ours:.2f}")
+    print(f"matmul 1024² float32, {args.threads} thread(s): {matmul_gflops():.0f} GFLOP/s")
+    print(f"replicas {len(settings)} (H = {args.heads}), batch {args.batch}, {args.variant}")
+    print(f"ours (merged heads, fused Adam)   {1000 * ours:7.2f} ms CPU/step")
+    print(f"previous (token-table rows)       {1000 * previous:7.2f} ms CPU/step")
+    print(f"naive (per-example attention)     {1000 * naive:7.2f} ms CPU/step")
+    print(f"RATIO previous/ours {previous / ours:.2f}")
     print(f"RATIO naive/ours {naive / ours:.2f}")
 
 

@@ -232,3 +232,42 @@ def test_authors_variant_maps_d_to_d_h_only_when_they_differ():
         parameter_count(_authors(d=6, d_h=3))
         == 7 * 6 + 3 * 6 + 2 * 3 + 2 * (4 * 9 + 12) + 7 * 3 + 7
     )
+
+
+@pytest.mark.parametrize("variant", ["paper", "authors"])
+@pytest.mark.parametrize("S", [1, 2, 3])
+def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S):
+    """batch_logits (merged head matrices) against autograd through sequence_logits."""
+    settings = [
+        Setting("t", "association", "aot", 6, S, 5, 5, 3, 1, 0, 1.0, variant),
+        Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
+        Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
+    ]
+    model = ReplicaTransformer(settings, [0, 1, 2])
+    with torch.no_grad():  # nonzero biases, so their paths are exercised
+        for name in ("b_q", "b_k", "b_v", "b_o"):
+            if name in model.names:
+                bias = getattr(model, name)
+                bias.normal_(generator=torch.Generator().manual_seed(1))
+                bias.mul_(getattr(model, f"{name}_mask"))  # padded entries stay zero
+    tokens = torch.randint(6, (3, 9, S), generator=torch.Generator().manual_seed(0))
+    targets = torch.randint(6, (3, 9), generator=torch.Generator().manual_seed(2))
+
+    def logits_and_grads(logits_of):
+        model.zero_grad(set_to_none=True)
+        logits = logits_of(tokens)
+        nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+        # with S = 1 the fast path never touches W_Q, W_K (their gradient is zero anyway)
+        grads = {
+            n: torch.zeros_like(p) if p.grad is None else p.grad
+            for n, p in model.named_parameters()
+        }
+        return logits.detach(), grads
+
+    fast, fast_grads = logits_and_grads(model.batch_logits)
+    plain, plain_grads = logits_and_grads(lambda t: model.sequence_logits(t)[:, :, -1])
+    torch.testing.assert_close(fast, plain)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fast_grads[name], grad, msg=name)
+        if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
+            assert (fast_grads[name][getattr(model, f"{name}_mask") == 0] == 0).all(), name

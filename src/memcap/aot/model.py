@@ -19,10 +19,12 @@ multiplies those in the forward pass. Training the padded model is training each
 alone.
 
 Speed: with one layer the residual stream at position s depends only on the token there, so
-queries, keys and values are computed once per dictionary entry (N rows instead of one per
-example), attention scores are gathered from N×N tables, and the value mixing runs as batched
-matrix products over the grid of all N^S inputs. :meth:`ReplicaTransformer.sequence_logits`
-is the plain per-example computation (any depth, every position); the fast path matches it.
+for all N^S inputs queries, keys and values are computed once per dictionary entry (N rows
+instead of one per example), attention scores are gathered from N×N tables, and the value
+mixing runs as batched matrix products over the grid of all inputs; a mini-batch goes
+through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`).
+:meth:`ReplicaTransformer.sequence_logits` is the plain per-example computation (any depth,
+every position); the fast paths match it.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ class ReplicaTransformer(nn.Module):
             return self.sequence_logits(tokens)[:, :, -1]
         rows = sequence_index(tokens, self.N)  # (R, B)
         if 4 * rows.shape[1] < self.N**self.S:
-            return self.batch_logits(tokens)  # a mini-batch: per example, from token tables
+            return self.batch_logits(tokens)  # a mini-batch: per example, merged heads
         table = self.all_logits()  # (R, N^S, N)
         if (
             rows.shape[1] == table.shape[1]
@@ -235,14 +237,15 @@ class ReplicaTransformer(nn.Module):
     def batch_logits(self, tokens: Tensor) -> Tensor:
         """Last-position logits (R, B, N) of ``tokens`` (R, B, S), through merged head matrices.
 
-        One layer. With x the last residual and δ_s = x_s − x, head h scores position s above
-        the last one by δ_s^T A_h x + c_h·δ_s (A_h = W_K^T W_Q / √d_h, c_h = W_K^T b_Q / √d_h;
-        the key bias and the query-key-bias term are the same for every position and cancel
-        in the softmax), and the heads add Σ_h M_h x + β + Σ_s Σ_h a_sh M_h δ_s to the
-        residual (M_h = W_O W_V, β = Σ_h W_O b_V + b_O: attention weights sum to one). Per
-        example that is two matrix products over the heads, no tensor per example, head and
-        dimension; the D × D matrices are formed once per call. Examples run along the last
-        axis, so every element-wise product sweeps contiguous memory.
+        One layer. With x the last residual, x̃ = (x, 1) and δ_s = x_s − x, head h scores
+        position s above the last one by δ_s^T A_h x̃ (A_h = W_K^T (W_Q | b_Q) / √d_h; the key
+        bias and the query-key-bias term are the same for every position and cancel in the
+        softmax), and the heads add Σ_h M_h x̃ + Σ_h b_O + Σ_s Σ_h a_sh M_h δ_s to the residual
+        (M_h = W_O (W_V | b_V); attention weights sum to one). Per example that is two matrix
+        products over the heads and no tensor per example, head and dimension; the D × (D+1)
+        matrices are formed once per call. Examples run along the last axis, so every
+        element-wise product sweeps contiguous memory. The paper's variant has no biases and
+        no constant coordinate.
         """
         if self.depth != 1:
             raise NotImplementedError("the merged heads cover one layer; use sequence_logits")
@@ -253,40 +256,26 @@ class ReplicaTransformer(nn.Module):
         D = table.shape[1]
         cols = (tokens + torch.arange(S, device=tokens.device) * self.N).transpose(1, 2)
         xs = torch.gather(table, 2, cols.reshape(R, 1, S * B).expand(-1, D, -1))
-        xs = xs.view(R, D, S, B)  # residual of each position, examples last
-        x = xs[:, :, -1]  # (R, D, B): the query's residual
-        merged = torch.einsum("rhde,rhef->rhdf", w["w_o"][:, 0], w["w_v"][:, 0])  # (R, H, D, D)
-        shift = x  # the residual plus everything but the attention-weighted δ terms
-        if "b_v" in w:
-            bias = torch.einsum("rhde,rhe->rd", w["w_o"][:, 0], w["b_v"][:, 0])
-            shift = x + (bias + w["b_o"][:, 0].sum(1))[..., None]
-        x = torch.baddbmm(shift, merged.sum(1), x)  # + Σ_h M_h x
-        if S > 1:
-            x = x + self._attended(w, xs[:, :, :-1] - xs[:, :, -1:], xs[:, :, -1], merged)
-        x = x.transpose(1, 2)  # (R, B, D)
-        if self.has_mlp:
-            x = x + self._mlp(x, w, 0)
-        return self._unembed(x, w)
-
-    def _attended(self, w: dict[str, Tensor], delta: Tensor, x: Tensor, merged: Tensor) -> Tensor:
-        """Σ_s Σ_h a_sh M_h δ_s (R, D, B) of :meth:`batch_logits`; δ (R, D, S-1, B), x (R, D, B)."""
-        R, D, S1, B = delta.shape
-        scale = self.scale.view(R, 1, 1, 1)
-        score = torch.einsum("rhed,rhef->rhdf", w["w_k"][:, 0], w["w_q"][:, 0]) * scale
-        if "b_q" in w:  # the query bias rides on a constant last coordinate of x
-            c = torch.einsum("rhed,rhe->rhd", w["w_k"][:, 0], w["b_q"][:, 0]) * scale[..., 0]
-            score = torch.cat([score, c[..., None]], -1)  # (R, H, D, D+1)
-            x = torch.cat([x, x.new_ones(R, 1, B)], 1)
-        pairs = delta[:, :, None] * x[:, None, :, None]  # (R, D, D+1, S-1, B)
-        above = torch.bmm(score.flatten(2), pairs.view(R, -1, S1 * B))  # (R, H, (S-1)·B)
-        if S1 == 1:
-            attn = torch.sigmoid(above)  # the softmax of (above, 0)
+        earlier, x = xs.view(R, D, S, B).split([S - 1, 1], 2)  # examples last
+        x = x.squeeze(2)  # (R, D, B): the query's residual
+        q, k, v, o = (w[n].squeeze(1) for n in ("w_q", "w_k", "w_v", "w_o"))  # (R, H, ., .)
+        if "b_q" in w:  # the biases ride on a constant last coordinate of x
+            q = torch.cat([q, w["b_q"].squeeze(1)[..., None]], -1)  # (R, H, dh, D+1)
+            v = torch.cat([v, w["b_v"].squeeze(1)[..., None]], -1)
+            x_one = torch.cat([x, x.new_ones(R, 1, B)], 1)  # (R, D+1, B)
         else:
-            above = above.view(R, -1, S1, B)
-            attn = torch.softmax(torch.cat([above, above.new_zeros(R, above.shape[1], 1, B)], 2), 2)
-            attn = attn[:, :, :-1].reshape(R, -1, S1 * B)
-        mix = torch.bmm(merged.flatten(2).transpose(1, 2), attn).view(R, D, D, S1, B)
-        return (mix * delta[:, None]).sum((2, 3))
+            x_one = x
+        merged = torch.matmul(o, v)  # (R, H, D, D+1)
+        out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
+        if "b_o" in w:
+            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
+        if S > 1:
+            score = torch.matmul(k.transpose(-1, -2), q) * self.scale.view(R, 1, 1, 1)
+            out = out + _attended(score, merged[..., :D], earlier - x[:, :, None], x_one)
+        out = out.transpose(1, 2)  # (R, B, D)
+        if self.has_mlp:
+            out = out + self._mlp(out, w, 0)
+        return self._unembed(out, w)
 
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""
@@ -370,3 +359,23 @@ def _expand(bias: Tensor | None, *axes: int) -> Tensor | None:
     for axis in sorted(axes):
         bias = bias.unsqueeze(axis)
     return bias
+
+
+def _attended(score: Tensor, merged: Tensor, delta: Tensor, x: Tensor) -> Tensor:
+    """Σ_s Σ_h a_sh M_h δ_s (R, D, B) of :meth:`ReplicaTransformer.batch_logits`.
+
+    Args:
+        score: (R, H, D, D') the A_h; merged: (R, H, D, D) the M_h without their bias column.
+        delta: (R, D, S-1, B) the δ_s; x: (R, D', B) the x̃.
+    """
+    R, D, S1, B = delta.shape
+    pairs = delta[:, :, None] * x[:, None, :, None]  # (R, D, D', S-1, B)
+    above = torch.bmm(score.flatten(2), pairs.view(R, -1, S1 * B))  # (R, H, (S-1)·B)
+    if S1 == 1:
+        attn = torch.sigmoid(above)  # the softmax of (above, 0)
+    else:
+        above = above.view(R, -1, S1, B)
+        attn = torch.softmax(torch.cat([above, above.new_zeros(R, above.shape[1], 1, B)], 2), 2)
+        attn = attn[:, :, :-1].reshape(R, -1, S1 * B)
+    mix = torch.bmm(merged.flatten(2).transpose(1, 2), attn).view(R, D, D, S1, B)
+    return (mix * delta[:, None]).sum((2, 3))
