@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from memcap.synthetic.folded import folded_logits
+
 
 @dataclass(frozen=True)
 class MHAShape:
@@ -172,7 +174,16 @@ class ReplicaMHA(nn.Module):
         return torch.einsum("rbhv,rhvd->rbd", values, self.w_out) + self.b_out[:, None]
 
     def forward(self, query: Tensor, context: Tensor) -> Tensor:
-        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
+        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None.
+
+        Computed through folded weights (:func:`memcap.synthetic.folded.folded_logits`),
+        equal to :meth:`reference_forward` up to float rounding.
+        """
+        decoded = folded_logits(self, query, context)
+        return decoded.squeeze(-1) if self.classes is None else decoded
+
+    def reference_forward(self, query: Tensor, context: Tensor) -> Tensor:
+        """:meth:`forward` in the model's plain form: embed every token, then attend."""
         out = self.layer_output(query, context)
         decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
         return decoded.squeeze(-1) if self.classes is None else decoded
