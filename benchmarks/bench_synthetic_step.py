@@ -90,6 +90,9 @@ def main() -> None:
     stage = StageSettings.from_config(section, config["seed"])
     spec = sweep_spec(section, "heads")
     groups, datasets = sweep_groups(spec, stage)
+    for members in groups.values():  # warm-up: first calls, allocator
+        for old in (True, False):
+            train_seconds(spec, stage, members, datasets, 2, old)
     matmul = [matmul_flops()]
     needed = new_total = old_total = 0.0
     print(f"heads sweep of config.yaml, {args.steps} steps per model, {args.threads} thread(s)")

@@ -39,36 +39,30 @@ def folded_logits(model: ReplicaMHA, query: Tensor, context: Tensor) -> Tensor:
     heads, dv = model.max_heads, model.value_dim
     w_query, w_key, w_value = model._projections()
     offsets = model.b_embed[:, None] + model.positions  # (R, 1 + n_max, d)
-    # M_h = W_q,h W_k,hᵀ, scaled: (R, H, d, d)
+    # Few, batched matmuls: [W_e; o_1..o_n] is the right factor of every head's u and w
+    # maps and the left factor of its values; [W_e; o_0] maps the raw query (and a 1).
+    context_side = torch.cat([model.w_embed, offsets[:, 1:]], 1)  # (R, d + n, d)
+    query_side = torch.cat([model.w_embed, offsets[:, :1]], 1)  # (R, d + 1, d)
+    # M_h = W_q,h W_k,hᵀ, scaled: (R, H, d, d); M_h [W_eᵀ | o_iᵀ]: (R, H, d, d + n)
     m = torch.matmul(w_query, w_key.transpose(-1, -2)) * model.score_scale[:, None, None, None]
-    to_u = torch.matmul(m, model.w_embed[:, None].transpose(-1, -2))  # M_h W_eᵀ: (R, H, d, d)
-    to_w = torch.matmul(m, offsets[:, None, 1:].transpose(-1, -2))  # M_h o_iᵀ: (R, H, d, n)
-    to_u = to_u.permute(0, 2, 1, 3).reshape(replicas, d, heads * d)
-    to_w = to_w.permute(0, 2, 1, 3).reshape(replicas, d, heads * n)
-    # Padded context positions never win attention: -inf in w.
-    mask = ~model.context_mask[:, None].expand(-1, heads, -1).reshape(replicas, 1, heads * n)
+    to_scores = torch.matmul(m, context_side[:, None].transpose(-1, -2))
+    to_scores = to_scores.permute(0, 2, 1, 3).reshape(replicas, d, heads * (d + n))
+    # Padded context positions never win attention: -inf added to their w.
+    to_scores = torch.bmm(query_side, to_scores) + model.score_mask
     w_value = w_value.permute(0, 2, 1, 3).reshape(replicas, d, heads * dv)
-    readout = model.w_out.reshape(replicas, heads * dv, d) @ model.w_decode  # (R, H d_v, C)
-    return _FoldedCore.apply(
-        query,
-        context,
-        model.w_embed @ to_u,
-        offsets[:, :1] @ to_u,
-        model.w_embed @ to_w,
-        (offsets[:, :1] @ to_w).masked_fill(mask, float("-inf")),
-        (model.w_embed @ w_value).transpose(1, 2),
-        (offsets[:, 1:] @ w_value).transpose(1, 2),
-        readout,
-        model.b_out[:, None] @ model.w_decode + model.b_decode[:, None],
-    )
+    to_values = torch.bmm(context_side, w_value)  # (R, d + n, H d_v)
+    outputs = torch.cat([model.w_out.reshape(replicas, heads * dv, d), model.b_out[:, None]], 1)
+    decode_bias = torch.nn.functional.pad(model.b_decode[:, None], (0, 0, heads * dv, 0))
+    readout = torch.bmm(outputs, model.w_decode) + decode_bias  # last row: the bias
+    return _FoldedCore.apply(query, context, to_scores, to_values, readout)
 
 
 class _FoldedCore(torch.autograd.Function):
     """Logits from raw tokens and folded weights; gradients for the weights only.
 
-    Weights (R leading): to_u (d, H d) and to_w (d, H n) with biases (1, H d), (1, H n) map a
-    raw query to u and w; value (H d_v, d) and value_bias (H d_v, n) map raw context rows to
-    values; readout (H d_v, C) and readout_bias (1, C) map the mixed values to logits.
+    Weights (R leading): to_scores (d + 1, H (d + n)) maps a raw query and a 1 to every
+    head's (u_h, w_h); to_values (d + n, H d_v) holds W_e W_v,h over o_i W_v,h; readout
+    (H d_v + 1, C) maps the mixed values and a 1 to the logits.
     """
 
     @staticmethod
@@ -76,32 +70,30 @@ class _FoldedCore(torch.autograd.Function):
         ctx: Any,
         query: Tensor,
         context: Tensor,
-        to_u: Tensor,
-        u_bias: Tensor,
-        to_w: Tensor,
-        w_bias: Tensor,
-        value: Tensor,
-        value_bias: Tensor,
+        to_scores: Tensor,
+        to_values: Tensor,
         readout: Tensor,
-        readout_bias: Tensor,
     ) -> Tensor:
         replicas, batch, n, d = context.shape
-        heads = to_w.shape[-1] // n
-        dv = value.shape[1] // heads
+        heads = to_scores.shape[-1] // (d + n)
+        dv = to_values.shape[-1] // heads
+        z = torch.bmm(query, to_scores[:, :d]).add_(to_scores[:, d:])
+        z = z.view(replicas * batch, heads, d + n)
         rows = context.reshape(replicas * batch, n, d)
-        u = torch.bmm(query, to_u).add_(u_bias).view(replicas * batch, heads, d)
-        w = torch.bmm(query, to_w).add_(w_bias).view(replicas * batch, heads, n)
-        weights = torch.baddbmm(w, u, rows.transpose(1, 2))  # scores (R B, H, n)
-        weights.sub_(weights.amax(-1, keepdim=True)).exp_()
-        weights.div_(weights.sum(-1, keepdim=True))
+        scores = torch.baddbmm(z[..., d:], z[..., :d], rows.transpose(1, 2))  # (R B, H, n)
+        weights = torch.softmax(scores, -1)
         # Values of every head and context row, (R, H d_v, B n): the fast BLAS layout.
-        values = torch.bmm(value, context.reshape(replicas, batch * n, d).transpose(1, 2))
-        values = values.view(replicas, heads * dv, batch, n).add_(value_bias[:, :, None])
+        values = torch.bmm(
+            to_values[:, :d].transpose(1, 2),
+            context.reshape(replicas, batch * n, d).transpose(1, 2),
+        )
+        values = values.view(replicas, heads * dv, batch, n)
+        values.add_(to_values[:, d:].transpose(1, 2)[:, :, None])
         spread = _per_example(values, heads, dv)  # (R, B, H, n, d_v) view
         mixed = (weights.view(replicas, batch, heads, n, 1) * spread).sum(3)
         mixed = mixed.view(replicas, batch, heads * dv)
         ctx.save_for_backward(query, context, weights, values, mixed, readout)
-        return torch.baddbmm(readout_bias, mixed, readout)
+        return torch.baddbmm(readout[:, -1:], mixed, readout[:, :-1])
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -109,9 +101,10 @@ class _FoldedCore(torch.autograd.Function):
         replicas, batch, n, d = context.shape
         heads = weights.shape[1]
         dv = mixed.shape[-1] // heads
-        grad_readout = torch.bmm(mixed.transpose(1, 2), grad)
-        grad_readout_bias = grad.sum(1, keepdim=True)
-        grad_mixed = torch.bmm(grad, readout.transpose(1, 2))  # (R, B, H d_v)
+        grad_readout = torch.cat(
+            [torch.bmm(mixed.transpose(1, 2), grad), grad.sum(1, keepdim=True)], 1
+        )
+        grad_mixed = torch.bmm(grad, readout[:, :-1].transpose(1, 2))  # (R, B, H d_v)
         grad_mixed = grad_mixed.view(replicas, batch, heads, 1, dv)
         spread = _per_example(values, heads, dv)
         grad_weights = (grad_mixed * spread).sum(-1).view(replicas * batch, heads, n)
@@ -121,28 +114,28 @@ class _FoldedCore(torch.autograd.Function):
             grad_mixed,
             out=_per_example(grad_values, heads, dv),
         )
-        grad_values = grad_values.view(replicas, heads * dv, batch * n)
-        grad_value = torch.bmm(grad_values, context.reshape(replicas, batch * n, d))
-        grad_value_bias = grad_values.view(replicas, heads * dv, batch, n).sum(2)
-        # Softmax backward; weights of padded positions are 0, so their scores get 0.
-        grad_scores = grad_weights.sub_((grad_weights * weights).sum(-1, keepdim=True))
-        grad_scores.mul_(weights)
+        grad_values_flat = grad_values.view(replicas, heads * dv, batch * n)
+        grad_to_values = torch.cat(
+            [
+                torch.bmm(grad_values_flat, context.reshape(replicas, batch * n, d)),
+                grad_values.sum(2),
+            ],
+            -1,
+        ).transpose(1, 2)
+        # Weights of padded positions are 0, so their scores get gradient 0.
+        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)
         grad_u = torch.bmm(grad_scores, context.reshape(replicas * batch, n, d))
-        grad_u = grad_u.view(replicas, batch, heads * d)
-        grad_w = grad_scores.view(replicas, batch, heads * n)
+        # Weight gradients of u and w apart, interleaved per head after: a concatenation of
+        # the per-example gradients along their short last axis is slower than both matmuls.
         queries_t = query.transpose(1, 2)
-        return (
-            None,
-            None,
-            torch.bmm(queries_t, grad_u),
-            grad_u.sum(1, keepdim=True),
-            torch.bmm(queries_t, grad_w),
-            grad_w.sum(1, keepdim=True),
-            grad_value,
-            grad_value_bias,
-            grad_readout,
-            grad_readout_bias,
-        )
+        per_head = []
+        for grad_part, width in ((grad_u, d), (grad_scores, n)):
+            grad_part = grad_part.view(replicas, batch, heads * width)
+            weight_grad = torch.bmm(queries_t, grad_part)
+            weight_grad = torch.cat([weight_grad, grad_part.sum(1, keepdim=True)], 1)
+            per_head.append(weight_grad.view(replicas, d + 1, heads, width))
+        grad_to_scores = torch.cat(per_head, -1).view(replicas, d + 1, heads * (d + n))
+        return None, None, grad_to_scores, grad_to_values, grad_readout
 
 
 def _per_example(values: Tensor, heads: int, dv: int) -> Tensor:

@@ -83,6 +83,10 @@ class ReplicaMHA(nn.Module):
             "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
         )
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
+        # -inf on the query-bias row of folded_logits' w columns of padded context positions.
+        score_mask = torch.zeros(len(shapes), self.d + 1, self.max_heads, self.d + self.max_n)
+        score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
+        self.register_buffer("score_mask", score_mask.flatten(2))
         self.register_buffer(
             "score_scale",
             torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
