@@ -87,6 +87,7 @@ class ReplicaMHA(nn.Module):
         score_mask = torch.zeros(len(shapes), self.d + 1, self.max_heads, self.d + self.max_n)
         score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
         self.register_buffer("score_mask", score_mask.flatten(2))
+        self.padded_context = any(s.n < self.max_n for s in shapes)
         self.register_buffer(
             "score_scale",
             torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
