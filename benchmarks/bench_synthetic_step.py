@@ -5,7 +5,8 @@ Trains every batched model (one per T) of the default ``config.yaml``'s heads sw
 :func:`memcap.training.loop.train_replicas`, two ways in one process:
 
 - new: ``ReplicaMHA.forward`` (folded weights, hand-written backward; the pipeline's way);
-- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums, autograd).
+- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums, autograd),
+  through the same loop (fused Adam for both).
 
 Arithmetic the model needs per step, summed over replicas r with H_r real (unpadded) heads,
 T_r examples, d, d_h, d_v, n and C classes (C = 1 for regression):
