@@ -148,3 +148,27 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
         assert not getattr(theirs, name).any() and getattr(ours, name).any()
     bound = (6.0 / (D + 2 * 4)) ** 0.5  # the query map as one Linear(d, H d_h)
     assert theirs.w_query.abs().max() <= bound < ours.w_query.abs().max() * 10
+
+
+@pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
+def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes):
+    shapes = [
+        MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
+        MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
+        MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
+    ]
+    model = ReplicaMHA(shapes, [1, 2, 3]).double()
+    query, context = (x.double() for x in _inputs(3, 7, 5))
+    context[0, :, 3:] = 100.0  # padded context positions
+    folded, plain = model(query, context), model.reference_forward(query, context)
+    torch.testing.assert_close(folded, plain)
+    weights = torch.rand_like(plain)  # a loss that weighs every output differently
+    params = list(model.parameters())
+    for got, want in zip(
+        torch.autograd.grad((folded * weights).sum(), params),
+        torch.autograd.grad((plain * weights).sum(), params),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="no gradient for its inputs"):
+        model(query.requires_grad_(), context)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from memcap.synthetic.folded import folded_logits
+
 
 @dataclass(frozen=True)
 class MHAShape:
@@ -81,6 +83,11 @@ class ReplicaMHA(nn.Module):
             "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
         )
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
+        # -inf on the query-bias row of folded_logits' w columns of padded context positions.
+        score_mask = torch.zeros(len(shapes), self.d + 1, self.max_heads, self.d + self.max_n)
+        score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
+        self.register_buffer("score_mask", score_mask.flatten(2))
+        self.padded_context = any(s.n < self.max_n for s in shapes)
         self.register_buffer(
             "score_scale",
             torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
@@ -172,7 +179,16 @@ class ReplicaMHA(nn.Module):
         return torch.einsum("rbhv,rhvd->rbd", values, self.w_out) + self.b_out[:, None]
 
     def forward(self, query: Tensor, context: Tensor) -> Tensor:
-        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
+        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None.
+
+        Computed through folded weights (:func:`memcap.synthetic.folded.folded_logits`),
+        equal to :meth:`reference_forward` up to float rounding.
+        """
+        decoded = folded_logits(self, query, context)
+        return decoded.squeeze(-1) if self.classes is None else decoded
+
+    def reference_forward(self, query: Tensor, context: Tensor) -> Tensor:
+        """:meth:`forward` in the model's plain form: embed every token, then attend."""
         out = self.layer_output(query, context)
         decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
         return decoded.squeeze(-1) if self.classes is None else decoded

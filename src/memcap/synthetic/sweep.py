@@ -76,24 +76,12 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         stage: stage-wide settings, the global seed among them.
         device: where to train.
     """
-    unknown = set(stage.group_by) - set(GROUP_KEYS)
-    if unknown:
-        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
-    replicas = [
-        Replica(setting, seed, examples)
-        for setting in spec.settings()
-        for seed in stage.replicate_seeds(spec)
-        for examples in spec.examples
-    ]
-    datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
-    groups: dict[tuple, list[Replica]] = {}
-    for replica in replicas:
-        groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    groups, datasets = sweep_groups(spec, stage)
     _logger.info(
         "sweep %s (recipe %s): %d replicas in %d batched models (group_by=%s), device %s",
         spec.name,
         spec.recipe,
-        len(replicas),
+        sum(len(members) for members in groups.values()),
         len(groups),
         list(stage.group_by),
         device,
@@ -114,6 +102,53 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         for t in (datasets[key].queries, datasets[key].contexts, datasets[key].targets)
     )
     return SweepResult(pd.DataFrame(rows), pd.DataFrame(saturation_rows), checksum)
+
+
+def sweep_groups(
+    spec: SweepSpec, stage: StageSettings
+) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
+    """The sweep's replicas split into batched models by ``stage.group_by``, and their data."""
+    unknown = set(stage.group_by) - set(GROUP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
+    replicas = [
+        Replica(setting, seed, examples)
+        for setting in spec.settings()
+        for seed in stage.replicate_seeds(spec)
+        for examples in spec.examples
+    ]
+    datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
+    groups: dict[tuple, list[Replica]] = {}
+    for replica in replicas:
+        groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    return groups, datasets
+
+
+def batched_model(
+    spec: SweepSpec,
+    stage: StageSettings,
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+) -> tuple[ReplicaMHA, ReplicaData, list[int]]:
+    """The untrained batched model of ``members``, their stacked data and batch seeds."""
+    task = members[0].setting.task
+    shapes = [
+        MHAShape(
+            d=stage.d,
+            n=r.setting.n,
+            heads=r.setting.heads,
+            head_dim=r.setting.head_dim,
+            value_dim=stage.value_dim,
+            classes=stage.classes if task == "classification" else None,
+            xavier=spec.recipe == "authors",
+        )
+        for r in members
+    ]
+    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
+    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
+    model = ReplicaMHA(shapes, model_seeds).to(device)
+    return model, _stack(members, datasets, model.max_n, device), batch_seeds
 
 
 def _data_key(replica: Replica) -> tuple:
@@ -138,22 +173,7 @@ def _train_group(
 ) -> tuple[list[dict], list[dict]]:
     """Train one batched model of ``members``; return their result and saturation rows."""
     task = members[0].setting.task
-    shapes = [
-        MHAShape(
-            d=stage.d,
-            n=r.setting.n,
-            heads=r.setting.heads,
-            head_dim=r.setting.head_dim,
-            value_dim=stage.value_dim,
-            classes=stage.classes if task == "classification" else None,
-            xavier=spec.recipe == "authors",
-        )
-        for r in members
-    ]
-    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
-    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
-    model = ReplicaMHA(shapes, model_seeds).to(device)
-    data = _stack(members, datasets, model.max_n, device)
+    model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     result = train_replicas(model, data, task, cfg, batch_seeds)
     still_falling = late_loss_drop(result.loss_curve)
     attention, embedded = _trained_attention(model, data)

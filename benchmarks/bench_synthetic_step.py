@@ -1,0 +1,125 @@
+"""Paper A's synthetic training step against one thread's matmul speed.
+
+Trains every batched model (one per T) of the default ``config.yaml``'s heads sweep for
+``--steps`` steps (one full-data evaluation per 50 steps, as in the run) through
+:func:`memcap.training.loop.train_replicas`, two ways in one process:
+
+- new: ``ReplicaMHA.forward`` (folded weights, hand-written backward; the pipeline's way);
+- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums, autograd),
+  through the same loop (fused Adam for both).
+
+Arithmetic the model needs per step, summed over replicas r with H_r real (unpadded) heads,
+T_r examples, d, d_h, d_v, n and C classes (C = 1 for regression):
+
+    3 · T_r · [ H_r · (2 d d_h + 2 d_h d + 2 n d + 2 n d + 2 d d_v + 2 d_v d) + 2 d C ]
+
+(forward matmul FLOPs of the query projection, q·W_k, scores against the n context rows, the
+weighted context, its value projection and output projection per head, and the decoder;
+x 3 for forward and backward). The embedding of the tokens is not counted: the new way does
+not compute it. Achieved FLOP/s = needed FLOPs / CPU seconds of training; one thread's
+float32 1024 x 1024 matmul FLOP/s is measured in the same run (before and after, median).
+The last line is ``RATIO <achieved / matmul>`` of the new way over the whole sweep.
+
+    .venv/bin/python benchmarks/bench_synthetic_step.py --steps 50 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from memcap.synthetic.settings import StageSettings, sweep_spec
+from memcap.synthetic.sweep import Replica, batched_model, sweep_groups
+from memcap.training.loop import train_replicas
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def needed_flops(members: list[Replica], stage: StageSettings, examples: int) -> float:
+    """FLOPs one training step of ``members`` needs (the docstring's formula)."""
+    d, dv = stage.d, stage.value_dim
+    total = 0.0
+    for replica in members:
+        s = replica.setting
+        classes = stage.classes if s.task == "classification" else 1
+        per_head = 4 * d * s.head_dim + 4 * s.n * d + 4 * d * dv
+        total += 3 * examples * (s.heads * per_head + 2 * d * classes)
+    return total
+
+
+def matmul_flops(repeats: int = 20) -> float:
+    """Median float32 1024 x 1024 matmul FLOP/s (CPU time) on the current threads."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        a @ b
+        times.append(time.process_time() - start)
+    return 2 * 1024**3 / statistics.median(times)
+
+
+def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> float:
+    """CPU seconds to train one batched model for ``steps`` steps."""
+    model, data, seeds = batched_model(spec, stage, members, datasets, torch.device("cpu"))
+    if old:
+        model.forward = model.reference_forward
+    cfg = dataclasses.replace(stage.train_config(spec, members[0].examples), steps=steps)
+    start = time.process_time()
+    train_replicas(model, data, members[0].setting.task, cfg, seeds)
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50, help="training steps per model")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per way (median)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from snakemake.utils import validate  # fills the schema's defaults
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, config["seed"])
+    spec = sweep_spec(section, "heads")
+    groups, datasets = sweep_groups(spec, stage)
+    for members in groups.values():  # warm-up: first calls, allocator
+        for old in (True, False):
+            train_seconds(spec, stage, members, datasets, 2, old)
+    matmul = [matmul_flops()]
+    needed = new_total = old_total = 0.0
+    print(f"heads sweep of config.yaml, {args.steps} steps per model, {args.threads} thread(s)")
+    print("T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s")
+    for members in groups.values():
+        examples = members[0].examples
+        times = {way: [] for way in ("old", "new")}
+        for _ in range(args.repeats):
+            for way in times:
+                seconds = train_seconds(spec, stage, members, datasets, args.steps, way == "old")
+                times[way].append(seconds / args.steps)
+        old, new = (statistics.median(times[way]) for way in ("old", "new"))
+        flops = needed_flops(members, stage, examples)
+        needed, new_total, old_total = needed + flops, new_total + new, old_total + old
+        print(
+            f"{examples:<5} {len(members):>8}  {flops / 1e6:17.1f}  {1e3 * old:11.2f}  "
+            f"{1e3 * new:11.2f}  {flops / new / 1e9:11.2f}"
+        )
+    matmul.append(matmul_flops())
+    peak = statistics.median(matmul)
+    print(f"matmul 1024x1024 float32: {peak / 1e9:.1f} GFLOP/s")
+    print(f"sweep step (all models): old {1e3 * old_total:.2f} ms, new {1e3 * new_total:.2f} ms")
+    achieved = {"old": needed / old_total / 1e9, "new": needed / new_total / 1e9}
+    print(f"achieved: old {achieved['old']:.2f}, new {achieved['new']:.2f} GFLOP/s")
+    print(f"RATIO {needed / new_total / peak:.3f}")
+
+
+if __name__ == "__main__":
+    main()
