@@ -17,9 +17,7 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
     alpha = 1.0 - level
     lo = 0.0 if successes == 0 else betaincinv(successes, trials - successes + 1, alpha / 2)
     hi = (
-        1.0
-        if successes == trials
-        else betaincinv(successes + 1, trials - successes, 1 - alpha / 2)
+        1.0 if successes == trials else betaincinv(successes + 1, trials - successes, 1 - alpha / 2)
     )
     return float(lo), float(hi)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from memcap.theory import theory_bound as theory_bound  # re-export: sweep.py imports it here
 from memcap.training.fits import least_squares, r_squared
 
 

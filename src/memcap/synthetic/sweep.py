@@ -30,10 +30,10 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
-from memcap.synthetic.bounds import theory_bound
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import GROUP_KEYS, SWEPT, Setting, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
+from memcap.theory import theory_bound
 from memcap.training.config import TrainConfig
 from memcap.training.loop import ReplicaData, train_replicas
 from memcap.training.seeds import derive_seed
