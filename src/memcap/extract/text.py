@@ -93,7 +93,7 @@ def resolve_tokenizer(
         return _byte_bpe(entry.kind, documents, min(BPE_VOCAB_SIZE, vocab_size))
     origin = own_source if choice is None else choice
     if origin is None:
-        raise ConfigError(key, "the model has no tokenizer", f"name one: {_SUBSTITUTES}")
+        raise ConfigError(key, "the model has no tokenizer", _SUBSTITUTES)
     if origin.startswith(PACKAGE_PREFIX):
         origin = str(resolve_package_path(origin))
     kwargs = own_kwargs if choice is None and own_kwargs else {}
@@ -128,20 +128,15 @@ def _load_tokenizer(entry: ModelEntry, origin: str, kwargs: dict) -> Any:
         elif Path(origin).exists():
             problem = f"'{origin}' holds no tokenizer files ({', '.join(TOKENIZER_FILES)})"
         elif isinstance(err, OSError):
-            problem = (
-                f"cannot load the tokenizer '{origin}': not cached and the hub is offline or "
-                "unreachable"
-            )
             raise ConfigError(
                 key,
-                problem,
+                f"cannot load the tokenizer '{origin}' for model '{entry.name}': not cached and "
+                "the hub is offline or unreachable",
                 f"either (1) fetch it once where the hub is reachable, or (2) {_SUBSTITUTES}",
             ) from None
         else:
             raise
-        raise ConfigError(
-            key, f"{problem} ({type(err).__name__}, model '{entry.name}')", _SUBSTITUTES
-        ) from None
+        raise ConfigError(key, f"{problem} (model '{entry.name}')", _SUBSTITUTES) from None
 
 
 def check_encodes(tokenizer: TextTokenizer, key: str, origin: str, whose: str = "the") -> None:
