@@ -11,11 +11,11 @@ from functools import cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 # The package lives in src/; make it importable for the Snakefile even outside an install.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.extract.depth import with_layers
 from memcap.extract.entries import model_entry as typed_model_entry
@@ -28,7 +28,9 @@ from memcap.validation import check_config, check_moved_keys
 # schema (which fills in every default), then the checks a schema cannot express.
 try:
     check_moved_keys(config)
-    validate(config, workflow.source_path("../workflow/schemas/config.schema.yaml"))
+    validate_schema(
+        config, workflow.source_path("../workflow/schemas/config.schema.yaml")
+    )
     check_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None

@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from memcap.errors import ConfigError
 from memcap.extract.config import DataConfig
 from memcap.extract.corpus import Documents, load_documents
 from memcap.extract.entries import model_entry
@@ -361,3 +362,68 @@ def test_more_examples_than_wikipedia_articles_is_refused_before_any_job():
                                           "data": {"mosaic": 9}}]}}  # fmt: skip
     with pytest.raises(ConfigError, match="mosaic"):
         check_extract_config(bad_mosaic)
+
+
+def _images(folder, count: int, corrupt: int) -> None:
+    """``count`` PNG files, then ``corrupt`` truncated JPEGs, in ``folder``."""
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 255, (20, 30, 3), dtype=np.uint8)).save(
+            folder / f"img{i}.png"
+        )
+    for i in range(corrupt):
+        Image.fromarray(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(
+            folder / f"broken{i}.jpg"
+        )
+        whole = (folder / f"broken{i}.jpg").read_bytes()
+        (folder / f"broken{i}.jpg").write_bytes(whole[: len(whole) // 3])
+
+
+def test_a_corrupt_image_is_skipped_and_named(tmp_path, caplog):
+    from memcap.extract.images import datasets_images
+
+    _images(tmp_path, count=5, corrupt=1)
+    data = DataConfig(source="imagefolder", T=20, seed=0, path=str(tmp_path))
+    with caplog.at_level("WARNING"):
+        source = datasets_images(data, "extract.models[0]")
+    assert len(source) == 5 and len(source.skipped) == 1
+    assert source.skipped[0].startswith("broken0.jpg (OSError")
+    assert "skipped 1 unreadable image(s): broken0.jpg" in caplog.text
+    assert all(source.load(i).mode == "RGB" for i in range(5))
+
+
+@pytest.mark.parametrize(("count", "T"), [(0, 2), (4, 5)])
+def test_too_few_readable_images_name_the_files_and_T(tmp_path, count, T):
+    """None readable; or T whole images expected (the folder holds T) but fewer readable."""
+    from memcap.extract.images import datasets_images
+
+    _images(tmp_path, count=count, corrupt=2)
+    data = DataConfig(source="imagefolder", T=T, seed=0, path=str(tmp_path))
+    with pytest.raises(ConfigError, match=f"{count} readable images for T = {T}") as excinfo:
+        datasets_images(data, "extract.models[0]")
+    assert excinfo.value.key == "extract.models[0].data.T"
+    assert "broken0.jpg" in str(excinfo.value) and "broken1.jpg" in str(excinfo.value)
+
+
+def test_hub_image_stream_skips_a_corrupt_image(tmp_path):
+    from memcap.extract.images import datasets_images
+
+    _images(tmp_path, count=4, corrupt=1)
+    data = DataConfig(source="hub", T=4, seed=0, dataset=str(tmp_path))
+    source = datasets_images(data, "extract.models[0]")
+    assert len(source) == 4 and source.skipped[0].startswith("broken0.jpg")
+
+
+def test_a_text_file_that_is_not_utf8_is_skipped_and_named(tmp_path, caplog):
+    (tmp_path / "a.txt").write_text("Plain English prose. " * 50)
+    (tmp_path / "b.bin").write_bytes(bytes(range(256)))
+    data = DataConfig(source="files", T=1, seed=0, path=str(tmp_path))
+    with caplog.at_level("WARNING"):
+        documents = load_documents(data, "extract.models[0]")
+    assert documents.texts == (("Plain English prose. " * 50),)
+    assert documents.skipped == ("b.bin (not UTF-8: byte 128)",)
+    assert "files: 1 text files" in documents.description and "b.bin" in caplog.text
+    (tmp_path / "a.txt").unlink()
+    with pytest.raises(ConfigError, match="none of the 1 files .* is UTF-8 text: b.bin") as info:
+        load_documents(data, "extract.models[0]")
+    assert info.value.key == "extract.models[0].data.path"

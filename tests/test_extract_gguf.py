@@ -22,8 +22,8 @@ D, BLOCKS, FF, HEADS, KV_HEADS = 32, 2, 64, 4, 2
 TOKENS = ["<unk>", "<s>", "</s>"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + [" "]
 
 
-def write_tiny_llama(path: Path) -> None:
-    """A random float32 Llama (2 blocks, d = 32) with a character-level tokenizer."""
+def write_tiny_llama(path: Path, tokenizer: bool = True) -> None:
+    """A random float32 Llama (2 blocks, d = 32) with a character-level tokenizer (or none)."""
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_block_count(BLOCKS)
     writer.add_context_length(64)
@@ -34,10 +34,11 @@ def write_tiny_llama(path: Path) -> None:
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_dimension_count(D // HEADS)
     writer.add_vocab_size(len(TOKENS))
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(TOKENS)
-    writer.add_token_types([3, 3, 3] + [1] * (len(TOKENS) - 3))
-    writer.add_token_scores([0.0] * len(TOKENS))
+    if tokenizer:
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(TOKENS)
+        writer.add_token_types([3, 3, 3] + [1] * (len(TOKENS) - 3))
+        writer.add_token_scores([0.0] * len(TOKENS))
     writer.add_unk_token_id(0)
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
@@ -120,3 +121,14 @@ def test_device_map_loads_through_accelerate(tiny_gguf, tmp_path):
         arrays.append(np.load(outputs.contexts))
         assert json.loads(outputs.provenance.read_text())["device_map"] == device_map
     np.testing.assert_array_equal(*arrays)
+
+
+def test_gguf_without_tokenizer_data_is_a_tokenizer_error(tmp_path):
+    path = tmp_path / "no-tokenizer.F32.gguf"
+    write_tiny_llama(path, tokenizer=False)
+    outputs = ExtractOutputs(tmp_path / "q.npy", tmp_path / "c.npy", tmp_path / "p.json")
+    with pytest.raises(ConfigError, match="holds no tokenizer data") as excinfo:
+        run_extraction(entry_for(path), 1, ExtractSettings(batch_size=8, device="cpu"), outputs)
+    assert excinfo.value.key == "extract.models[0].tokenizer"
+    assert "byte-bpe" in str(excinfo.value)
+    assert not outputs.queries.exists()

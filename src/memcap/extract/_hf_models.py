@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,8 @@ from memcap.extract.config import ModelEntry
 from memcap.extract.weights import gguf_location, package_root, weights_path, weights_route
 
 _logger = logging.getLogger(__name__)
+
+WEIGHT_FILES = "weights file (model.safetensors, pytorch_model.bin or their sharded index)"
 
 
 def hf_config(entry: ModelEntry) -> Any:
@@ -130,11 +133,13 @@ def token_types(model: Any) -> bool:
     return types >= 2 and "token_type_ids" in inspect.signature(model.forward).parameters
 
 
-def image_data_config(entry: ModelEntry, config: Any) -> dict[str, Any]:
+def image_data_config(entry: ModelEntry, config: Any) -> tuple[dict[str, Any], str | None]:
     """The model's own image processor as a timm data config (resize, crop, mean, std).
 
     A vision tower's config gives the input size; its processor (from the same directory or
-    hub id, when available) gives resizing and normalisation.
+    hub id, when available) gives resizing and normalisation. Without one (a directory with
+    no ``preprocessor_config.json``, an uncached hub id) ViT's defaults are used, and the
+    second value says so (a warning for provenance); else it is None.
     """
     vision = getattr(config, "vision_config", None) or config
     size = int(vision.image_size)
@@ -147,15 +152,20 @@ def image_data_config(entry: ModelEntry, config: Any) -> dict[str, Any]:
         "crop_mode": "squash",
     }
     if entry.is_architecture and weights_path(entry) is None:
-        return settings
+        return settings, None
     from transformers import AutoImageProcessor
 
     origin, extra = load_origin(entry)
     try:
         processor = AutoImageProcessor.from_pretrained(origin, **extra)
     except (OSError, ValueError) as err:
-        _logger.warning("no image processor for %s (%s); using ViT defaults", origin, err)
-        return settings
+        _logger.debug("no image processor for %s: %s", origin, err)
+        where = "holds no preprocessor_config.json" if Path(origin).is_dir() else "is unreachable"
+        return settings, (
+            f"no image processor: '{origin}' {where}; images are resized to {size} x {size} "
+            "(bilinear) and normalised with mean = std = 0.5 (ViT's defaults). Save the "
+            "model's image processor there (processor.save_pretrained) to use its own"
+        )
     settings["mean"] = tuple(processor.image_mean)
     settings["std"] = tuple(processor.image_std)
     resample = int(getattr(processor, "resample", 2))
@@ -169,7 +179,7 @@ def image_data_config(entry: ModelEntry, config: Any) -> dict[str, Any]:
         settings["input_size"] = (3, int(crop["height"]), int(crop["width"]))
         settings["crop_pct"] = int(crop["height"]) / int(short)
         settings["crop_mode"] = "center"
-    return settings
+    return settings, None
 
 
 def _value_error(entry: ModelEntry, origin: str, err: ValueError) -> ConfigError:
@@ -185,8 +195,18 @@ def _value_error(entry: ModelEntry, origin: str, err: ValueError) -> ConfigError
 
 
 def unreachable(entry: ModelEntry, origin: str, err: OSError) -> ConfigError:
-    """One-line error for weights that are neither cached nor downloadable."""
+    """One-line error for weights that are neither cached nor downloadable, or a local
+    directory that lacks the config or the weights."""
     _logger.debug("loading %s failed: %s", origin, err)
+    if Path(origin).is_dir():
+        lacking = "config.json" if not (Path(origin) / "config.json").exists() else WEIGHT_FILES
+        return ConfigError(
+            f"{entry.key}.weights",
+            f"the directory '{origin}' of model '{entry.name}' holds no {lacking}",
+            "save the model there with model.save_pretrained(directory), or keep its "
+            f"config.json and set model: {origin} with weights: random (its architecture, "
+            "randomly initialised)",
+        )
     cache = os.environ.get("HF_HOME", "~/.cache/huggingface")
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
     why = "HF_HUB_OFFLINE is set" if offline else "the hub is unreachable"

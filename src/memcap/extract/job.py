@@ -140,6 +140,7 @@ def prepare_inputs(
                 f"{len(source)} distinct photographs"
             )
         transform = create_transform(**loaded.data_config)
+        warnings += _skipped_warning(source.skipped, "images")
         details: dict[str, Any] = {"source_images": list(source.names), "crops": crops}
         details["mosaic"] = data.mosaic if crops and data.mosaic > 1 else 1
         return PreparedInputs(
@@ -168,15 +169,17 @@ def prepare_inputs(
     try:
         windows = document_windows(count, tokens_of, length, data.T, data.seed)
     except ValueError as err:
+        unreadable = f"; unreadable files skipped: {', '.join(documents.skipped)}"
         raise ConfigError(
             f"{entry.key}.data.T",
-            f"the corpus is too small for T = {data.T} distinct windows of n = {n} tokens ({err})",
+            f"the corpus is too small for T = {data.T} distinct windows of n = {n} tokens ({err})"
+            + (unreadable if documents.skipped else ""),
             "lower T or n, or use a larger text source (no two examples may share text)",
         ) from None
     inputs = text_inputs(windows.tokens, entry.kind, tokenizer)
     if not loaded.token_types:
         inputs.pop("token_type_ids", None)  # e.g. RoBERTa: one segment embedding only
-    warnings = []
+    warnings = _skipped_warning(documents.skipped, "text files")
     if tokenizer.substitute:
         warnings.append(f"tokenizer substitute: {tokenizer.substitute}")
     return PreparedInputs(
@@ -196,6 +199,11 @@ def prepare_inputs(
         },
         warnings=warnings,
     )
+
+
+def _skipped_warning(skipped: tuple[str, ...], what: str) -> list[str]:
+    """The provenance warning for unreadable inputs left out (none: no warning)."""
+    return [f"skipped {len(skipped)} unreadable {what}: {', '.join(skipped)}"] if skipped else []
 
 
 def _audited_images(

@@ -162,7 +162,8 @@ def create_model(
         module, source, warnings = _hf_models.create_hf_model(entry, arch.config, dtype)
         loaded.module, loaded.weights_source, loaded.warnings = module, source, warnings
         if entry.kind == "vit":
-            loaded.data_config = _hf_models.image_data_config(entry, arch.config)
+            loaded.data_config, fallback = _hf_models.image_data_config(entry, arch.config)
+            loaded.warnings += [fallback] if fallback else []
         else:
             loaded.token_types = _hf_models.token_types(module)
             if not (entry.is_architecture and weights_path(entry) is None):

