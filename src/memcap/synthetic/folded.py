@@ -21,18 +21,16 @@ rounding (tested, with gradients).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch import Tensor
-
-if TYPE_CHECKING:
-    from memcap.synthetic.model import ReplicaMHA
+from torch import Tensor, nn
 
 
-def folded_logits(model: ReplicaMHA, query: Tensor, context: Tensor) -> Tensor:
-    """Logits (R, B, C) (regression: (R, B, 1)) of ``model`` for queries (R, B, d) and
-    contexts (R, B, n_max, d); the inputs get no gradient."""
+def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
+    """Logits (R, B, C) (regression: (R, B, 1)) of ``model``, a ``ReplicaMHA`` (not imported:
+    model.py imports this module), for queries (R, B, d) and contexts (R, B, n_max, d); the
+    inputs get no gradient."""
     if query.requires_grad or context.requires_grad:
         raise ValueError("folded_logits computes no gradient for its inputs; use reference_forward")
     replicas, _, n, d = context.shape
