@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from memcap.report.paper_a import AGREE_HIGH, AGREE_LOW
 from memcap.report.verdicts import MIN_MARGIN_DECADES, MIN_SUBSETS
 
 _logger = logging.getLogger(__name__)
@@ -66,7 +67,12 @@ def environment(template_dir: str | Path) -> jinja2.Environment:
     env.filters["data_uri"] = png_data_uri
     env.filters["seconds"] = format_seconds
     env.filters["num"] = format_number
-    env.globals.update(min_subsets=MIN_SUBSETS, min_margin=MIN_MARGIN_DECADES)
+    env.globals.update(
+        min_subsets=MIN_SUBSETS,
+        min_margin=MIN_MARGIN_DECADES,
+        agree_high=AGREE_HIGH,
+        agree_low=AGREE_LOW,
+    )
     return env
 
 
