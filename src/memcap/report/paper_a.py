@@ -240,6 +240,6 @@ def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any], notes: _Notes) 
         _number(row.get("p_d")),
         "—",
         "—",
-        "configs/paper.yaml runs paper A's model",
+        "—",
         ", ".join(cited),
     )
