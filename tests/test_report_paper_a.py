@@ -76,6 +76,8 @@ def test_comparison_table_one_line_per_layer_descriptions_once_as_notes():
     assert any(n.startswith("w: w_id; builtin: 19 photos") and "duplicated" in n for n in notes)
     assert notes[-1].endswith("w: 2, 3.")  # layers paper A did not report: named, no rows
     assert len(table.rows) == len({r[:4] for r in table.rows})
+    first_cited = list(dict.fromkeys(int(n) for r in table.rows for n in r[-1].split(", ")))
+    assert first_cited == list(range(1, len(notes)))  # read top down; the last note has no row
     assert comparison_table([], models) is None
 
 

@@ -97,16 +97,18 @@ def _key(kinds: Sequence[str], kind: str, weights: str, layer: str) -> tuple[Any
     return (list(kinds).index(kind), layer_order(layer), int(weights != "random"))
 
 
-class _Notes:
-    """Numbered notes, each text once; rows cite them by number."""
+# A line of the table before its notes are numbered: its cells and the texts it cites.
+_Line = tuple[tuple[str, ...], list[str]]
 
-    def __init__(self) -> None:
-        self.texts: list[str] = []
 
-    def cite(self, text: str) -> str:
-        if text not in self.texts:
-            self.texts.append(text)
-        return str(self.texts.index(text) + 1)
+def _numbered(lines: Sequence[_Line]) -> tuple[tuple[tuple[str, ...], ...], list[str]]:
+    """Number the notes in the order the lines first cite them; each line ends with its numbers."""
+    texts: list[str] = []
+    rows = []
+    for cells, cited in lines:
+        texts += [text for text in cited if text not in texts]
+        rows.append(cells + (", ".join(str(texts.index(text) + 1) for text in cited),))
+    return tuple(rows), texts
 
 
 def comparison_table(
@@ -122,8 +124,7 @@ def comparison_table(
     """
     values = values or paper_a_values()
     kinds = values["kinds"]
-    notes = _Notes()
-    keyed: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
+    keyed: list[tuple[tuple[Any, ...], _Line]] = []
     matched: set[tuple[str, str, str]] = set()
     beyond: dict[str, list[str]] = {}
     for ev in evidence:
@@ -139,16 +140,15 @@ def comparison_table(
         if row is not None:
             matched.add((family, weights, ev.layer))
         key = _key(kinds, family, weights, ev.layer) + (ev.model,)
-        keyed.append((key, _row(paper, row, weights, ev, model, notes)))
+        keyed.append((key, _row(paper, row, weights, ev, model)))
     if not keyed:
         return None
     for family, paper in kinds.items():
         for row in paper["rows"]:
             if (family, row["weights"], str(row["layer"])) not in matched:
                 key = _key(kinds, family, row["weights"], str(row["layer"])) + ("",)
-                keyed.append((key, _unmatched(paper, row, notes)))
-    rows = tuple(row for _, row in sorted(keyed))
-    texts = list(notes.texts)
+                keyed.append((key, _unmatched(paper, row)))
+    rows, texts = _numbered([line for _, line in sorted(keyed, key=lambda item: item[0])])
     if beyond:
         where = "; ".join(f"{m}: {layer_ranges(ls)}" for m, ls in beyond.items())
         texts.append(f"Layers of this run that paper A did not report (the depth strip at the top "
@@ -193,17 +193,16 @@ def _row(
     weights: str,
     ev: LayerEvidence,
     model: ModelInfo,
-    notes: _Notes,
-) -> tuple[str, ...]:
-    cited = [notes.cite(_kind_note(paper)), notes.cite(_model_note(model, ev))]
+) -> _Line:
+    cited = [_kind_note(paper), _model_note(model, ev)]
     if row and row.get("note"):
-        cited.append(notes.cite(_row_note(paper, row)))
+        cited.append(_row_note(paper, row))
     paper_p_n = None if row is None else row.get("p_n")
     paper_p_d = None if row is None else row.get("p_d")
     text = reading(paper_p_n, ev.kruskal_p_n, paper_p_d, ev.general_position_p_d)
     if text.startswith("differs") and _duplicated(model):
         text += " (inputs duplicated)"
-    return (
+    cells = (
         paper["kind"],
         LAYER_NAMES.get(ev.layer, ev.layer),
         weights,
@@ -215,8 +214,8 @@ def _row(
         _number(ev.general_position_p_d),
         "—" if ev.kruskal_rank_estimate is None else str(ev.kruskal_rank_estimate),
         text,
-        ", ".join(cited),
     )
+    return cells, cited
 
 
 def _row_note(paper: Mapping[str, Any], row: Mapping[str, Any]) -> str:
@@ -224,12 +223,10 @@ def _row_note(paper: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     return f"Paper A, {row['weights']} {paper['kind']}, {layer}: {row['note']}."
 
 
-def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any], notes: _Notes) -> tuple[str, ...]:
+def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any]) -> _Line:
     layer = str(row["layer"])
-    cited = [notes.cite(_kind_note(paper))]
-    if row.get("note"):
-        cited.append(notes.cite(_row_note(paper, row)))
-    return (
+    cited = [_kind_note(paper)] + ([_row_note(paper, row)] if row.get("note") else [])
+    cells = (
         paper["kind"],
         LAYER_NAMES.get(layer, layer),
         row["weights"],
@@ -241,5 +238,5 @@ def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any], notes: _Notes) 
         "—",
         "—",
         "—",
-        ", ".join(cited),
     )
+    return cells, cited
