@@ -1,5 +1,6 @@
 """The report from small fabricated stage outputs: context, rendering, escaping, embedding."""
 
+import dataclasses
 import json
 import os
 import re
@@ -206,8 +207,9 @@ def test_context_has_verdicts_models_timings(page):
     (model,) = context.models
     assert model.layers == ("0", "1", "random_attention")
     assert model.weights_source.startswith("random")
-    (cost,) = context.stage_costs
+    cost, total = context.stage_costs
     assert (cost.stage, cost.jobs, cost.cpu_s, cost.max_rss_mb) == ("assumptions", 1, 20.25, 301.2)
+    assert (total.stage, total.jobs, total.cpu_s) == ("all stages", 1, 20.25)
     assert context.run is not None and context.run.wall_s == pytest.approx(12.5)
     assert any("distinct source images" in lim.text for lim in context.limitations)
 
@@ -316,6 +318,7 @@ def test_rule_timings_cpu_time_and_peak_memory_per_stage(tmp_path):
     assert (train.jobs, train.wall_s, train.longest_s, train.cpu_s) == (2, 200.0, 100.0, 185.5)
     (cost,) = stage_costs(timings)
     assert (cost.jobs, cost.cpu_s, cost.longest_s, cost.max_rss_mb) == (3, 195.5, 100.0, 300.0)
+    assert stage_costs(timings, total="all")[-1] == dataclasses.replace(cost, stage="all")
     span = run_span(files)
     assert span.wall_s == pytest.approx(150.0) and span.busy_s == pytest.approx(150.0)
     assert span.one_invocation

@@ -147,8 +147,8 @@ class ReportContext:
 
     @property
     def stage_costs(self) -> list[StageCost]:
-        """Per stage: jobs, CPU time, longest job and peak memory."""
-        return stage_costs(self.timings)
+        """Per stage, then over all stages: jobs, CPU time, longest job and peak memory."""
+        return stage_costs(self.timings, total="all stages")
 
     @property
     def verdict_counts(self) -> dict[str, int]:

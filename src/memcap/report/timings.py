@@ -109,25 +109,28 @@ def rule_timings(
     return sorted(timings, key=lambda t: (t.stage, t.rule))
 
 
-def stage_costs(timings: Sequence[RuleTiming]) -> list[StageCost]:
-    """Per stage: jobs and CPU time summed over its rules, longest job and peak memory."""
+def _cost(stage: str, rules: Sequence[RuleTiming]) -> StageCost:
+    cpu = [t.cpu_s for t in rules if t.cpu_s is not None]
+    rss = [t.max_rss_mb for t in rules if t.max_rss_mb is not None]
+    return StageCost(
+        stage=stage,
+        jobs=sum(t.jobs for t in rules),
+        cpu_s=sum(cpu) if cpu else None,
+        longest_s=max(t.longest_s for t in rules),
+        max_rss_mb=max(rss) if rss else None,
+    )
+
+
+def stage_costs(timings: Sequence[RuleTiming], total: str = "") -> list[StageCost]:
+    """Per stage: jobs and CPU time summed over its rules, longest job and peak memory.
+
+    With ``total``, a last row of that name over every stage.
+    """
     by_stage: dict[str, list[RuleTiming]] = {}
     for timing in timings:
         by_stage.setdefault(timing.stage, []).append(timing)
-    costs = []
-    for stage, rules in sorted(by_stage.items()):
-        cpu = [t.cpu_s for t in rules if t.cpu_s is not None]
-        rss = [t.max_rss_mb for t in rules if t.max_rss_mb is not None]
-        costs.append(
-            StageCost(
-                stage=stage,
-                jobs=sum(t.jobs for t in rules),
-                cpu_s=sum(cpu) if cpu else None,
-                longest_s=max(t.longest_s for t in rules),
-                max_rss_mb=max(rss) if rss else None,
-            )
-        )
-    return costs
+    costs = [_cost(stage, rules) for stage, rules in sorted(by_stage.items())]
+    return costs + [_cost(total, timings)] if total and timings else costs
 
 
 def run_span(benchmarks: Mapping[str, Iterable[str | Path]]) -> RunSpan | None:
