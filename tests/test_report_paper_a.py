@@ -31,7 +31,7 @@ def test_reading_agrees_or_differs_at_n_and_d():
     assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=1.0) == "differs at n and d"
     assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=0.0) == "differs at n, agrees at d"
     assert reading(0.5, 0.5) == "differs at n"  # neither clearly independent nor dependent
-    assert reading(None, 1.0) == "paper A did not report this layer"
+    assert reading(None, 1.0) == "not in paper A"
     assert reading(1.0, math.nan).startswith("not measured")
 
 

@@ -220,7 +220,7 @@ def test_depth_strip_gives_every_layer_verdict_in_depth_order(page):
     assert [(c.layer, c.verdict) for c in strip.cells] == [
         ("0", Verdict.PASS), ("1", Verdict.FAIL), ("random_attention", Verdict.PASS)
     ]  # fmt: skip
-    assert strip.applies == "0, random_attention"
+    assert strip.applies == "applies at 0, random_attention"
     assert f'href="#{strip.cells[1].anchor}"' in html and 'id="depth-strip"' in html
     assert layer_ranges(["3", "0", "1", "2", "5", "6", "random_attention"]) == (
         "0–3, 5, 6, random_attention"

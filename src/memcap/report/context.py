@@ -108,7 +108,7 @@ class DepthStrip:
 
     model: str
     cells: tuple[StripCell, ...]
-    applies: str  # the layers where Theorem 1 applies, as ranges; or "never"
+    applies: str  # where Theorem 1 applies, in words: "applies at 1–9, random_attention"
 
 
 @dataclass

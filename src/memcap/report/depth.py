@@ -67,5 +67,6 @@ def depth_strips(layers: Sequence[LayerSection]) -> list[DepthStrip]:
             for s in ordered
         )
         applies = [c.layer for c in cells if c.verdict is Verdict.PASS]
-        strips.append(DepthStrip(model, cells, layer_ranges(applies) if applies else NEVER))
+        where = f"applies at {layer_ranges(applies)}" if applies else "applies at no audited layer"
+        strips.append(DepthStrip(model, cells, where))
     return strips

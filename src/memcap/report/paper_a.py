@@ -78,7 +78,7 @@ def reading(
 ) -> str:
     """A few words: does this run agree with paper A at k = n, and at k = d when both measured."""
     if paper_p is None:
-        return "paper A did not report this layer"
+        return "not in paper A"
     if math.isnan(ours):
         return "not measured here (T < n)"
     at_n = _same(paper_p, ours)
