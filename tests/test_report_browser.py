@@ -82,20 +82,21 @@ def screenshot_dir(workdir: Path) -> Path:
     return folder
 
 
-def open_in_browser(page_path: Path, workdir: Path) -> dict:
+def open_in_browser(page_path: Path, workdir: Path, name: str = "") -> dict:
     """Open ``page_path`` (file://) in headless Chromium, 1,280 px wide, with a fresh profile.
 
     Returns the console errors, page errors, requests that left the page's own file, the
     images (loaded or not, with their boxes), the layout as first shown (``closed``) and with
     every ``<details>`` open (``opened``), and the paths of a first-screen and a full-page
-    screenshot.
+    screenshot (``name``, default the page's stem, names the screenshots).
     """
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = ensure_chromium()
     url = page_path.resolve().as_uri()
     errors, outside = [], []
     shots = screenshot_dir(workdir)
-    screenshot, first_screen = shots / f"{page_path.stem}.png", shots / f"{page_path.stem}_top.png"
+    name = name or page_path.stem
+    screenshot, first_screen = shots / f"{name}.png", shots / f"{name}_top.png"
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(workdir / "profile"),  # a fresh --user-data-dir
@@ -189,7 +190,7 @@ def test_the_run_report_reads_at_a_glance(tmp_path):
     page = Path(__file__).resolve().parents[1] / "reports" / "report.html"
     if not page.exists():
         pytest.skip("no reports/report.html: run the workflow first")
-    result = open_in_browser(page, tmp_path)
+    result = open_in_browser(page, tmp_path, name="run_report")
     assert not result["errors"], result["errors"]
     assert_reads_at_a_glance(result)
 
