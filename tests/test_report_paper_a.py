@@ -112,4 +112,5 @@ def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
     html = render_html(TEMPLATE, ctx=context)
     assert "Paper A reported / this run" in html and "ImageNet-1k" in html
     assert "input audit: inputs duplicated" in html  # in the layer cards
-    assert any("inputs duplicated" in note for note in context.paper_a_notes)
+    assert any("inputs duplicated" in note for note in context.paper_a_real.notes)
+    assert "both are at least 0.99 or both at most 0.01" in html

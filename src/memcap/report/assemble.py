@@ -366,9 +366,6 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
     paper_b = _scaling_section(inputs, "aot")
     undecided = sum(layer.verdicts.theorem.verdict is Verdict.INCONCLUSIVE for layer in layers)
     _logger.info("%d model x layer checks, %d undecided", len(layers), undecided)
-    comparison = comparison_table(
-        [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
-    )
     return ReportContext(
         title=inputs.title,
         generated_utc=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M"),
@@ -387,8 +384,9 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         ),
         depth=_depth_sections(inputs),
         strips=depth_strips(layers),
-        paper_a_real=None if comparison is None else comparison.table,
-        paper_a_notes=() if comparison is None else comparison.notes,
+        paper_a_real=comparison_table(
+            [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
+        ),
     )
 
 

@@ -51,6 +51,23 @@ class Table:
         return cls(tuple(str(c) for c in frame.columns), rows)
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """Paper A's real-data results beside this run's (:mod:`memcap.report.paper_a`).
+
+    Attributes:
+        table: one line per kind × layer × weights × model; its last column cites notes.
+        notes: the numbered notes (models, data sets, likely reasons, paper A's remarks).
+        agree_high: both P at least this agree ("independent").
+        agree_low: both P at most this agree ("dependent").
+    """
+
+    table: Table
+    notes: tuple[str, ...]
+    agree_high: float
+    agree_low: float
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars as Python scalars, so formatting sees ints and floats."""
     return value.item() if hasattr(value, "item") else value
@@ -139,8 +156,7 @@ class ReportContext:
     paper_a: ScalingSection
     paper_b: ScalingSection
     limitations: Sequence[Limitation]
-    paper_a_real: Table | None = None  # paper A's real-data results beside this run's
-    paper_a_notes: Sequence[str] = ()  # the numbered notes its rows cite
+    paper_a_real: Comparison | None = None  # paper A's real-data results beside this run's
     depth: Sequence[DepthSection] = ()  # per model with a depth profile
     strips: Sequence[DepthStrip] = ()  # per model: Theorem 1's verdict at every audited layer
     run: RunSpan | None = None  # when the benchmarked jobs ran

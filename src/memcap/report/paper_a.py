@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import yaml
 
 from memcap.extract.config import FAMILY_KINDS
-from memcap.report.context import Table
+from memcap.report.context import Comparison, Table
 from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
 from memcap.report.verdicts import LayerEvidence
 
@@ -42,14 +41,6 @@ COLUMNS = (
 AGREE_HIGH = 0.99  # both at least this: both say "independent"
 AGREE_LOW = 0.01  # both at most this: both say "dependent"
 NOT_IN_RUN = "not in this run"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The comparison table and the numbered notes its ``notes`` column refers to."""
-
-    table: Table
-    notes: tuple[str, ...]
 
 
 @lru_cache(maxsize=1)
@@ -153,7 +144,7 @@ def comparison_table(
         where = "; ".join(f"{m}: {layer_ranges(ls)}" for m, ls in beyond.items())
         texts.append(f"Layers of this run that paper A did not report (the depth strip at the top "
                      f"shows them): {where}.")  # fmt: skip
-    return Comparison(Table(COLUMNS, rows), tuple(texts))
+    return Comparison(Table(COLUMNS, rows), tuple(texts), AGREE_HIGH, AGREE_LOW)
 
 
 def _paper_row(paper: Mapping[str, Any], weights: str, layer: str) -> dict[str, Any] | None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import jinja2
 
-from memcap.report.paper_a import AGREE_HIGH, AGREE_LOW
 from memcap.report.verdicts import MIN_MARGIN_DECADES, MIN_SUBSETS
 
 _logger = logging.getLogger(__name__)
@@ -79,12 +78,7 @@ def environment(template_dir: str | Path) -> jinja2.Environment:
     env.filters["num"] = format_number
     env.filters["mb"] = format_megabytes
     env.filters["breakable"] = breakable
-    env.globals.update(
-        min_subsets=MIN_SUBSETS,
-        min_margin=MIN_MARGIN_DECADES,
-        agree_high=AGREE_HIGH,
-        agree_low=AGREE_LOW,
-    )
+    env.globals.update(min_subsets=MIN_SUBSETS, min_margin=MIN_MARGIN_DECADES)
     return env
 
 
