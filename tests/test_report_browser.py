@@ -3,6 +3,9 @@
 Chromium comes from Debian's `chromium` package; when it is missing the setup installs it
 with apt-get where that is possible (root, apt), else the tests skip and say why. Playwright
 (pinned in the dev group) drives the system Chromium; it downloads no browser of its own.
+The page is read at 1,280 px, a laptop screen: its layout is measured there (the first screen,
+the paper-A comparison's height, nothing wider than the window) and screenshots are saved
+(into $MEMCAP_SCREENSHOTS when set, to look at them; else the test's temporary folder).
 """
 
 import os
@@ -19,6 +22,28 @@ from memcap.report import write_report
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
+WIDTH, FIRST_SCREEN = 1280, 900  # the window, px
+COMPARISON_MAX = 2500  # px: paper A's comparison reads in under three screens
+# The page's layout, measured in the browser: its size, the depth strip's box, the paper-A
+# comparison's height (its heading to the end of its notes) and scroll wrappers whose content
+# is wider than they are (cut off on the right until scrolled).
+LAYOUT_JS = """() => {
+    const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+                       return {top: r.top + scrollY, bottom: r.bottom + scrollY, right: r.right}; };
+    const head = document.getElementById('paper-a-real');
+    let end = head;
+    for (let e = head && head.nextElementSibling; e && !/^H[1-3]$/.test(e.tagName);
+         e = e.nextElementSibling) end = e;
+    return {height: document.documentElement.scrollHeight,
+            scroll_width: document.documentElement.scrollWidth,
+            strip: box(document.getElementById('depth-strip')),
+            strip_cells: document.querySelectorAll('.strips .cell').length,
+            checks: document.querySelectorAll('table.glance tbody tr').length,
+            comparison: head ? box(end).bottom - box(head).top : null,
+            cut_off: Array.from(document.querySelectorAll('.table-wrap'))
+                .filter(w => w.scrollWidth > w.clientWidth + 1)
+                .map(w => w.textContent.trim().slice(0, 60))};
+}"""
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -50,24 +75,35 @@ def ensure_chromium() -> Path:
     return CHROMIUM
 
 
-def open_in_browser(page_path: Path, workdir: Path) -> dict:
-    """Open ``page_path`` (file://) in headless Chromium with a fresh profile.
+def screenshot_dir(workdir: Path) -> Path:
+    """Where screenshots go: $MEMCAP_SCREENSHOTS when set, else ``workdir``."""
+    folder = Path(os.environ.get("MEMCAP_SCREENSHOTS") or workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def open_in_browser(page_path: Path, workdir: Path, name: str = "") -> dict:
+    """Open ``page_path`` (file://) in headless Chromium, 1,280 px wide, with a fresh profile.
 
     Returns the console errors, page errors, requests that left the page's own file, the
-    images (loaded or not, with their boxes) and the path of a full-page screenshot.
+    images (loaded or not, with their boxes), the layout as first shown (``closed``) and with
+    every ``<details>`` open (``opened``), and the paths of a first-screen and a full-page
+    screenshot (``name``, default the page's stem, names the screenshots).
     """
     sync_api = pytest.importorskip("playwright.sync_api")
     chromium = ensure_chromium()
     url = page_path.resolve().as_uri()
     errors, outside = [], []
-    screenshot = workdir / "screenshot.png"
+    shots = screenshot_dir(workdir)
+    name = name or page_path.stem
+    screenshot, first_screen = shots / f"{name}.png", shots / f"{name}_top.png"
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(workdir / "profile"),  # a fresh --user-data-dir
             executable_path=str(chromium),
             args=CHROMIUM_FLAGS,
             headless=True,
-            viewport={"width": 1280, "height": 900},
+            viewport={"width": WIDTH, "height": FIRST_SCREEN},
         )
         page = context.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -75,6 +111,8 @@ def open_in_browser(page_path: Path, workdir: Path) -> dict:
         page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url[:80]}"))
         page.on("request", lambda r: None if r.url in (url,) else outside.append(r.url[:80]))
         page.goto(url, wait_until="load")
+        page.screenshot(path=str(first_screen))
+        closed = page.evaluate(LAYOUT_JS)
         # The per-layer cards are collapsed <details>: open them all, as a reader would.
         page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
         images = page.evaluate(
@@ -85,10 +123,32 @@ def open_in_browser(page_path: Path, workdir: Path) -> dict:
                         width: box.width, height: box.height};
             })"""
         )
+        opened = page.evaluate(LAYOUT_JS)
         page.screenshot(path=str(screenshot), full_page=True)
         context.close()
     outside = [u for u in outside if not u.startswith("data:")]
-    return {"errors": errors, "outside": outside, "images": images, "screenshot": screenshot}
+    return {
+        "errors": errors,
+        "outside": outside,
+        "images": images,
+        "screenshot": screenshot,
+        "first_screen": first_screen,
+        "closed": closed,
+        "opened": opened,
+    }
+
+
+def assert_reads_at_a_glance(result: dict) -> None:
+    """The depth strip on the first screen with a cell per check, the comparison short, nothing
+    cut off on the right (as first shown, and with every ``<details>`` open)."""
+    closed, opened = result["closed"], result["opened"]
+    assert closed["strip"] is not None, "no depth strip"
+    assert closed["strip"]["top"] < FIRST_SCREEN - 60, closed["strip"]  # its first row shows
+    assert closed["strip_cells"] == closed["checks"] > 0
+    assert closed["comparison"] is not None and closed["comparison"] <= COMPARISON_MAX
+    for layout in (closed, opened):
+        assert layout["scroll_width"] <= WIDTH, layout
+        assert not layout["cut_off"], layout["cut_off"]
 
 
 def assert_figures_rendered(result: dict, expected_images: int) -> None:
@@ -118,6 +178,37 @@ def test_page_renders_in_chromium_without_errors(tmp_path):
     result = open_in_browser(page, tmp_path)
     assert_figures_rendered(result, context.figure_count)
     assert context.figure_count == 10
+    assert_reads_at_a_glance(result)
+    assert result["closed"]["checks"] == len(context.layers)
+    Image.MAX_IMAGE_PIXELS = None
+    assert Image.open(result["first_screen"]).size == (WIDTH, FIRST_SCREEN)
+    assert Image.open(result["screenshot"]).size[0] == WIDTH
+
+
+def test_the_run_report_reads_at_a_glance(tmp_path):
+    """The workflow's own page (reports/report.html), when a run has made one."""
+    page = Path(__file__).resolve().parents[1] / "reports" / "report.html"
+    if not page.exists():
+        pytest.skip("no reports/report.html: run the workflow first")
+    result = open_in_browser(page, tmp_path, name="run_report")
+    assert not result["errors"], result["errors"]
+    assert_reads_at_a_glance(result)
+
+
+def test_layout_faults_are_caught(tmp_path):
+    """A page without the strip, with a too tall comparison and a too wide table fails."""
+    wide = "<td>" + "x" * 400 + "</td>"
+    page = tmp_path / "wide.html"
+    page.write_text(
+        f'<html><body><h3 id="paper-a-real">A</h3><div style="height: 3000px"></div>'
+        f'<div class="table-wrap" style="overflow-x: auto"><table><tr>{wide}</tr></table></div>'
+        f"<table><tr>{wide}</tr></table></body></html>"
+    )
+    result = open_in_browser(page, tmp_path)
+    assert result["closed"]["comparison"] > COMPARISON_MAX
+    assert result["closed"]["scroll_width"] > WIDTH and result["closed"]["cut_off"]
+    with pytest.raises(AssertionError, match="no depth strip"):
+        assert_reads_at_a_glance(result)
 
 
 def test_console_errors_and_blank_figures_are_caught(tmp_path):

@@ -23,48 +23,61 @@ def test_paper_a_file_holds_the_published_values_with_their_source():
     assert {v["kind"] for v in values["kinds"].values()} == {"vision", "encoder", "decoder"}
 
 
-def test_reading_agrees_differs_and_names_the_reason():
-    assert reading(1.0, 0.995, 197, 197, "few scenes", "inputs distinct: x").startswith("agrees")
-    line = reading(1.0, 0.0, 197, 197, "few scenes", "inputs distinct: x")
-    assert line.startswith("differs") and "few scenes" in line
-    dup = reading(1.0, 0.5, 197, 197, "few scenes", "inputs duplicated: 3 identical")
-    assert "inputs duplicated" in dup
-    assert "at n = 64 here, 512 in paper A" in reading(0.0, 0.0, 512, 64, "", "")
-    assert reading(None, 1.0, 1, 1, "", "") == "paper A did not report this layer"
-    both = reading(1.0, 1.0, 197, 197, "", "", paper_p_d=0.0, ours_p_d=0.0)
-    assert both == "agrees: P(n) = 1 vs 1; P(d) = 0 vs 0 (agrees)"
-    assert reading(1.0, math.nan, 197, 197, "", "").startswith("not measured")
+def test_reading_agrees_or_differs_at_n_and_d():
+    assert reading(1.0, 0.995) == "agrees at n"
+    assert reading(1.0, 0.0) == "differs at n"
+    assert reading(1.0, 1.0, paper_p_d=0.0, ours_p_d=0.0) == "agrees"
+    assert reading(1.0, 1.0, paper_p_d=0.0, ours_p_d=1.0) == "agrees at n, differs at d"
+    assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=1.0) == "differs at n and d"
+    assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=0.0) == "differs at n, agrees at d"
+    assert reading(0.5, 0.5) == "differs at n"  # neither clearly independent nor dependent
+    assert reading(None, 1.0) == "not in paper A"
+    assert reading(1.0, math.nan).startswith("not measured")
 
 
 def evidence(model: str, layer: str, p_n: float) -> LayerEvidence:
     return LayerEvidence(model, layer, 800, 197, 768, 500, 1.0, p_n, 0.0, 150)
 
 
-def test_comparison_table_matches_rows_and_lists_the_rest():
+def _model(name: str, family: str, weights: str, audit: str) -> ModelInfo:
+    return ModelInfo(
+        name, family, f"{name}_id", weights, "c", "builtin: 19 photos", 800, 197, 768,
+        ("0", "1", "2", "3"), input_audit=audit,
+    )  # fmt: skip
+
+
+def test_comparison_table_one_line_per_layer_descriptions_once_as_notes():
     models = {
-        "v": ModelInfo(
-            "v",
-            "vit",
-            "vit_base",
-            "random (timm init, seed 0)",
-            "c",
-            "builtin: 19 photos",
-            800,
-            197,
-            768,
-            ("1",),
-            input_audit="inputs distinct: 0 identical",
-        ),
+        "v": _model("v", "vit", "random (timm init, seed 0)", "inputs distinct: 0 identical"),
+        "w": _model("w", "vit", "package:x.onnx", "inputs duplicated: 3 identical"),
     }
-    table = comparison_table(
-        [evidence("v", "1", 0.2), evidence("v", "random_attention", 1.0)], models
-    )
-    rows = {(r[0], r[1], r[2]): r for r in table.rows}
-    assert rows[("vision", "block 1", "random")][-1].startswith("differs")
-    assert rows[("vision", "block 1", "random")][5] == "1"  # paper P(n)
-    assert rows[("vision", "random attention", "random")][-1].startswith("agrees")
-    assert rows[("vision", "block 1", "pretrained")][7] == "not in this run"
-    assert ("encoder", "block 1", "random") in rows  # paper rows without a model of ours
+    comparison = comparison_table(
+        [evidence("v", "1", 0.2), evidence("v", "random_attention", 1.0),
+         evidence("w", "1", 0.2), evidence("w", "2", 1.0), evidence("w", "3", 1.0)],
+        models,
+    )  # fmt: skip
+    table, notes = comparison.table, comparison.notes
+    rows = {(r[0], r[1], r[2], r[3]): dict(zip(table.columns, r, strict=True)) for r in table.rows}
+    block = rows[("vision", "block 1", "random", "v")]
+    assert block["reading"] == "differs at n, agrees at d"
+    assert (block["paper P(n)"], block["our P(n)"]) == ("1", "0.2")
+    assert block["n: paper / ours"] == "197 / 197"
+    assert rows[("vision", "random attention", "random", "v")]["reading"] == "agrees"
+    assert rows[("vision", "block 1", "pretrained", "w")]["reading"].endswith("(inputs duplicated)")
+    assert rows[("vision", "embeddings", "random", "not in this run")]["our P(n)"] == "—"
+    assert ("encoder", "block 1", "random", "not in this run") in rows  # paper rows without ours
+    # Vision rows first, each layer's random before pretrained.
+    assert [r[1] for r in table.rows[:3]] == ["embeddings", "block 1", "block 1"]
+    # Paper A's data are described once, in a note every vision row cites.
+    (vision,) = [i + 1 for i, n in enumerate(notes) if n.startswith("vision, paper A")]
+    assert "ImageNet-1k" in notes[vision - 1] and "too few distinct scenes" in notes[vision - 1]
+    assert all(str(vision) in r[-1].split(", ") for r in table.rows if r[0] == "vision")
+    assert sum("ImageNet-1k" in n for n in notes) == 1
+    assert any(n.startswith("w: w_id; builtin: 19 photos") and "duplicated" in n for n in notes)
+    assert notes[-1].endswith("w: 2, 3.")  # layers paper A did not report: named, no rows
+    assert len(table.rows) == len({r[:4] for r in table.rows})
+    first_cited = list(dict.fromkeys(int(n) for r in table.rows for n in r[-1].split(", ")))
+    assert first_cited == list(range(1, len(notes)))  # read top down; the last note has no row
     assert comparison_table([], models) is None
 
 
@@ -99,5 +112,5 @@ def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
     html = render_html(TEMPLATE, ctx=context)
     assert "Paper A reported / this run" in html and "ImageNet-1k" in html
     assert "input audit: inputs duplicated" in html  # in the layer cards
-    vision = [row for row in context.paper_a_real.rows if row[0] == "vision"]
-    assert any("inputs duplicated" in row[-1] for row in vision)  # the likely reason
+    assert any("inputs duplicated" in note for note in context.paper_a_real.notes)
+    assert "both are at least 0.99 or both at most 0.01" in html

@@ -1,6 +1,8 @@
 """The report from small fabricated stage outputs: context, rendering, escaping, embedding."""
 
+import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 
@@ -13,8 +15,9 @@ from memcap.plotting import save_figure
 from memcap.report import ReportInputs, build_context, write_report
 from memcap.report.assemble import LayerFiles, StageFiles
 from memcap.report.captions import FigureSpec
-from memcap.report.loaders import rule_timings
+from memcap.report.loaders import layer_ranges
 from memcap.report.render import format_seconds, png_data_uri, render_html
+from memcap.report.timings import rule_timings, run_span, stage_costs
 from memcap.report.verdicts import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +171,7 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     }  # fmt: skip
     bench = root / "benchmarks" / "results" / "check_context_rank" / model / "0.tsv"
     bench.parent.mkdir(parents=True)
-    bench.write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t301.2\n")
+    bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t301.2\t20.25\n")
     return ReportInputs(
         config={"seed": 7, "extract": {"models": [{"name": model}]}, "report": {"title": "t"}},
         title=f"memcap report — {model}",
@@ -204,8 +207,24 @@ def test_context_has_verdicts_models_timings(page):
     (model,) = context.models
     assert model.layers == ("0", "1", "random_attention")
     assert model.weights_source.startswith("random")
-    assert context.stage_wall_s == {"assumptions": 12.5}
+    cost, total = context.stage_costs
+    assert (cost.stage, cost.jobs, cost.cpu_s, cost.max_rss_mb) == ("assumptions", 1, 20.25, 301.2)
+    assert (total.stage, total.jobs, total.cpu_s) == ("all stages", 1, 20.25)
+    assert context.run is not None and context.run.wall_s == pytest.approx(12.5)
     assert any("distinct source images" in lim.text for lim in context.limitations)
+
+
+def test_depth_strip_gives_every_layer_verdict_in_depth_order(page):
+    context, html = page
+    (strip,) = context.strips
+    assert [(c.layer, c.verdict) for c in strip.cells] == [
+        ("0", Verdict.PASS), ("1", Verdict.FAIL), ("random_attention", Verdict.PASS)
+    ]  # fmt: skip
+    assert strip.applies == "applies at 0, random_attention"
+    assert f'href="#{strip.cells[1].anchor}"' in html and 'id="depth-strip"' in html
+    assert layer_ranges(["3", "0", "1", "2", "5", "6", "random_attention"]) == (
+        "0–3, 5, 6, random_attention"
+    )
 
 
 def test_every_section_and_figure_is_on_the_page(page):
@@ -276,14 +295,51 @@ def test_empty_run_still_renders(tmp_path):
     assert "No benchmark files were found." in html
 
 
-def test_rule_timings_sum_jobs_per_rule(tmp_path):
-    for i, seconds in enumerate((1.5, 2.5)):
-        path = tmp_path / "train_model" / f"{i}.tsv"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(f"s\th:m:s\tmax_rss\n{seconds}\t0:00:01\t{100 * (i + 1)}\n")
-    files = {"train_model": sorted(tmp_path.rglob("*.tsv")) + [tmp_path / "missing.tsv"]}
-    (timing,) = rule_timings(files, {"train_model": "aot"})
-    assert (timing.stage, timing.jobs, timing.wall_s, timing.max_rss_mb) == ("aot", 2, 4.0, 200.0)
+def _bench(path: Path, seconds: float, rss: float, cpu: float, end: float) -> Path:
+    """A benchmark file of one job that ended at ``end`` (its modification time)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"s\th:m:s\tmax_rss\tcpu_time\n{seconds}\t0:00:01\t{rss}\t{cpu}\n")
+    os.utime(path, (end, end))
+    return path
+
+
+def test_rule_timings_cpu_time_and_peak_memory_per_stage(tmp_path):
+    # Two jobs of 100 s side by side, then one of 50 s: 150 s of wall time, 250 s of job time.
+    files = {
+        "train": [
+            _bench(tmp_path / "train" / "0.tsv", 100.0, 100, 90.0, 1_000_100.0),
+            _bench(tmp_path / "train" / "1.tsv", 100.0, 300, 95.5, 1_000_100.0),
+            tmp_path / "missing.tsv",
+        ],
+        "plot": [_bench(tmp_path / "plot.tsv", 50.0, 200, 10.0, 1_000_150.0)],
+    }
+    timings = rule_timings(files, {"train": "aot", "plot": "aot"})
+    train = next(t for t in timings if t.rule == "train")
+    assert (train.jobs, train.wall_s, train.longest_s, train.cpu_s) == (2, 200.0, 100.0, 185.5)
+    (cost,) = stage_costs(timings)
+    assert (cost.jobs, cost.cpu_s, cost.longest_s, cost.max_rss_mb) == (3, 195.5, 100.0, 300.0)
+    assert stage_costs(timings, total="all")[-1] == dataclasses.replace(cost, stage="all")
+    span = run_span(files)
+    assert span.wall_s == pytest.approx(150.0) and span.busy_s == pytest.approx(150.0)
+    assert span.one_invocation
+
+
+def test_run_span_notices_outputs_of_separate_invocations(tmp_path):
+    files = {
+        "a": [_bench(tmp_path / "a.tsv", 60.0, 1, 1, 1_000_060.0)],
+        "b": [_bench(tmp_path / "b.tsv", 60.0, 1, 1, 1_003_660.0)],  # an hour later
+    }
+    span = run_span(files)
+    assert span.wall_s == pytest.approx(3660.0) and span.busy_s == pytest.approx(120.0)
+    assert not span.one_invocation
+    assert run_span({"a": [tmp_path / "none.tsv"]}) is None
+
+
+def test_memory_and_cpu_absent_from_benchmark_files(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_text("s\th:m:s\tmax_rss\tcpu_time\n1.0\t0:00:01\tNA\tNA\n")
+    (timing,) = rule_timings({"x": [path]}, {})
+    assert (timing.stage, timing.cpu_s, timing.max_rss_mb) == ("other", None, None)
 
 
 def test_helpers():

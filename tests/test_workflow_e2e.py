@@ -80,7 +80,7 @@ def test_every_section_is_present(run):
     ids = {attrs.get("id") for _, attrs in page.tags}
     assert set(SECTIONS) <= ids
     text = " ".join(page.text)
-    for heading in ("Run summary", "Wall time per stage", "Library versions", "Limitations"):
+    for heading in ("Run summary", "Run costs", "Library versions", "Limitations"):
         assert heading in text
     assert "Resolved configuration" in text and "details" in {t for t, _ in page.tags}
 
@@ -171,4 +171,4 @@ def test_depth_rows_have_a_profile_and_no_contexts(run):
     summary = pd.read_csv(results / "assumptions" / "summary.csv", dtype={"layer": str})
     assert set(summary[summary["model"] == "bert-tiny"]["layer"]) == set(table["layer"])
     text = " ".join(page.text)
-    assert "Across depth" in text and "Depth profiles" in text
+    assert "Where Theorem 1 applies, layer by layer" in text and "Depth profiles" in text

@@ -25,9 +25,10 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
-from memcap.report.depth import theorem_gaps, theorem_span
+from memcap.report.depth import depth_strips, theorem_gaps, theorem_span
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
+from memcap.report.timings import rule_timings, run_span
 from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
 
 _logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class ReportInputs:
         depth: per model with a depth profile, its files.
         stage_files: per stage, its named tables, figures and provenance records.
         benchmarks: rule -> its jobs' Snakemake benchmark files.
-        rule_stages: rule name -> stage name, to sum wall times per stage.
+        rule_stages: rule name -> stage name, to total CPU time and memory per stage.
     """
 
     config: Mapping[str, Any]
@@ -372,7 +373,8 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         config_yaml=yaml.safe_dump(dict(inputs.config), sort_keys=False, allow_unicode=True),
         models=models,
         versions=loaders.version_table(records),
-        timings=loaders.rule_timings(inputs.benchmarks, inputs.rule_stages),
+        timings=rule_timings(inputs.benchmarks, inputs.rule_stages),
+        run=run_span(inputs.benchmarks),
         layers=layers,
         assumption_figures=assumption_figures,
         paper_a=paper_a,
@@ -381,6 +383,7 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
             inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
         ),
         depth=_depth_sections(inputs),
+        strips=depth_strips(layers),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),

@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from memcap.report.loaders import ModelInfo, RuleTiming, VersionRow
+from memcap.report.loaders import ModelInfo, VersionRow
+from memcap.report.timings import RuleTiming, RunSpan, StageCost, stage_costs
 from memcap.report.verdicts import LayerVerdicts, Verdict
 
 STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
@@ -48,6 +49,23 @@ class Table:
             for record in frame.itertuples(index=False)
         )
         return cls(tuple(str(c) for c in frame.columns), rows)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paper A's real-data results beside this run's (:mod:`memcap.report.paper_a`).
+
+    Attributes:
+        table: one line per kind × layer × weights × model; its last column cites notes.
+        notes: the numbered notes (models, data sets, likely reasons, paper A's remarks).
+        agree_high: both P at least this agree ("independent").
+        agree_low: both P at most this agree ("dependent").
+    """
+
+    table: Table
+    notes: tuple[str, ...]
+    agree_high: float
+    agree_low: float
 
 
 def _plain(value: Any) -> Any:
@@ -92,6 +110,24 @@ class DepthSection:
     figures: list[Figure] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class StripCell:
+    """One layer of a depth strip: Theorem 1's verdict there, and the layer card's anchor."""
+
+    layer: str
+    verdict: Verdict
+    anchor: str
+
+
+@dataclass(frozen=True)
+class DepthStrip:
+    """One model's audited layers in order, each with Theorem 1's verdict."""
+
+    model: str
+    cells: tuple[StripCell, ...]
+    applies: str  # where Theorem 1 applies, in words: "applies at 1–9, random_attention"
+
+
 @dataclass
 class ScalingSection:
     """One paper's synthetic scaling laws: figures, fitted slopes, notes."""
@@ -120,16 +156,15 @@ class ReportContext:
     paper_a: ScalingSection
     paper_b: ScalingSection
     limitations: Sequence[Limitation]
-    paper_a_real: Table | None = None  # paper A's real-data results beside this run's
+    paper_a_real: Comparison | None = None  # paper A's real-data results beside this run's
     depth: Sequence[DepthSection] = ()  # per model with a depth profile
+    strips: Sequence[DepthStrip] = ()  # per model: Theorem 1's verdict at every audited layer
+    run: RunSpan | None = None  # when the benchmarked jobs ran
 
     @property
-    def stage_wall_s(self) -> dict[str, float]:
-        """Wall time per stage, summed over its rules' jobs."""
-        totals: dict[str, float] = {}
-        for timing in self.timings:
-            totals[timing.stage] = totals.get(timing.stage, 0.0) + timing.wall_s
-        return totals
+    def stage_costs(self) -> list[StageCost]:
+        """Per stage, then over all stages: jobs, CPU time, longest job and peak memory."""
+        return stage_costs(self.timings, total="all stages")
 
     @property
     def verdict_counts(self) -> dict[str, int]:

@@ -1,8 +1,14 @@
-"""Where along a model's depth Theorem 1 applies, from its depth table (depth.csv)."""
+"""Where along a model's depth Theorem 1 applies: from its depth table, and per layer verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
+
+from memcap.report.context import DepthStrip, LayerSection, StripCell
+from memcap.report.loaders import layer_order, layer_ranges
+from memcap.report.verdicts import Verdict
 
 NEVER = "never"
 NONE = "—"
@@ -46,3 +52,21 @@ def theorem_gaps(table: pd.DataFrame) -> str:
         else:
             groups.append((verdict, [str(layer)]))
     return "; ".join(f"{', '.join(layers)} ({verdict})" for verdict, layers in groups) or NONE
+
+
+def depth_strips(layers: Sequence[LayerSection]) -> list[DepthStrip]:
+    """Per model, in page order: Theorem 1's verdict at every audited layer, and where it holds."""
+    by_model: dict[str, list[LayerSection]] = {}
+    for section in layers:
+        by_model.setdefault(section.verdicts.evidence.model, []).append(section)
+    strips = []
+    for model, sections in by_model.items():
+        ordered = sorted(sections, key=lambda s: layer_order(s.verdicts.evidence.layer))
+        cells = tuple(
+            StripCell(s.verdicts.evidence.layer, s.verdicts.theorem.verdict, s.anchor)
+            for s in ordered
+        )
+        applies = [c.layer for c in cells if c.verdict is Verdict.PASS]
+        where = f"applies at {layer_ranges(applies)}" if applies else "applies at no audited layer"
+        strips.append(DepthStrip(model, cells, where))
+    return strips

@@ -1,4 +1,4 @@
-"""Read the stage outputs the report needs: provenance records, tables, benchmark files."""
+"""Read the stage outputs the report needs: provenance records and tables."""
 
 from __future__ import annotations
 
@@ -40,16 +40,10 @@ class ModelInfo:
     weights_origin: str | None = None  # package, version, file checksum; precision
     input_audit: str = ""  # one line from the extraction's input-level duplicate audit
 
-
-@dataclass(frozen=True)
-class RuleTiming:
-    """Wall time of one rule, summed over its jobs' benchmark files."""
-
-    stage: str
-    rule: str
-    jobs: int
-    wall_s: float
-    max_rss_mb: float | None
+    @property
+    def layer_ranges(self) -> str:
+        """The extracted layers in few words, e.g. "0–12, random_attention"."""
+        return layer_ranges(self.layers)
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,7 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 T=int(head["T"]),
                 n=int(head["n"]),
                 d=int(head["d"]),
-                layers=tuple(sorted({str(r["layer"]) for r in group}, key=_layer_order)),
+                layers=tuple(sorted({str(r["layer"]) for r in group}, key=layer_order)),
                 tokenizer_substitute=_first(head, "tokenizer_substitute"),
                 warnings=tuple(warnings),
                 description=_first(head, "description"),
@@ -119,9 +113,26 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
     return models
 
 
-def _layer_order(layer: str) -> tuple[int, str]:
+def layer_order(layer: str) -> tuple[int, str]:
     """Numeric layers first, in order, then named variants (random_attention)."""
     return (int(layer), "") if layer.isdigit() else (10**6, layer)
+
+
+def layer_ranges(layers: Iterable[str]) -> str:
+    """Layers in few words: runs of numbered layers as ranges, then named ones.
+
+    E.g. ["0", "1", "2", "3", "5", "random_attention"] -> "0–3, 5, random_attention".
+    """
+    numbered = sorted({int(layer) for layer in layers if str(layer).isdigit()})
+    named = sorted({str(layer) for layer in layers if not str(layer).isdigit()})
+    runs: list[list[int]] = []
+    for layer in numbered:
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    parts = [f"{run[0]}–{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    return ", ".join(parts + named) or "—"
 
 
 def read_table(path: str | Path | None) -> pd.DataFrame | None:
@@ -187,29 +198,6 @@ def _profile_column(profile: pd.DataFrame | None, column: str) -> dict[int, floa
     if profile is None or "k" not in profile.columns or column not in profile.columns:
         return {}
     return {int(k): float(v) for k, v in zip(profile["k"], profile[column], strict=True)}
-
-
-def rule_timings(
-    benchmarks: Mapping[str, Iterable[str | Path]], rule_stages: Mapping[str, str]
-) -> list[RuleTiming]:
-    """Sum each rule's Snakemake benchmark files (those that exist) over its jobs."""
-    timings = []
-    for rule, files in benchmarks.items():
-        tables = [pd.read_csv(path, sep="\t") for path in map(Path, files) if path.exists()]
-        if not tables:
-            continue
-        frame = pd.concat(tables, ignore_index=True)
-        rss = pd.to_numeric(frame.get("max_rss"), errors="coerce") if "max_rss" in frame else None
-        timings.append(
-            RuleTiming(
-                stage=rule_stages.get(rule, "other"),
-                rule=rule,
-                jobs=len(tables),
-                wall_s=float(frame["s"].sum()),
-                max_rss_mb=None if rss is None or rss.isna().all() else float(rss.max()),
-            )
-        )
-    return sorted(timings, key=lambda t: (t.stage, t.rule))
 
 
 def version_table(records: Mapping[str, Iterable[Mapping[str, Any]]]) -> list[VersionRow]:

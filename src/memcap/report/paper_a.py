@@ -1,8 +1,10 @@
-"""The "paper A reported / this run" table: paper A's real-data results beside ours.
+"""The "paper A reported / this run" comparison: paper A's real-data results beside ours.
 
 Paper A's values live in ``paper_a_real.yaml`` beside this module (with their source); this
 module only matches them to this run's model × layer rows (by family, random or pretrained
-weights, and layer) and reads each pair in one line.
+weights, and layer) and reads each pair in a few words. The table holds one line per kind ×
+layer × weights × model; the models and data sets behind each kind, and paper A's remarks
+on single rows, are numbered notes the rows point to, so each description is written once.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 import yaml
 
 from memcap.extract.config import FAMILY_KINDS
-from memcap.report.context import Table
-from memcap.report.loaders import ModelInfo
+from memcap.report.context import Comparison, Table
+from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
 from memcap.report.verdicts import LayerEvidence
 
 PAPER_A_FILE = Path(__file__).with_name("paper_a_real.yaml")
@@ -26,19 +28,19 @@ COLUMNS = (
     "kind",
     "layer",
     "weights",
-    "paper A: model, data",
-    "paper n / d",
+    "this run's model",
+    "n: paper / ours",
     "paper P(n)",
-    "paper P(d)",
-    "this run: model, data",
-    "our n / d",
     "our P(n)",
+    "paper P(d)",
     "our P(d)",
     "our Kruskal estimate",
     "reading",
+    "notes",
 )
 AGREE_HIGH = 0.99  # both at least this: both say "independent"
 AGREE_LOW = 0.01  # both at most this: both say "dependent"
+NOT_IN_RUN = "not in this run"
 
 
 @lru_cache(maxsize=1)
@@ -62,61 +64,87 @@ def _same(paper: float, ours: float) -> bool:
 def reading(
     paper_p: float | None,
     ours: float,
-    paper_n: int,
-    our_n: int,
-    differs: str,
-    audit: str,
     paper_p_d: float | None = None,
     ours_p_d: float = math.nan,
 ) -> str:
-    """One line: does this run agree with paper A at k = n (and k = d); if not, why likely."""
+    """A few words: does this run agree with paper A at k = n, and at k = d when both measured."""
     if paper_p is None:
-        return "paper A did not report this layer"
+        return "not in paper A"
     if math.isnan(ours):
         return "not measured here (T < n)"
-    at = "" if paper_n == our_n else f" (at n = {our_n} here, {paper_n} in paper A)"
-    general = ""
-    if paper_p_d is not None and not math.isnan(ours_p_d):
-        word = "agrees" if _same(paper_p_d, ours_p_d) else "differs"
-        general = f"; P(d) = {ours_p_d:.3g} vs {paper_p_d:.3g} ({word})"
-    if _same(paper_p, ours):
-        return f"agrees: P(n) = {ours:.3g} vs {paper_p:.3g}{at}{general}"
-    reason = audit if audit.startswith("inputs duplicated") else differs
-    return f"differs: P(n) = {ours:.3g} vs {paper_p:.3g}{at}{general}; likely reason: {reason}"
+    at_n = _same(paper_p, ours)
+    if paper_p_d is None or math.isnan(ours_p_d):
+        return "agrees at n" if at_n else "differs at n"
+    at_d = _same(paper_p_d, ours_p_d)
+    if at_n and at_d:
+        return "agrees"
+    if not at_n and not at_d:
+        return "differs at n and d"
+    return "agrees at n, differs at d" if at_n else "differs at n, agrees at d"
+
+
+def _key(kinds: Sequence[str], kind: str, weights: str, layer: str) -> tuple[Any, ...]:
+    """Sort key: paper A's kind order, then layer, then random before pretrained."""
+    return (list(kinds).index(kind), layer_order(layer), int(weights != "random"))
+
+
+# A line of the table before its notes are numbered: its cells and the texts it cites.
+_Line = tuple[tuple[str, ...], list[str]]
+
+
+def _numbered(lines: Sequence[_Line]) -> tuple[tuple[tuple[str, ...], ...], list[str]]:
+    """Number the notes in the order the lines first cite them; each line ends with its numbers."""
+    texts: list[str] = []
+    rows = []
+    for cells, cited in lines:
+        texts += [text for text in cited if text not in texts]
+        rows.append(cells + (", ".join(str(texts.index(text) + 1) for text in cited),))
+    return tuple(rows), texts
 
 
 def comparison_table(
     evidence: Sequence[LayerEvidence],
     models: Mapping[str, ModelInfo],
     values: Mapping[str, Any] | None = None,
-) -> Table | None:
-    """One row per paper-A row and per matching model × layer of this run.
+) -> Comparison | None:
+    """One line per paper-A layer and per matching model × layer of this run.
 
-    Paper rows with no model of this run, and layers of this run that paper A did not
-    report, each get a row too, so nothing is silently dropped. None when nothing matches.
+    Paper rows with no model of this run get a line too; layers of this run beyond those paper
+    A reported for the kind (the depth profiles' blocks) are named in one note, so nothing is
+    silently dropped. None when no model of this run has a kind paper A reported.
     """
     values = values or paper_a_values()
-    rows: list[tuple[str, ...]] = []
+    kinds = values["kinds"]
+    keyed: list[tuple[tuple[Any, ...], _Line]] = []
     matched: set[tuple[str, str, str]] = set()
+    beyond: dict[str, list[str]] = {}
     for ev in evidence:
         model = models.get(ev.model)
-        kind = FAMILY_KINDS.get(model.family, model.family) if model else None
-        if kind not in values["kinds"]:
+        family = FAMILY_KINDS.get(model.family, model.family) if model else None
+        if family not in kinds:
             continue
-        paper = values["kinds"][kind]
-        weights = weights_class(model)
+        paper, weights = kinds[family], weights_class(model)
+        if ev.layer not in {str(row["layer"]) for row in paper["rows"]}:
+            beyond.setdefault(ev.model, []).append(ev.layer)
+            continue
         row = _paper_row(paper, weights, ev.layer)
         if row is not None:
-            matched.add((kind, weights, ev.layer))
-        rows.append(_row(paper, row, weights, ev, model))
-    if not rows:
+            matched.add((family, weights, ev.layer))
+        key = _key(kinds, family, weights, ev.layer) + (ev.model,)
+        keyed.append((key, _row(paper, row, weights, ev, model)))
+    if not keyed:
         return None
-    for family, paper in values["kinds"].items():
+    for family, paper in kinds.items():
         for row in paper["rows"]:
-            key = (family, row["weights"], str(row["layer"]))
-            if key not in matched:
-                rows.append(_unmatched(paper, row))
-    return Table(COLUMNS, tuple(rows))
+            if (family, row["weights"], str(row["layer"])) not in matched:
+                key = _key(kinds, family, row["weights"], str(row["layer"])) + ("",)
+                keyed.append((key, _unmatched(paper, row)))
+    rows, texts = _numbered([line for _, line in sorted(keyed, key=lambda item: item[0])])
+    if beyond:
+        where = "; ".join(f"{m}: {layer_ranges(ls)}" for m, ls in beyond.items())
+        texts.append(f"Layers of this run that paper A did not report (the depth strip at the top "
+                     f"shows them): {where}.")  # fmt: skip
+    return Comparison(Table(COLUMNS, rows), tuple(texts), AGREE_HIGH, AGREE_LOW)
 
 
 def _paper_row(paper: Mapping[str, Any], weights: str, layer: str) -> dict[str, Any] | None:
@@ -132,55 +160,74 @@ def _number(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def _kind_note(paper: Mapping[str, Any]) -> str:
+    """Paper A's model and data of a kind, and why this run's P(n) may differ."""
+    return (
+        f"{paper['kind']}, paper A: {paper['model']}; {paper['data']}; n = {paper['n']}, "
+        f"d = {paper['d']}. Where P(n) differs, the likely reason: {paper['differs'].strip()}."
+    )
+
+
+def _model_note(model: ModelInfo, ev: LayerEvidence) -> str:
+    """This run's model and data (and its input audit when inputs are duplicated)."""
+    audit = f"; {model.input_audit}" if _duplicated(model) else ""
+    return f"{model.name}: {model.model_id}; {model.data_source}; n = {ev.n}, d = {ev.d}{audit}."
+
+
+def _duplicated(model: ModelInfo) -> bool:
+    return model.input_audit.startswith("inputs duplicated")
+
+
 def _row(
     paper: Mapping[str, Any],
     row: Mapping[str, Any] | None,
     weights: str,
     ev: LayerEvidence,
     model: ModelInfo,
-) -> tuple[str, ...]:
-    note = f"; {row['note']}" if row and row.get("note") else ""
+) -> _Line:
+    cited = [_kind_note(paper), _model_note(model, ev)]
+    if row and row.get("note"):
+        cited.append(_row_note(paper, row))
     paper_p_n = None if row is None else row.get("p_n")
-    return (
+    paper_p_d = None if row is None else row.get("p_d")
+    text = reading(paper_p_n, ev.kruskal_p_n, paper_p_d, ev.general_position_p_d)
+    if text.startswith("differs") and _duplicated(model):
+        text += " (inputs duplicated)"
+    cells = (
         paper["kind"],
         LAYER_NAMES.get(ev.layer, ev.layer),
         weights,
-        f"{paper['model']}; {paper['data']}{note}",
-        f"{paper['n']} / {paper['d']}",
+        model.name,
+        f"{paper['n']} / {ev.n}",
         _number(paper_p_n),
-        _number(None if row is None else row.get("p_d")),
-        f"{model.name} ({model.model_id}); {model.data_source}",
-        f"{ev.n} / {ev.d}",
         _number(ev.kruskal_p_n),
+        _number(paper_p_d),
         _number(ev.general_position_p_d),
         "—" if ev.kruskal_rank_estimate is None else str(ev.kruskal_rank_estimate),
-        reading(
-            paper_p_n,
-            ev.kruskal_p_n,
-            paper["n"],
-            ev.n,
-            paper["differs"],
-            model.input_audit,
-            None if row is None else row.get("p_d"),
-            ev.general_position_p_d,
-        ),
+        text,
     )
+    return cells, cited
 
 
-def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[str, ...]:
+def _row_note(paper: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    layer = LAYER_NAMES.get(str(row["layer"]), str(row["layer"]))
+    return f"Paper A, {row['weights']} {paper['kind']}, {layer}: {row['note']}."
+
+
+def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any]) -> _Line:
     layer = str(row["layer"])
-    return (
+    cited = [_kind_note(paper)] + ([_row_note(paper, row)] if row.get("note") else [])
+    cells = (
         paper["kind"],
         LAYER_NAMES.get(layer, layer),
         row["weights"],
-        f"{paper['model']}; {paper['data']}; {row.get('note', '')}".rstrip("; "),
-        f"{paper['n']} / {paper['d']}",
+        NOT_IN_RUN,
+        f"{paper['n']} / —",
         _number(row.get("p_n")),
+        "—",
         _number(row.get("p_d")),
-        "not in this run",
         "—",
         "—",
         "—",
-        "—",
-        f"no {row['weights']} {paper['kind']} model here (configs/paper.yaml runs paper A's)",
     )
+    return cells, cited

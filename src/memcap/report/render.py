@@ -54,6 +54,16 @@ def format_number(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def format_megabytes(value: float | None) -> str:
+    """Memory in MB as a whole number with thousands separators ('2,420'); None as a dash."""
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def breakable(name: str) -> str:
+    """A column name that may wrap after its underscores (a zero-width space after each)."""
+    return name.replace("_", "_\u200b")
+
+
 def environment(template_dir: str | Path) -> jinja2.Environment:
     """A Jinja2 environment that escapes everything and fails on undefined names."""
     env = jinja2.Environment(
@@ -66,6 +76,8 @@ def environment(template_dir: str | Path) -> jinja2.Environment:
     env.filters["data_uri"] = png_data_uri
     env.filters["seconds"] = format_seconds
     env.filters["num"] = format_number
+    env.filters["mb"] = format_megabytes
+    env.filters["breakable"] = breakable
     env.globals.update(min_subsets=MIN_SUBSETS, min_margin=MIN_MARGIN_DECADES)
     return env
 
