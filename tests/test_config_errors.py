@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from config_edits import set_key
 from snakemake.utils import validate
 
 from memcap.config_schema import key_path, validate_schema
@@ -22,14 +23,6 @@ MAX_LINES = 5
 
 def _config() -> dict:
     return yaml.safe_load((ROOT / "config.yaml").read_text())
-
-
-def _set(config: dict, path: list, value) -> dict:
-    node = config
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return config
 
 
 # (case id, path to change, new value, key the message names, texts the message must hold)
@@ -146,7 +139,7 @@ MISTAKES = [
     ("path", "value", "key", "texts"), [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES]
 )
 def test_a_mistake_gives_one_short_message(path, value, key, texts):
-    config = _set(_config(), path, value)
+    config = set_key(_config(), path, value)
     with pytest.raises(ConfigError) as excinfo:
         validate_schema(config, SCHEMA)
     message = str(excinfo.value)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from config_edits import set_key
 
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
@@ -25,14 +26,6 @@ def _check(config: dict) -> None:
     check_moved_keys(config)
     validate_schema(config, SCHEMA)
     check_config(config)
-
-
-def _set(config: dict, path: list, value) -> dict:
-    node = config
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return config
 
 
 # (case id, path to change, new value, text the error must contain)
@@ -72,7 +65,7 @@ BAD = [
 
 @pytest.mark.parametrize(("path", "value", "key"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_bad_config_is_rejected_naming_the_key(path, value, key):
-    config = _set(copy.deepcopy(_default()), path, value)
+    config = set_key(copy.deepcopy(_default()), path, value)
     with pytest.raises(ConfigError) as excinfo:
         _check(config)
     assert key in str(excinfo.value)
@@ -93,7 +86,7 @@ MOVED = [
     ("path", "value", "new"), [m[1:] for m in MOVED], ids=[m[0] for m in MOVED]
 )
 def test_keys_of_the_old_shape_name_the_new_key(path, value, new):
-    config = _set(copy.deepcopy(_default()), path, value)
+    config = set_key(copy.deepcopy(_default()), path, value)
     with pytest.raises(ConfigError, match=new.replace(".", r"\.")) as excinfo:
         _check(config)
     assert excinfo.value.key == ".".join(map(str, path))

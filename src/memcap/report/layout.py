@@ -73,11 +73,7 @@ def report_layout(
     and the benchmark files with each rule's stage."""
     table = layout_table()
     audited = {(job["model"], job["layer"]) for job in jobs["detail"]}
-    layer_figures = [
-        figure
-        for kind in table["layer"]["figures"]
-        for figure in figure_entries(kind, jobs, caption_dir)
-    ]
+    layer_figures = _figures(table["layer"]["figures"], jobs, caption_dir)
     layers = [
         {
             "model": job["model"],
@@ -92,11 +88,7 @@ def report_layout(
         }
         for job in jobs["layers"]
     ]
-    depth_figures = [
-        figure
-        for kind in table["depth"]["figures"]
-        for figure in figure_entries(kind, jobs, caption_dir)
-    ]
+    depth_figures = _figures(table["depth"]["figures"], jobs, caption_dir)
     depth = [
         {
             "model": job["model"],
@@ -126,6 +118,11 @@ def report_layout(
         "benchmarks": benchmark_files(jobs),
         "rule_stages": {rule: e["stage"] for rule, e in table["benchmarks"].items()},
     }
+
+
+def _figures(kinds: Sequence[str], jobs: Jobs, caption_dir: str | Path) -> list[dict[str, Any]]:
+    """The entries of every figure of ``kinds``, kind by kind."""
+    return [figure for kind in kinds for figure in figure_entries(kind, jobs, caption_dir)]
 
 
 def files_read(layout: Mapping[str, Any]) -> list[str]:
