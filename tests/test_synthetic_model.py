@@ -150,16 +150,21 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
     assert theirs.w_query.abs().max() <= bound < ours.w_query.abs().max() * 10
 
 
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes):
+def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared):
     shapes = [
         MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
         MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
         MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
+        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
     ]
-    model = ReplicaMHA(shapes, [1, 2, 3]).double()
-    query, context = (x.double() for x in _inputs(3, 7, 5))
+    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
+    query, context = (x.double() for x in _inputs(4, 7, 5))
     context[0, :, 3:] = 100.0  # padded context positions
+    if shared:  # replicas 0, 2 and 3 read one input: their heads are stacked (2 + 1 + 3 rows)
+        query[2:], context[2:] = query[0], context[0]
+        assert model.slot_cache.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
     folded, plain = model(query, context), model.reference_forward(query, context)
     torch.testing.assert_close(folded, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
