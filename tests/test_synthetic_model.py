@@ -5,6 +5,7 @@ import pytest
 import torch
 from train_configs import train_config
 
+from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.loop import ReplicaData, train_replicas
@@ -177,3 +178,19 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, s
         torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
         model(query.requires_grad_(), context)
+
+
+def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():
+    query, context = _inputs(4, 3, 2)
+    query[1], context[1] = query[0], context[0]
+    query[2] = query[0]  # same queries, other contexts: not the same inputs
+    slots = head_slots(query, context, heads=[2, 1, 3, 3], max_heads=3)
+    assert slots.groups == 3 and slots.slots == 3 and not slots.trivial
+    assert slots.first.tolist() == [0, 2, 3]
+    # group 0 stacks replica 0's heads 0, 1 and replica 1's head 0; padded heads → G·S
+    assert slots.source.tolist() == [0, 1, 3, 6, 7, 8, 9, 10, 11]
+    assert slots.target.tolist() == [0, 1, 9, 2, 9, 9, 3, 4, 5, 6, 7, 8]
+    cache = SlotCache()
+    assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 3
+    context[2] = context[0]  # changed in place: grouped anew
+    assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 2

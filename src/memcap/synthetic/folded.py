@@ -15,8 +15,11 @@ rows (scores, values; their backward two more) and one (H d_v × C) matmul. The 
 weights come from the parameters through autograd (small, example-free); the per-example
 part, :class:`_FoldedCore`, has a hand-written backward with every matmul in the layout the
 CPU BLAS runs fastest (measured: (H × d)(d × B n) is 7x faster than (B n × d)(d × H)).
-The result equals :meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float
-rounding (tested, with gradients).
+Replicas that read identical inputs (paired data, full batches) run the per-example part
+once, their real heads stacked (:mod:`memcap.synthetic.head_slots`); the readout maps every
+replica's heads back. The result equals
+:meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float rounding (tested,
+with gradients, stacked or not).
 """
 
 from __future__ import annotations
