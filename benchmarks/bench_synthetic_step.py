@@ -20,6 +20,16 @@ not compute it. Achieved FLOP/s = needed FLOPs / CPU seconds of training; one th
 float32 1024 x 1024 matmul FLOP/s is measured in the same run (before and after, median).
 The last line is ``RATIO <achieved / matmul>`` of the new way over the whole sweep.
 
+What bounds it, measured beside it: the products no form of the step avoids, each example's
+n x d context against every real head's d-vector (scores, forward) and its n-vector (the
+score gradient's pull-back to u, backward): 2 · 2 n d FLOPs per example and real head, F_p in
+all. They are timed alone at the sweep's exact shapes, three ways (every replica padded to
+H_max heads; one product per head count; the heads of replicas that read the same inputs
+stacked as rows, as the new way does), each with its fastest of bmm/einsum layouts, and the
+fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed as a
+fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p / needed)
+is the whole step's RATIO if everything but these products took no time.
+
     .venv/bin/python benchmarks/bench_synthetic_step.py --steps 50 --threads 1
 """
 
@@ -34,6 +44,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import StageSettings, sweep_spec
 from memcap.synthetic.sweep import Replica, batched_model, sweep_groups
 from memcap.training.loop import train_replicas
@@ -63,6 +74,47 @@ def matmul_flops(repeats: int = 20) -> float:
         a @ b
         times.append(time.process_time() - start)
     return 2 * 1024**3 / statistics.median(times)
+
+
+def _seconds(run, repeats: int = 15) -> float:
+    """Median CPU seconds of ``run()`` after one warm-up call."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def product_seconds(examples: int, heads: int, n: int, d: int) -> float:
+    """Fastest forward plus fastest backward per-example product of ``heads`` rows."""
+    context = torch.rand(examples, n, d)
+    u, pull = torch.rand(examples, heads, d), torch.rand(examples, heads, n)
+    forward = (
+        lambda: torch.bmm(u, context.transpose(1, 2)),
+        lambda: torch.bmm(context, u.transpose(1, 2)),  # scores transposed
+        lambda: torch.einsum("bhk,bik->bhi", u, context),
+    )
+    backward = (
+        lambda: torch.bmm(pull, context),
+        lambda: torch.bmm(context.transpose(1, 2), pull.transpose(1, 2)),  # transposed
+        lambda: torch.einsum("bhi,bik->bhk", pull, context),
+    )
+    return min(map(_seconds, forward)) + min(map(_seconds, backward))
+
+
+def primitive_seconds(members: list[Replica], data, stage: StageSettings) -> tuple[float, float]:
+    """F_p and t_p (docstring) of one batched model: the per-example products of its real
+    heads, timed padded, per head count and stacked over replicas with identical inputs."""
+    examples, n, d = members[0].examples, data.inputs[1].shape[2], stage.d
+    heads = [r.setting.heads for r in members]
+    flops = sum(4.0 * examples * h * n * d for h in heads)
+    padded = product_seconds(examples * len(heads), max(heads), n, d)
+    per_count = sum(product_seconds(examples * heads.count(h), h, n, d) for h in sorted(set(heads)))
+    slots = head_slots(*data.inputs, heads, max(heads))
+    stacked = product_seconds(examples * slots.groups, slots.slots, n, d)
+    return flops, min(padded, per_count, stacked)
 
 
 def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> float:
@@ -95,9 +147,9 @@ def main() -> None:
         for old in (True, False):
             train_seconds(spec, stage, members, datasets, 2, old)
     matmul = [matmul_flops()]
-    needed = new_total = old_total = 0.0
+    needed = new_total = old_total = primitive_flops = primitive_total = 0.0
     print(f"heads sweep of config.yaml, {args.steps} steps per model, {args.threads} thread(s)")
-    print("T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s")
+    print("T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s  products ms")
     for members in groups.values():
         examples = members[0].examples
         times = {way: [] for way in ("old", "new")}
@@ -107,10 +159,13 @@ def main() -> None:
                 times[way].append(seconds / args.steps)
         old, new = (statistics.median(times[way]) for way in ("old", "new"))
         flops = needed_flops(members, stage, examples)
+        data = batched_model(spec, stage, members, datasets, torch.device("cpu"))[1]
+        p_flops, p_seconds = primitive_seconds(members, data, stage)
+        primitive_flops, primitive_total = primitive_flops + p_flops, primitive_total + p_seconds
         needed, new_total, old_total = needed + flops, new_total + new, old_total + old
         print(
             f"{examples:<5} {len(members):>8}  {flops / 1e6:17.1f}  {1e3 * old:11.2f}  "
-            f"{1e3 * new:11.2f}  {flops / new / 1e9:11.2f}"
+            f"{1e3 * new:11.2f}  {flops / new / 1e9:11.2f}  {1e3 * p_seconds:11.2f}"
         )
     matmul.append(matmul_flops())
     peak = statistics.median(matmul)
@@ -118,6 +173,12 @@ def main() -> None:
     print(f"sweep step (all models): old {1e3 * old_total:.2f} ms, new {1e3 * new_total:.2f} ms")
     achieved = {"old": needed / old_total / 1e9, "new": needed / new_total / 1e9}
     print(f"achieved: old {achieved['old']:.2f}, new {achieved['new']:.2f} GFLOP/s")
+    print(
+        f"per-example products: {primitive_flops / needed:.3f} of the needed FLOPs, "
+        f"{primitive_flops / primitive_total / 1e9:.2f} GFLOP/s in {1e3 * primitive_total:.2f} ms"
+    )
+    print(f"CEILING {primitive_flops / primitive_total / peak:.3f}")
+    print(f"BOUND {needed / primitive_total / peak:.3f}")
     print(f"RATIO {needed / new_total / peak:.3f}")
 
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 from train_configs import train_config
 
+from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.loop import ReplicaData, train_replicas
@@ -150,16 +151,21 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
     assert theirs.w_query.abs().max() <= bound < ours.w_query.abs().max() * 10
 
 
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes):
+def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared):
     shapes = [
         MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
         MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
         MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
+        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
     ]
-    model = ReplicaMHA(shapes, [1, 2, 3]).double()
-    query, context = (x.double() for x in _inputs(3, 7, 5))
+    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
+    query, context = (x.double() for x in _inputs(4, 7, 5))
     context[0, :, 3:] = 100.0  # padded context positions
+    if shared:  # replicas 0, 2 and 3 read one input: their heads are stacked (2 + 1 + 3 rows)
+        query[2:], context[2:] = query[0], context[0]
+        assert model.slot_cache.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
     folded, plain = model(query, context), model.reference_forward(query, context)
     torch.testing.assert_close(folded, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
@@ -172,3 +178,19 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes):
         torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
         model(query.requires_grad_(), context)
+
+
+def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():
+    query, context = _inputs(4, 3, 2)
+    query[1], context[1] = query[0], context[0]
+    query[2] = query[0]  # same queries, other contexts: not the same inputs
+    slots = head_slots(query, context, heads=[2, 1, 3, 3], max_heads=3)
+    assert slots.groups == 3 and slots.slots == 3 and not slots.trivial
+    assert slots.first.tolist() == [0, 2, 3]
+    # group 0 stacks replica 0's heads 0, 1 and replica 1's head 0; padded heads → G·S
+    assert slots.source.tolist() == [0, 1, 3, 6, 7, 8, 9, 10, 11]
+    assert slots.target.tolist() == [0, 1, 9, 2, 9, 9, 3, 4, 5, 6, 7, 8]
+    cache = SlotCache()
+    assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 3
+    context[2] = context[0]  # changed in place: grouped anew
+    assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 2

@@ -15,8 +15,11 @@ rows (scores, values; their backward two more) and one (H d_v × C) matmul. The 
 weights come from the parameters through autograd (small, example-free); the per-example
 part, :class:`_FoldedCore`, has a hand-written backward with every matmul in the layout the
 CPU BLAS runs fastest (measured: (H × d)(d × B n) is 7x faster than (B n × d)(d × H)).
-The result equals :meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float
-rounding (tested, with gradients).
+Replicas that read identical inputs (paired data, full batches) run the per-example part
+once, their real heads stacked (:mod:`memcap.synthetic.head_slots`); the readout maps every
+replica's heads back. The result equals
+:meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float rounding (tested,
+with gradients, stacked or not).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from memcap.synthetic.head_slots import HeadSlots
 
 
 def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
@@ -55,15 +60,42 @@ def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
     outputs = torch.cat([model.w_out.reshape(replicas, heads * dv, d), model.b_out[:, None]], 1)
     decode_bias = torch.nn.functional.pad(model.b_decode[:, None], (0, 0, heads * dv, 0))
     readout = torch.bmm(outputs, model.w_decode) + decode_bias  # last row: the bias
-    return _FoldedCore.apply(query, context, to_scores, to_values, readout)
+    slots, query, context = model.slot_cache.get(
+        query, context, [s.heads for s in model.shapes], heads
+    )
+    if slots.trivial:
+        mixed = _FoldedCore.apply(query, context, to_scores, to_values)
+    else:
+        to_scores = _to_slots(to_scores.view(replicas, d + 1, heads, d + n), slots)
+        to_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
+        mixed = _from_slots(_FoldedCore.apply(query, context, to_scores, to_values), slots, dv)
+        mixed = mixed.view(-1, replicas, heads * dv).transpose(0, 1)
+    return torch.baddbmm(readout[:, -1:], mixed, readout[:, :-1])
+
+
+def _to_slots(weights: Tensor, slots: HeadSlots) -> Tensor:
+    """Per-head folded weights (R, rows, H_max, width) → the groups' (G, rows, S · width)."""
+    replicas, rows, heads, width = weights.shape
+    per_head = weights.transpose(1, 2).reshape(replicas * heads, rows, width)
+    stacked = per_head.index_select(0, slots.source).view(slots.groups, slots.slots, rows, width)
+    return stacked.transpose(1, 2).reshape(slots.groups, rows, slots.slots * width)
+
+
+def _from_slots(mixed: Tensor, slots: HeadSlots, dv: int) -> Tensor:
+    """The groups' mixed values (G, B, S d_v) → every head's (B, R · H_max, d_v), padded
+    heads 0."""
+    batch = mixed.shape[1]
+    per_slot = mixed.transpose(0, 1).reshape(batch, slots.groups * slots.slots, dv)
+    return torch.nn.functional.pad(per_slot, (0, 0, 0, 1)).index_select(1, slots.target)
 
 
 class _FoldedCore(torch.autograd.Function):
-    """Logits from raw tokens and folded weights; gradients for the weights only.
+    """Every head's mixed values from raw tokens and folded weights; gradients for the weights
+    only.
 
-    Weights (R leading): to_scores (d + 1, H (d + n)) maps a raw query and a 1 to every
-    head's (u_h, w_h); to_values (d + n, H d_v) holds W_e W_v,h over o_i W_v,h; readout
-    (H d_v + 1, C) maps the mixed values and a 1 to the logits.
+    Weights (G leading, one per input group of :mod:`~memcap.synthetic.head_slots`, whose S
+    heads are stacked): to_scores (d + 1, S (d + n)) maps a raw query and a 1 to every
+    head's (u_h, w_h); to_values (d + n, S d_v) holds W_e W_v,h over o_i W_v,h.
     """
 
     @staticmethod
@@ -73,7 +105,6 @@ class _FoldedCore(torch.autograd.Function):
         context: Tensor,
         to_scores: Tensor,
         to_values: Tensor,
-        readout: Tensor,
     ) -> Tensor:
         replicas, batch, n, d = context.shape
         heads = to_scores.shape[-1] // (d + n)
@@ -92,21 +123,16 @@ class _FoldedCore(torch.autograd.Function):
         values.add_(to_values[:, d:].transpose(1, 2)[:, :, None])
         spread = _per_example(values, heads, dv)  # (R, B, H, n, d_v) view
         mixed = (weights.view(replicas, batch, heads, n, 1) * spread).sum(3)
-        mixed = mixed.view(replicas, batch, heads * dv)
-        ctx.save_for_backward(query, context, weights, values, mixed, readout)
-        return torch.baddbmm(readout[:, -1:], mixed, readout[:, :-1])
+        ctx.save_for_backward(query, context, weights, values)
+        return mixed.view(replicas, batch, heads * dv)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        query, context, weights, values, mixed, readout = ctx.saved_tensors
+    def backward(ctx: Any, grad_mixed: Tensor) -> tuple[Tensor | None, ...]:
+        query, context, weights, values = ctx.saved_tensors
         replicas, batch, n, d = context.shape
         heads = weights.shape[1]
-        dv = mixed.shape[-1] // heads
-        grad_readout = torch.cat(
-            [torch.bmm(mixed.transpose(1, 2), grad), grad.sum(1, keepdim=True)], 1
-        )
-        grad_mixed = torch.bmm(grad, readout[:, :-1].transpose(1, 2))  # (R, B, H d_v)
-        grad_mixed = grad_mixed.view(replicas, batch, heads, 1, dv)
+        dv = values.shape[1] // heads
+        grad_mixed = grad_mixed.reshape(replicas, batch, heads, 1, dv)
         spread = _per_example(values, heads, dv)
         grad_weights = (grad_mixed * spread).sum(-1).view(replicas * batch, heads, n)
         grad_values = torch.empty_like(values)  # (R, H d_v, B, n)
@@ -136,7 +162,7 @@ class _FoldedCore(torch.autograd.Function):
             weight_grad = torch.cat([weight_grad, grad_part.sum(1, keepdim=True)], 1)
             per_head.append(weight_grad.view(replicas, d + 1, heads, width))
         grad_to_scores = torch.cat(per_head, -1).view(replicas, d + 1, heads * (d + n))
-        return None, None, grad_to_scores, grad_to_values, grad_readout
+        return None, None, grad_to_scores, grad_to_values
 
 
 def _per_example(values: Tensor, heads: int, dv: int) -> Tensor:

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from memcap.synthetic.folded import folded_logits
+from memcap.synthetic.head_slots import SlotCache
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ class ReplicaMHA(nn.Module):
         score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
         self.register_buffer("score_mask", score_mask.flatten(2))
         self.padded_context = any(s.n < self.max_n for s in shapes)
+        self.padded_heads = any(s.heads < self.max_heads for s in shapes)
+        self.padded_head_dims = any(s.head_dim < self.max_head_dim for s in shapes)
+        self.slot_cache = SlotCache()  # replicas reading identical inputs: heads stacked
         self.register_buffer(
             "score_scale",
             torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
@@ -147,9 +151,15 @@ class ReplicaMHA(nn.Module):
         return x, e.view(replicas, batch, n, d) + offset[:, None, 1:]
 
     def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
-        dims = self.dim_mask[:, None, None, :]
-        heads = self.head_mask[:, :, None, None]
-        return self.w_query * dims, self.w_key * dims, self.w_value * heads
+        """Query, key and value weights, padded head dimensions and heads masked (a mask of
+        ones is skipped: each multiplication costs a small op forward and backward)."""
+        w_query, w_key, w_value = self.w_query, self.w_key, self.w_value
+        if self.padded_head_dims:
+            dims = self.dim_mask[:, None, None, :]
+            w_query, w_key = w_query * dims, w_key * dims
+        if self.padded_heads:
+            w_value = w_value * self.head_mask[:, :, None, None]
+        return w_query, w_key, w_value
 
     def _attend(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
         """The query's attention (R, B, H, n_max) and embedded context (R, B, n_max, d)."""

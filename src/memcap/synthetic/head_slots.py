@@ -1,0 +1,108 @@
+"""Heads of replicas that read identical inputs, stacked as the rows of one per-example product.
+
+In a sweep over H or d_h the replicas of one seed, context kind and T train on the same
+examples (datasets are paired), and in full-batch training they read the same tensors. The
+per-example products of the training step (every head's scores against an example's n × d
+context, and their backward) then need each example's context once, with all those replicas'
+real heads as rows: (Σ_r H_r × d)(d × n) in place of one (H_max × d)(d × n) product per
+replica. Padded heads disappear and the products grow (21 rows in place of six products of
+at most 6 in the default heads sweep), which the CPU BLAS runs 2-5x faster per FLOP
+(``benchmarks/bench_synthetic_step.py`` measures it).
+
+A *slot* is one row of a group's stack; groups are padded to the largest stack S.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class HeadSlots:
+    """Replicas grouped by identical inputs, and where each real head sits in its group.
+
+    Attributes:
+        first: (G,) the replica whose inputs group g reads.
+        source: (G·S,) for every slot, the flat head ``r·H_max + h`` it computes; a padded
+            slot repeats its group's first head (its result is never read).
+        target: (R·H_max,) for every head, its flat slot ``g·S + s``; padded heads point at
+            ``G·S``, one past the last slot (a zero column).
+        slots: S, the rows of each group's stack.
+        trivial: one group per replica: nothing to stack (padded heads stay, masked).
+    """
+
+    first: Tensor
+    source: Tensor
+    target: Tensor
+    slots: int
+    trivial: bool
+
+    @property
+    def groups(self) -> int:
+        return int(self.first.shape[0])
+
+
+def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int) -> HeadSlots:
+    """Group replicas by identical (query, context) inputs (exact equality) and stack their
+    real heads; ``heads[r]`` real heads of ``max_heads`` per replica."""
+    members: list[list[int]] = []
+    by_fingerprint: dict[bytes, list[int]] = {}  # first example's query → candidate groups
+    fingerprints = query[:, 0].cpu().numpy()
+    for r in range(len(heads)):
+        candidates = by_fingerprint.setdefault(fingerprints[r].tobytes(), [])
+        for g in candidates:
+            f = members[g][0]
+            if torch.equal(query[r], query[f]) and torch.equal(context[r], context[f]):
+                members[g].append(r)
+                break
+        else:
+            candidates.append(len(members))
+            members.append([r])
+    slots = max(sum(heads[r] for r in group) for group in members)
+    source, target = [], [len(members) * slots] * (len(heads) * max_heads)
+    for g, group in enumerate(members):
+        own = [r * max_heads + h for r in group for h in range(heads[r])]
+        for s, head in enumerate(own):
+            target[head] = g * slots + s
+        source += own + [own[0]] * (slots - len(own))
+    device = query.device
+    return HeadSlots(
+        first=torch.tensor([group[0] for group in members], device=device),
+        source=torch.tensor(source, device=device),
+        target=torch.tensor(target, device=device),
+        slots=slots,
+        trivial=len(members) == len(heads),
+    )
+
+
+class SlotCache:
+    """The last inputs' :class:`HeadSlots` and grouped inputs, reused while the same tensors
+    (same objects, unmodified) come back: full-batch training passes one pair every step."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._value: tuple[HeadSlots, Tensor, Tensor] | None = None
+
+    def get(
+        self, query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int
+    ) -> tuple[HeadSlots, Tensor, Tensor]:
+        """Slots, and the groups' queries (G, B, d) and contexts (G, B, n, d)."""
+        if self._key is not None and self._value is not None:
+            query_ref, context_ref, versions = self._key
+            if (
+                query_ref() is query
+                and context_ref() is context
+                and versions == (query._version, context._version)
+            ):
+                return self._value
+        slots = head_slots(query, context, heads, max_heads)
+        shared = slots.groups < query.shape[0]
+        grouped = (query[slots.first], context[slots.first]) if shared else (query, context)
+        self._key = (weakref.ref(query), weakref.ref(context), (query._version, context._version))
+        self._value = (slots, *grouped)
+        return self._value
