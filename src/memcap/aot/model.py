@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from memcap.aot.merged import MergedAttention
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import all_sequences, sequence_index
 
@@ -259,19 +260,19 @@ class ReplicaTransformer(nn.Module):
         earlier, x = xs.view(R, D, S, B).split([S - 1, 1], 2)  # examples last
         x = x.squeeze(2)  # (R, D, B): the query's residual
         q, k, v, o = (w[n].squeeze(1) for n in ("w_q", "w_k", "w_v", "w_o"))  # (R, H, ., .)
-        if "b_q" in w:  # the biases ride on a constant last coordinate of x
+        bias = "b_q" in w  # the biases ride on a constant last coordinate of x
+        if bias:
             q = torch.cat([q, w["b_q"].squeeze(1)[..., None]], -1)  # (R, H, dh, D+1)
             v = torch.cat([v, w["b_v"].squeeze(1)[..., None]], -1)
-            x_one = torch.cat([x, x.new_ones(R, 1, B)], 1)  # (R, D+1, B)
-        else:
-            x_one = x
-        merged = torch.matmul(o, v)  # (R, H, D, D+1)
-        out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
-        if "b_o" in w:
-            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
+        merged = torch.matmul(o, v)  # (R, H, D, D')
         if S > 1:
             score = torch.matmul(k.transpose(-1, -2), q) * self.scale.view(R, 1, 1, 1)
-            out = out + _attended(score, merged[..., :D], earlier - x[:, :, None], x_one)
+            out = MergedAttention.apply(x, earlier, score, merged, bias)
+        else:
+            x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x
+            out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
+        if "b_o" in w:
+            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
         out = out.transpose(1, 2)  # (R, B, D)
         if self.has_mlp:
             out = out + self._mlp(out, w, 0)
@@ -359,23 +360,3 @@ def _expand(bias: Tensor | None, *axes: int) -> Tensor | None:
     for axis in sorted(axes):
         bias = bias.unsqueeze(axis)
     return bias
-
-
-def _attended(score: Tensor, merged: Tensor, delta: Tensor, x: Tensor) -> Tensor:
-    """Σ_s Σ_h a_sh M_h δ_s (R, D, B) of :meth:`ReplicaTransformer.batch_logits`.
-
-    Args:
-        score: (R, H, D, D') the A_h; merged: (R, H, D, D) the M_h without their bias column.
-        delta: (R, D, S-1, B) the δ_s; x: (R, D', B) the x̃.
-    """
-    R, D, S1, B = delta.shape
-    pairs = delta[:, :, None] * x[:, None, :, None]  # (R, D, D', S-1, B)
-    above = torch.bmm(score.flatten(2), pairs.view(R, -1, S1 * B))  # (R, H, (S-1)·B)
-    if S1 == 1:
-        attn = torch.sigmoid(above)  # the softmax of (above, 0)
-    else:
-        above = above.view(R, -1, S1, B)
-        attn = torch.softmax(torch.cat([above, above.new_zeros(R, above.shape[1], 1, B)], 2), 2)
-        attn = attn[:, :, :-1].reshape(R, -1, S1 * B)
-    mix = torch.bmm(merged.flatten(2).transpose(1, 2), attn).view(R, D, D, S1, B)
-    return (mix * delta[:, None]).sum((2, 3))
