@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = ["sweep", "model", "N", "d", "d_h", "H", "seed"]
+KEYS = ["sweep", "model", "N", "d", "d_h", "H", "width", "seed"]
 
 
 def resolve(config_path: Path) -> dict:
