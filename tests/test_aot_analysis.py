@@ -10,7 +10,7 @@ from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
 from memcap.aot.settings import StageSettings, expand_sweep
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
-from memcap.aot.sweep import group_replicas, run_sweep, x_axis
+from memcap.aot.sweep import group_replicas, run_sweep, width_buckets, x_axis
 
 
 def test_lower_bound_formulas():
@@ -80,8 +80,11 @@ def test_expand_sweep_and_groups():
     # one AoT group (4 settings x 2 seeds); MLP replicas grouped by width (0, 12, 16)
     assert sorted(len(g) for g in padded) == [2, 2, 4, 8]
     assert len(group_replicas(replicas, pad=False)) == 8
-    # mini-batch training (the authors' recipe): every MLP width in one padded model
-    assert sorted(len(g) for g in group_replicas(replicas, pad=True, split_widths=False)) == [8, 8]
+    # mini-batch training (the authors' recipe): widths 12 and 16 share a padded model
+    # (padding adds 4 / 28 to their MLPs), width 0 does not (it would pad 0 to 12)
+    shared = group_replicas(replicas, pad=True, split_widths=False)
+    assert sorted(len(g) for g in shared) == [4, 4, 8]
+    assert width_buckets([0, 0, 70, 100, 140, 200]) == {0: 0, 70: 70, 100: 70, 140: 140, 200: 140}
     assert x_axis(_spec()) == "H" and x_axis(_spec(models=["aot", "mlp"])) == "params"
     assert x_axis(_spec(H=2, d_h=[1, 2])) == "d_h"
 

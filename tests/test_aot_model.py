@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from train_configs import train_config
 
+from memcap.aot.merged import MergedAttention
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count
 from memcap.aot.tasks import (
@@ -271,3 +272,17 @@ def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S)
         torch.testing.assert_close(fast_grads[name], grad, msg=name)
         if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
             assert (fast_grads[name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("earlier", [1, 3])
+def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier):
+    """The hand-written backward against finite differences (float64)."""
+    gen = torch.Generator().manual_seed(0)
+    R, D, B, H = 2, 3, 4, 3
+
+    def arg(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
+
+    args = (arg(R, D, B), arg(R, D, earlier, B), arg(R, H, D, D + bias), arg(R, H, D, D + bias))
+    assert torch.autograd.gradcheck(lambda *a: MergedAttention.apply(*a, bias), args)

@@ -76,18 +76,34 @@ def group_replicas(
     """Replicas that can share one batched model, in first-seen order.
 
     ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
-    costs more than a run of its own; with small mini-batches the per-step overhead of another
-    run costs more.
+    costs more than a run of its own. Otherwise (mini-batches, where another run's per-step
+    overhead weighs more) neighbouring widths share a model while padding adds at most a
+    quarter to their MLPs (:func:`width_buckets`).
     """
+    keys = [
+        (s.task, s.N, s.S, s.depth, s.model, s.variant) + (() if pad else s.shape_key())
+        for s, _ in replicas
+    ]
+    widths = [s.width for s, _ in replicas]
+    apart = split_widths or not pad
+    bucket = {w: w for w in widths} if apart else width_buckets(widths)
     groups: dict[tuple, list[tuple[Setting, int]]] = {}
-    for setting, seed in replicas:
-        key = (setting.task, setting.N, setting.S, setting.depth, setting.model, setting.variant)
-        if split_widths or not pad:
-            key = key + (setting.width,)
-        if not pad:
-            key = key + setting.shape_key()
-        groups.setdefault(key, []).append((setting, seed))
+    for key, width, replica in zip(keys, widths, replicas, strict=True):
+        groups.setdefault(key + (bucket[width],), []).append(replica)
     return list(groups.values())
+
+
+def width_buckets(widths: Sequence[int], slack: float = 1.25) -> dict[int, int]:
+    """Bucket (its narrowest width) of every MLP width: runs of ascending widths whose padding
+    to the run's widest costs at most ``slack`` times their own widths (an MLP's cost)."""
+    bucket: dict[int, int] = {}
+    members: list[int] = []
+    for width in sorted(widths):
+        if members and (len(members) + 1) * width > slack * (sum(members) + width):
+            members = []
+        members.append(width)
+        bucket[width] = members[0]
+    return bucket
 
 
 def run_sweep(

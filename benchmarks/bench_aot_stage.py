@@ -1,0 +1,165 @@
+"""The whole default AoT stage (paper B's sweeps), CPU seconds per sweep: this code vs another tree.
+
+Every sweep of ``config.yaml``'s ``aot`` section runs as the rule runs it: its own process, one
+thread, ``time.process_time()`` around :func:`memcap.aot.sweep.run_sweep` (so a sweep pays its
+own one-off costs, as a Snakemake job does). ``--before PATH`` runs the same resolved config
+through the package of another checkout (``PATH/src``, e.g. ``git worktree add /tmp/aot_before
+f88e9b3``), sweep by sweep, and compares the per-setting accuracies of the two. Prints one line
+per sweep, the totals, the largest accuracy difference, the machine's single-thread float32
+1024² matmul GFLOP/s, and ``RATIO before/ours`` of the stage's CPU seconds.
+
+    .venv/bin/python benchmarks/bench_aot_stage.py --before /tmp/aot_before
+    .venv/bin/python benchmarks/bench_aot_stage.py --sweeps heads low_dim   # ours only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = ["sweep", "model", "N", "d", "d_h", "H", "width", "seed"]
+
+
+def resolve(config_path: Path) -> dict:
+    """The config with the schema's defaults filled in, as the workflow validates it."""
+    import yaml
+
+    from memcap.config_schema import validate_schema
+
+    config = yaml.safe_load(config_path.read_text())
+    validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    return config
+
+
+def worker(config_json: str, sweep: str, table_out: str) -> None:
+    """Run one sweep in this process and print its CPU seconds as JSON."""
+    import torch
+
+    from memcap.aot.settings import StageSettings
+    from memcap.aot.sweep import run_sweep
+
+    torch.set_num_threads(1)
+    config = json.loads(Path(config_json).read_text())
+    section = config["aot"]
+    stage_section = {k: v for k, v in section.items() if k != "sweeps"}
+    stage = StageSettings.from_config(stage_section, config["seed"])
+    start = time.process_time()
+    result = run_sweep(sweep, section["sweeps"][sweep], stage, torch.device("cpu"))
+    cpu = time.process_time() - start
+    table = result.table.assign(sweep=sweep)
+    table.to_csv(table_out, index=False)
+    print(json.dumps({"sweep": sweep, "cpu": cpu, "rows": len(table)}))
+
+
+def run_tree(src: Path, config_json: Path, sweeps: list[str], work: Path, tag: str) -> dict:
+    """CPU seconds per sweep of the package under ``src``; each sweep in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = {}
+    for sweep in sweeps:
+        table = work / f"{tag}_{sweep}.csv"
+        args = [sys.executable, __file__, "worker", str(config_json), sweep, str(table)]
+        done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{tag} {sweep} failed:\n{done.stderr[-3000:]}")
+        out[sweep] = json.loads(done.stdout.strip().splitlines()[-1])["cpu"]
+        print(f"{tag:>6} {sweep:<12} {out[sweep]:8.1f} s CPU", flush=True)
+    return out
+
+
+def matmul_gflops() -> float:
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * 1024**3 / best / 1e9
+
+
+def largest_difference(work: Path, sweeps: list[str]) -> tuple[float, str]:
+    """Largest |accuracy before − ours| over every setting (both accuracy columns)."""
+    import pandas as pd
+
+    worst, where = 0.0, ""
+    for sweep in sweeps:
+        ours = pd.read_csv(work / f"ours_{sweep}.csv")
+        before = pd.read_csv(work / f"before_{sweep}.csv")
+        keys = [k for k in KEYS if k in ours.columns]
+        both = ours.merge(before, on=keys, suffixes=("", "_before"), validate="one_to_one")
+        if len(both) != len(ours):
+            raise RuntimeError(f"{sweep}: the two trees' settings differ")
+        for column in ("accuracy", "accuracy_table"):
+            gap = (both[column] - both[f"{column}_before"]).abs()
+            if gap.max() > worst:
+                row = both.loc[gap.idxmax()]
+                worst = float(gap.max())
+                where = f"{sweep} {column} " + " ".join(f"{k}={row[k]}" for k in keys[1:])
+    return worst, where
+
+
+def _cached(path: Path, sweeps: list[str]) -> dict | None:
+    """The other tree's timings of an earlier run (same --keep folder), if it has every sweep."""
+    if not path.exists():
+        return None
+    cpu = json.loads(path.read_text())
+    if not all(sweep in cpu for sweep in sweeps):
+        return None
+    print(f"before: reusing {path}")
+    return {sweep: cpu[sweep] for sweep in sweeps}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(*sys.argv[2:5])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    parser.add_argument("--before", type=Path, help="another checkout to compare against")
+    parser.add_argument("--sweeps", nargs="*", help="default: every sweep of the config")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the tables here; --before's timings found here are reused"
+    )
+    parser.add_argument("--before-only", action="store_true", help="time only --before")
+    args = parser.parse_args()
+    config = resolve(args.config)
+    sweeps = args.sweeps or list(config["aot"]["sweeps"])
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_aot_stage_"))
+    work.mkdir(parents=True, exist_ok=True)
+    config_json = work / "config.json"
+    config_json.write_text(json.dumps(config))
+    print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
+    if args.before is not None:
+        before = _cached(work / "before_cpu.json", sweeps) or run_tree(
+            args.before / "src", config_json, sweeps, work, "before"
+        )
+        (work / "before_cpu.json").write_text(json.dumps(before))
+    if args.before_only:
+        return
+    ours = run_tree(ROOT / "src", config_json, sweeps, work, "ours")
+    if args.before is None:
+        print(f"total {sum(ours.values()):.1f} s CPU")
+        return
+    print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}")
+    for sweep in sweeps:
+        ratio = before[sweep] / ours[sweep]
+        print(f"{sweep:<12} {before[sweep]:9.1f} {ours[sweep]:8.1f} {ratio:6.2f}")
+    total_before, total_ours = sum(before.values()), sum(ours.values())
+    print(f"{'total':<12} {total_before:9.1f} {total_ours:8.1f}")
+    gap, where = largest_difference(work, sweeps)
+    print(f"largest accuracy difference: {gap:.4f} ({where})")
+    print(f"RATIO {total_before / total_ours:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The attention of one layer through merged head matrices, with a hand-written backward.
+
+:meth:`memcap.aot.model.ReplicaTransformer.batch_logits` reduces every head h to two
+matrices (A_h scores, M_h mixes values) and every example to its query's residual x (with a
+constant 1 where the model has biases: x̃) and the differences δ_s = x_s − x of the earlier
+positions. Head h scores position s by δ_s^T A_h x̃ (the query's own score is 0) and the heads
+add Σ_h M_h x̃ + Σ_s Σ_h a_sh M_h δ_s to the residual.
+
+Autograd through those few products records about as many bookkeeping nodes (views, expands,
+transposes) as arithmetic ones, and on small models a step costs mostly that bookkeeping. The
+backward here is written out: the same products, transposed, over the same per-example
+tensors, and the forward keeps only what the backward reads. Examples run along the last
+axis throughout, so every element-wise product sweeps contiguous memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class MergedAttention(torch.autograd.Function):
+    """x + Σ_h M_h x̃ + Σ_s Σ_h a_sh M_h[:, :D] δ_s (R, D, B) and its gradients.
+
+    Inputs: x (R, D, B) the query's residual; earlier (R, D, S-1, B) the residuals of the
+    earlier positions; score (R, H, D, D') the A_h; merged (R, H, D, D') the M_h; ``bias``:
+    whether D' = D + 1 (x̃ = (x, 1)) or D' = D (x̃ = x).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, earlier: Tensor, score: Tensor, merged: Tensor, bias: bool
+    ) -> Tensor:
+        R, D, S1, B = earlier.shape
+        x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x  # (R, D', B)
+        delta = earlier - x[:, :, None]  # (R, D, S-1, B)
+        pairs = (delta[:, :, None] * x_one[:, None, :, None]).reshape(R, -1, S1 * B)  # δ ⊗ x̃
+        above = torch.bmm(score.flatten(2), pairs)  # (R, H, (S-1)·B)
+        attn = _attention(above, S1)
+        heads = merged[..., :D].flatten(2)  # (R, H, D·D)
+        mix = torch.bmm(heads.transpose(1, 2), attn).view(R, D, D, S1, B)
+        total = merged.sum(1)  # (R, D, D')
+        out = torch.baddbmm(x, total, x_one) + (mix * delta[:, None]).sum((2, 3))
+        ctx.save_for_backward(x_one, delta, pairs, attn, mix, score, heads, total)
+        ctx.bias = bias
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x_one, delta, pairs, attn, mix, score, heads, total = ctx.saved_tensors
+        grad = grad.contiguous()  # it arrives transposed (examples along the middle axis)
+        R, D, S1, B = delta.shape
+        H = attn.shape[1]
+        # the mixing: out_i += Σ_js mix_ijs δ_js with mix = Σ_h a_h M_h
+        grad_delta = (mix * grad[:, :, None, None]).sum(1)  # (R, D, S-1, B)
+        grad_pairs_out = (grad[:, :, None, None] * delta[:, None]).reshape(R, D * D, S1 * B)
+        grad_attn = torch.bmm(heads, grad_pairs_out)  # (R, H, (S-1)·B)
+        grad_heads = torch.bmm(attn, grad_pairs_out.transpose(1, 2)).view(R, H, D, D)
+        grad_above = _attention_backward(attn, grad_attn, S1)
+        # the scores: above_h = A_h : (δ ⊗ x̃)
+        grad_score = torch.bmm(grad_above, pairs.transpose(1, 2)).view(score.shape)
+        grad_pairs = torch.bmm(score.flatten(2).transpose(1, 2), grad_above)
+        grad_pairs = grad_pairs.view(R, D, -1, S1, B)  # (R, D, D', S-1, B)
+        grad_delta = grad_delta + (grad_pairs * x_one[:, None, :, None]).sum(2)
+        grad_x_one = (grad_pairs * delta[:, :, None]).sum((1, 3))  # (R, D', B)
+        # the linear part: x + Σ_h M_h x̃
+        grad_x_one = torch.baddbmm(grad_x_one, total.transpose(1, 2), grad)
+        grad_merged = torch.bmm(grad, x_one.transpose(1, 2))[:, None].repeat(1, H, 1, 1)
+        grad_merged[..., :D] += grad_heads
+        grad_x = grad + grad_x_one[:, :D] - grad_delta.sum(2)
+        return grad_x, grad_delta, grad_score, grad_merged, None
+
+
+def _attention(above: Tensor, S1: int) -> Tensor:
+    """Weights (R, H, (S-1)·B) of the earlier positions: a softmax with the query's own 0."""
+    if S1 == 1:
+        return torch.sigmoid(above)  # the softmax of (above, 0)
+    R, H, B = above.shape[0], above.shape[1], above.shape[2] // S1
+    above = above.view(R, H, S1, B)
+    attn = torch.softmax(torch.cat([above, above.new_zeros(R, H, 1, B)], 2), 2)
+    return attn[:, :, :-1].reshape(R, H, S1 * B)
+
+
+def _attention_backward(attn: Tensor, grad_attn: Tensor, S1: int) -> Tensor:
+    """Gradient of the earlier positions' scores: a_s (g_s − Σ_t a_t g_t), the query's g = 0."""
+    if S1 == 1:
+        return grad_attn * attn * (1 - attn)
+    R, H = attn.shape[:2]
+    a = attn.view(R, H, S1, -1)
+    weighted = a * grad_attn.view(a.shape)
+    return (weighted - a * weighted.sum(2, keepdim=True)).view(attn.shape)
