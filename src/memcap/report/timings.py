@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 
-# Below this share of the span with a job running, the outputs come from separate invocations.
-BUSY_SHARE = 0.9
-
 
 @dataclass(frozen=True)
 class RuleTiming:
@@ -69,11 +66,6 @@ class RunSpan:
     def wall_s(self) -> float:
         """Seconds from the first job's start to the last job's end."""
         return (self.end - self.start).total_seconds()
-
-    @property
-    def one_invocation(self) -> bool:
-        """Whether jobs ran through the span (False: idle gaps, e.g. outputs of several runs)."""
-        return self.busy_s >= BUSY_SHARE * self.wall_s
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series | None:
