@@ -4,13 +4,11 @@ and the fix; never a dump of the schema. Defaults are filled in as Snakemake's v
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from config_edits import set_key
+from config_edits import dry_run, set_key
 from snakemake.utils import validate
 
 from memcap.config_schema import key_path, validate_schema
@@ -186,17 +184,7 @@ def test_key_paths_read_like_the_config():
 def test_snakemake_prints_the_short_message_not_the_schema(tmp_path):
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
     config["synthetic"] = None
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
-    snakemake = Path(sys.executable).parent / "snakemake"
-    result = subprocess.run(
-        [str(snakemake), "-n", "--configfile", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    output = result.stdout + result.stderr
+    result, output = dry_run(config, tmp_path)
     assert result.returncode != 0
     assert "config key 'synthetic': found null" in output
     assert "delete the line 'synthetic:'" in output

@@ -1,13 +1,11 @@
 """Bad configs stop the run before any job, with a message naming the key."""
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from config_edits import set_key
+from config_edits import dry_run, set_key
 
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
@@ -95,7 +93,7 @@ def test_keys_of_the_old_shape_name_the_new_key(path, value, new):
 def test_snakemake_names_the_new_key_of_an_old_config_before_any_job(tmp_path):
     config = _default()
     config["synthetic"]["real_capacity"] = {"max_heads": 3}
-    result, output = _dry_run(config, tmp_path)
+    result, output = dry_run(config, tmp_path)
     assert result.returncode != 0
     assert "synthetic.real_capacity" in output and "use capacity instead" in output
     assert "Job stats" not in output
@@ -140,23 +138,8 @@ def test_schema_gives_every_key_a_description_and_every_optional_key_a_default()
 def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path):
     config = _default()
     config["aot"]["sweeps"]["heads"]["d_h"] = 12
-    result, output = _dry_run(config, tmp_path)
+    result, output = dry_run(config, tmp_path)
     assert result.returncode != 0
     assert "aot.sweeps.heads.d_h" in output
     assert "Job stats" not in output
     assert "Traceback" not in output
-
-
-def _dry_run(config: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess, str]:
-    """`snakemake -n` on ``config`` written to a file; the result and its whole output."""
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    snakemake = Path(sys.executable).parent / "snakemake"
-    result = subprocess.run(
-        [str(snakemake), "-n", "--configfile", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return result, result.stdout + result.stderr
