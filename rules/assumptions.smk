@@ -15,9 +15,9 @@ include: "assumptions_functions.smk"
 
 rule check_assumptions:
     input:
-        queries=checked_layer_files("queries.npy"),
-        context_ranks=checked_layer_files("context_ranks.npz"),
-        provenance=checked_layer_files("provenance.json"),
+        queries=extract_layer_files("queries.npy", checked_layers),
+        context_ranks=extract_layer_files("context_ranks.npz", checked_layers),
+        provenance=extract_layer_files("provenance.json", checked_layers),
     output:
         checks=temp(directory("results/assumptions/{model}/checks")),
     log:

@@ -51,26 +51,9 @@ def checked_layers(model):
     return model_detail_layers(model) + model_depth_rows(model)
 
 
-def checked_layer_files(filename):
-    """Input function: ``filename`` of every layer the job's model checks."""
-
-    def files(wildcards):
-        return [
-            f"results/extract/{wildcards.model}/{layer}/{filename}"
-            for layer in checked_layers(wildcards.model)
-        ]
-
-    return files
-
-
 def checked_layers_param(wildcards):
     """The job's layers, in the order of its inputs."""
     return checked_layers(wildcards.model)
-
-
-def detail_layers_param(wildcards):
-    """The job's model's detail layers (the others are depth rows)."""
-    return model_detail_layers(wildcards.model)
 
 
 def depth_profile_param(wildcards):

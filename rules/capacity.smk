@@ -15,8 +15,8 @@ include: "capacity_functions.smk"
 
 rule certify_real_capacity:
     input:
-        queries=detail_layer_files("queries.npy"),
-        contexts=detail_layer_files("contexts.npy"),
+        queries=extract_layer_files("queries.npy", model_detail_layers),
+        contexts=extract_layer_files("contexts.npy", model_detail_layers),
     output:
         tables=temp(directory("results/capacity/{model}/certified")),
     log:
@@ -32,7 +32,7 @@ rule certify_real_capacity:
         mem_mb=capacity_mem_mb,
     params:
         section=capacity_section,
-        layers=capacity_layers_param,
+        layers=detail_layers_param,
         seed=config["seed"],
     script:
         "../workflow/scripts/certify_real_capacity.py"

@@ -20,23 +20,6 @@ def capacity_section(wildcards):
     return config["capacity"]
 
 
-def detail_layer_files(filename):
-    """Input function: the extraction's ``filename`` of every detail layer of the job's model."""
-
-    def files(wildcards):
-        return [
-            f"results/extract/{wildcards.model}/{layer}/{filename}"
-            for layer in model_detail_layers(wildcards.model)
-        ]
-
-    return files
-
-
-def capacity_layers_param(wildcards):
-    """The job's model's detail layers, in the order of its inputs."""
-    return model_detail_layers(wildcards.model)
-
-
 def capacity_tables(wildcards):
     """One certified-capacity table per detail layer."""
     return [

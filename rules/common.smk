@@ -119,6 +119,23 @@ def model_depth_rows(name):
     return [layer_name(layer) for layer in resolved_entry(name).depth_rows]
 
 
+def extract_layer_files(filename, layers):
+    """Input function: ``filename`` of each layer ``layers(model)`` names, for the job's model."""
+
+    def files(wildcards):
+        return [
+            f"results/extract/{wildcards.model}/{layer}/{filename}"
+            for layer in layers(wildcards.model)
+        ]
+
+    return files
+
+
+def detail_layers_param(wildcards):
+    """The job's model's detail layers, in the order of its inputs."""
+    return model_detail_layers(wildcards.model)
+
+
 def depth_models():
     """Models with a depth profile: at least one depth row, or three numbered layers."""
     return [
@@ -139,28 +156,20 @@ def audited_models():
 
 
 def figure_report(kind, **wildcards):
-    """The report() flag of a figure kind: its file pattern (filled with ``wildcards`` when
-    given), or its folder and file pattern."""
+    """The report() flag of a figure kind: its file pattern (filled in when ``wildcards`` are
+    given, for a rule that writes every file of the kind), or its folder and file pattern.
+    """
     entry = layout_table()["figures"][kind]
     folder = entry.get("folder")
-    labels = {
-        key: value.format_map(Fill(wildcards)) for key, value in entry["labels"].items()
-    }
+    fill = (lambda text: text.format(**wildcards)) if wildcards else (lambda text: text)
     return report(
-        directory(folder) if folder else entry["pattern"].format_map(Fill(wildcards)),
+        directory(folder) if folder else fill(entry["pattern"]),
         patterns=[str(Path(entry["pattern"]).relative_to(folder))] if folder else [],
         caption=f"{REPORT_CAPTIONS}{entry['caption']}",
         category=entry["category"],
         subcategory=entry["subcategory"],
-        labels=labels,
+        labels={key: fill(value) for key, value in entry["labels"].items()},
     )
-
-
-class Fill(dict):
-    """format_map mapping that leaves the wildcards it lacks as they are ({name})."""
-
-    def __missing__(self, key):
-        return f"{{{key}}}"
 
 
 def benchmark_file(rule_name):

@@ -19,6 +19,8 @@ from memcap.provenance import write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 section, model = snakemake.params.section, snakemake.wildcards.model
+root = Path(snakemake.output.tables)
+root.mkdir(parents=True)  # one subfolder per layer
 for layer, queries_path, contexts_path in zip(
     snakemake.params.layers, snakemake.input.queries, snakemake.input.contexts, strict=True
 ):
@@ -32,8 +34,8 @@ for layer, queries_path, contexts_path in zip(
         seed=snakemake.params.seed,
     )
     table = pd.DataFrame(rows).assign(model=model, layer=layer)
-    out = Path(snakemake.output.tables) / layer
-    out.mkdir(parents=True)
+    out = root / layer
+    out.mkdir()
     table.to_csv(out / f"{layer}.csv", index=False)
     log.info("layer %s in %.1f s:\n%s", layer, time.perf_counter() - start, table.to_string())
     write_provenance(
@@ -45,4 +47,3 @@ for layer, queries_path, contexts_path in zip(
         settings=section,
         inputs=[queries_path, contexts_path],
     )
-Path(snakemake.output.tables).mkdir(parents=True, exist_ok=True)

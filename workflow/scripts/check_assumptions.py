@@ -26,6 +26,7 @@ model, params, inputs = snakemake.wildcards.model, snakemake.params, snakemake.i
 settings = AssumptionsSettings.from_config(params.settings)
 device = resolve_device(params.device)
 root = Path(snakemake.output.checks)
+root.mkdir(parents=True)  # every layer's files, and the depth profile, go below
 
 rows, depth_profiles = [], {}
 for layer, queries_path, ranks_path, provenance_path in zip(
@@ -45,7 +46,7 @@ for layer, queries_path, ranks_path, provenance_path in zip(
         "layer %s: P(n) = %s, Kruskal rank ≈ %s",
         layer,
         checks.kruskal["p_n"],
-        checks.profile.estimate,
+        checks.kruskal["estimate"],
     )
     rows.append(
         depth.depth_row(
@@ -56,7 +57,7 @@ for layer, queries_path, ranks_path, provenance_path in zip(
         depth_profiles[layer] = checks.profile_table
         continue
     out = root / layer
-    out.mkdir(parents=True)
+    out.mkdir()
     title = f"{model} · layer {layer}"
     common = {
         "stage": "assumptions",
@@ -86,16 +87,15 @@ for layer, queries_path, ranks_path, provenance_path in zip(
         inputs=[queries_path],
     )
     figure = figures.plot_profile(
-        checks.profile_table, checks.kruskal["n"], checks.profile.d, title
+        checks.profile_table, checks.kruskal["n"], checks.kruskal["d"], title
     )
     save_figure(figure, out / "kruskal_profile.png")
 
 if params.depth_profile:
     out = root / "depth"
-    out.mkdir(parents=True)
+    out.mkdir()
     table = depth.depth_table(rows)
     table.to_csv(out / "depth.csv", index=False)
     depth.profiles_table(depth_profiles).to_csv(out / "depth_profiles.csv", index=False)
     log.info("depth profile:\n%s", table[list(depth.DEPTH_COLUMNS)].to_string())
     save_figure(figures.plot_depth(table, f"{model} · depth profile"), out / "depth.png")
-root.mkdir(parents=True, exist_ok=True)

@@ -131,7 +131,6 @@ class LayerChecks:
     context: dict[str, Any]
     profile_table: pd.DataFrame
     kruskal: dict[str, Any]
-    profile: KruskalProfile
 
 
 def check_layer(
@@ -152,5 +151,4 @@ def check_layer(
         context=context_record(ranks),
         profile_table=profile_table(profile, settings.confidence),
         kruskal=kruskal_record(profile, n, settings.confidence),
-        profile=profile,
     )
