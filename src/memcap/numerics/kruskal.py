@@ -52,6 +52,7 @@ from memcap.numerics.tolerance import EPS64, gram_resolves, matrix_rank_rtol
 _logger = logging.getLogger(__name__)
 
 ROUTES = ("auto", "gram", "qr")
+SEARCHES = ("auto", "host", "device")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class KruskalProfile:
         T, d: number and dimension of the queries.
         rtol: relative tolerance used (σ_min > rtol·σ_max means independent).
         route: gram (shifted Cholesky in float64) or qr (Householder QR + exact SVDs).
+        search: where the Gram route searched: host (one ordering at a time) or device
+            (batched over orderings in torch); the m are the same.
         spectral_cap: every k-subset with k > spectral_cap is provably dependent.
         pairs: the all-pairs check.
         certificates: the exact upper bounds found.
@@ -82,6 +85,7 @@ class KruskalProfile:
     d: int
     rtol: float
     route: str
+    search: str
     spectral_cap: int
     pairs: PairStats
     certificates: tuple[Certificate, ...] = field(default_factory=tuple)
@@ -114,6 +118,7 @@ def kruskal_profile(
     near_duplicate_cosine: float = 0.999,
     device: str | torch.device = "cpu",
     method: str = "auto",
+    search: str = "auto",
     progress: bool = False,
     workers: int = 1,
 ) -> KruskalProfile:
@@ -128,6 +133,9 @@ def kruskal_profile(
             (a diagnostic; numerically dependent pairs are certificates whatever this is).
         device: torch device for the set-up and the QR route.
         method: auto, gram or qr (auto: gram when τ² resolves through float64 Gram matrices).
+        search: where the Gram route searches the orderings: host (SciPy, one at a time),
+            device (torch on ``device``, batched over orderings) or auto (device on a GPU).
+            The m, the profile and the certificates do not depend on it.
         progress: show a progress bar over batches of orderings.
         workers: processes that search batches of orderings in parallel (the Gram route on
             the CPU; elsewhere one). The result does not depend on it.
@@ -147,9 +155,10 @@ def kruskal_profile(
     scaled = scaled_float64(data).to(device)
     _, singular, vh = torch.linalg.svd(scaled, full_matrices=False)
     route = choose_route(method, tau, kmax)
+    where = choose_search(search, device)
     pairs = pair_statistics(scaled, tau, near_duplicate_cosine)
     cap = spectral_cap(scaled, singular, vh, tau)
-    problem = prepare(scaled, singular, vh, tau, route)
+    problem = prepare(scaled, singular, vh, tau, route, where)
     m, witness = sample_prefixes(problem, samples, seed, min(kmax, cap), progress, workers)
     p = np.array([(m >= k).mean() for k in range(kmax + 1)])
     certs = certificates(scaled, pairs, cap, kmax, witness, tau)
@@ -166,14 +175,16 @@ def kruskal_profile(
         d=d,
         rtol=tau,
         route=route,
+        search=where if route == "gram" else "device",
         spectral_cap=cap,
         pairs=pairs,
         certificates=tuple(certs),
         seconds=time.perf_counter() - start,
     )
     _logger.info(
-        "Kruskal profile T=%d d=%d S=%d route=%s: estimate %d, bounds [%d, %d] in %.1f s",
-        t, d, samples, route, profile.estimate, profile.lower_bound, upper, profile.seconds,
+        "Kruskal profile T=%d d=%d S=%d route=%s (%s search): estimate %d, bounds [%d, %d] "
+        "in %.1f s", t, d, samples, route, profile.search, profile.estimate, profile.lower_bound,
+        upper, profile.seconds,
     )  # fmt: skip
     return profile
 
@@ -197,3 +208,13 @@ def choose_route(method: str, tau: float, kmax: int) -> str:
     if method != "auto":
         return method
     return "gram" if gram_resolves(tau, kmax * EPS64) else "qr"
+
+
+def choose_search(search: str, device: torch.device) -> str:
+    """Where the Gram route searches: ``search`` itself, or for auto the device when it is
+    not the CPU (there the host search, with its worker processes, is the faster)."""
+    if search not in SEARCHES:
+        raise ValueError(f"search must be auto, host or device, not {search!r}")
+    if search != "auto":
+        return search
+    return "host" if device.type == "cpu" else "device"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from memcap.numerics.batched_search import search_device
 from memcap.numerics.prefix import PrefixProblem
 from memcap.numerics.search import SearchHint, search_batch
 
@@ -22,21 +23,26 @@ def search_batches(
 ) -> Iterator[tuple[torch.Tensor, np.ndarray]]:
     """(orderings, m) for each batch, in order.
 
-    The first batch is searched here; its hint guides the others. With several workers and the
-    Gram route on the CPU, later batches go to forked processes that share the problem (its
-    Gram matrix included) copy-on-write, at most two batches per worker in flight. The m do
-    not depend on ``workers``.
+    The first batch is searched here; its hint guides the others. The device search
+    (:mod:`memcap.numerics.batched_search`) runs here, batch after batch. With several workers
+    and the Gram route's host search on the CPU, later batches go to forked processes that
+    share the problem (its Gram matrix included) copy-on-write, at most two batches per worker
+    in flight. The m do not depend on ``workers``.
     """
     first = next(batches)
-    m, hint = search_batch(problem, first, None)
+    search = (
+        search_device if problem.route == "gram" and problem.search == "device" else search_batch
+    )
+    m, hint = search(problem, first, None)
     yield first, m
-    parallel = workers > 1 and problem.route == "gram" and problem.x.device.type == "cpu"
+    host_gram = problem.route == "gram" and problem.search == "host"
+    parallel = workers > 1 and host_gram and problem.x.device.type == "cpu"
     if parallel and not can_fork():
         _logger.warning("workers=%d ignored: no safe fork on %s", workers, sys.platform)
         parallel = False
     if not parallel:
         for order in batches:
-            m, hint = search_batch(problem, order, hint)
+            m, hint = search(problem, order, hint)
             yield order, m
         return
     context = multiprocessing.get_context("fork")

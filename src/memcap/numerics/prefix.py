@@ -31,6 +31,10 @@ class PrefixProblem:
         norms2: (T,) squared row norms.
         tau2: squared relative tolerance τ².
         route: ``gram`` or ``qr``.
+        search: where the Gram route searches: ``host`` (one ordering at a time, SciPy) or
+            ``device`` (batched over orderings in torch on x's device).
+        device_gram: the Gram matrix on x's device for the device search (the same values as
+            ``gram``), or None.
     """
 
     x: torch.Tensor
@@ -42,6 +46,8 @@ class PrefixProblem:
     norms2: torch.Tensor
     tau2: float
     route: str
+    search: str = "host"
+    device_gram: torch.Tensor | None = None
 
 
 def prepare(
@@ -50,20 +56,23 @@ def prepare(
     vh: torch.Tensor,
     tau: float,
     route: str,
+    search: str = "host",
     projection_dim: int = 64,
     gram_limit_bytes: int = 2**31,
 ) -> PrefixProblem:
-    """Precompute what every ordering needs from the scaled data ``x`` and its SVD."""
+    """Precompute what every ordering needs from the scaled data ``x`` and its SVD; ``search``
+    is where the Gram route searches (host or device)."""
     p = min(projection_dim, vh.shape[0])
     s1 = float(singular_values[0]) if singular_values.numel() else 0.0
     tail = float(singular_values[p]) if singular_values.numel() > p else 0.0
     tail += BRACKET_SLACK * s1
     t = x.shape[0]
-    gram = (x @ x.T).cpu().numpy() if route == "gram" and t * t * 8 <= gram_limit_bytes else None
+    kept = route == "gram" and t * t * 8 <= gram_limit_bytes
+    gram = x @ x.T if kept else None
     s2 = float(singular_values[1]) if singular_values.numel() > 1 else 0.0
     return PrefixProblem(
         x=x,
-        gram=gram,
+        gram=gram.cpu().numpy() if gram is not None else None,
         y=x @ vh[:p].T,
         tail2=tail * tail,
         sigma1_2=s1 * s1,
@@ -71,6 +80,8 @@ def prepare(
         norms2=(x * x).sum(dim=1),
         tau2=tau * tau,
         route=route,
+        search=search,
+        device_gram=gram if search == "device" else None,
     )
 
 

@@ -14,6 +14,9 @@ from memcap.numerics.prefix import PrefixProblem
 # A batch of orderings gathers at most this many bytes of prefix rows (the QR route factorises
 # a whole batch at once; the Gram route holds one ordering's block at a time).
 BATCH_BYTES = 2**28
+# The device search's batch holds at most this many bytes of Gram blocks (each ordering's
+# block, its shifted copy and factor: three kmax × kmax float64 arrays).
+DEVICE_BATCH_BYTES = 2**31
 # Orderings in the first batch, whose outcome guides the search in the others.
 FIRST_BATCH = 8
 
@@ -45,8 +48,11 @@ def sample_prefixes(
     t = problem.x.shape[0]
     if kmax == 0:  # every single vector is zero (or the tolerance exceeds 1)
         return np.zeros(samples, dtype=np.int64), []
-    per_sample = 8 * kmax * problem.x.shape[1]  # kmax ≤ d: the rows outweigh an R factor
-    batch = int(min(samples, max(1, BATCH_BYTES // max(per_sample, 1)), 512))
+    if problem.route == "gram" and problem.search == "device":
+        budget, per_sample = DEVICE_BATCH_BYTES, 3 * 8 * kmax * kmax
+    else:  # kmax ≤ d: the rows outweigh an R factor
+        budget, per_sample = BATCH_BYTES, 8 * kmax * problem.x.shape[1]
+    batch = int(min(samples, max(1, budget // max(per_sample, 1)), 512))
     if workers > 1:  # enough batches to keep every worker busy
         batch = max(1, min(batch, math.ceil(samples / (4 * workers))))
     generator = torch.Generator().manual_seed(seed)
