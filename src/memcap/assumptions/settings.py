@@ -23,6 +23,7 @@ class AssumptionsSettings:
     near_duplicate_cosine: float = 0.999  # |cosine| counted as a near-duplicate pair
     confidence: float = 0.95  # level of the intervals and bounds
     method: str = "auto"  # auto | gram | qr numerics of the profile
+    kruskal_search: str = "auto"  # auto | host | device: where the Gram route searches
     context_chunk: int = 64  # contexts per chunk read from the memory map
 
     @classmethod
@@ -43,6 +44,7 @@ class AssumptionsSettings:
             near_duplicate_cosine=self.near_duplicate_cosine,
             device=device,
             method=self.method,
+            search=self.kruskal_search,
             progress=progress,
             workers=workers,
         )

@@ -84,8 +84,13 @@ class Window:
         if dep:
             if j <= n:
                 self.hi = min(self.hi, max(j, t) - 1)
-            # t fell to the dependence test: the window's top is next; else t itself.
-            self.point, self.dependence = (self.hi, False) if j <= t else (j - 1, False)
+            # t fell to the test: the window's top is next. Else t was left open: an exact
+            # decision when its independence test failed too, else that test up to J − 1.
+            self.dependence = False
+            if j <= t:
+                self.point = self.hi
+            else:
+                self.point = t if (t, False) in self.tested else j - 1
             return
         self.lo = max(self.lo, min(j - 1, t))
         if j > n:  # no breakdown up to n: look further, twice as far each time
