@@ -130,7 +130,7 @@ def test_breakdowns_brackets_and_ratios_match_eigendecompositions():
     t = torch.tensor([3, 10, 24, 17, 1, 20])
     n = torch.tensor([24, 12, 24, 20, 5, 24])
     shift = torch.tensor([1e-3, 1e-6, 1e-9, 1e-5, 1e-2, 1e-8], dtype=torch.float64)
-    j = breakdowns(gram, n, shift)
+    j = breakdowns(gram.clone(), n, shift)
     low, high = sigma_max_brackets(problem, gram, idx, t)
     ratio = extreme_ratio(gram, t)
     for b in range(6):

@@ -35,7 +35,7 @@ _logger = logging.getLogger(__name__)
 # Lockstep rounds (one batched factorisation each) before open windows go to exact decisions.
 MAX_ROUNDS = 16
 # Power iterations of the batched σ_max² brackets (a matrix-vector product each: cheap here).
-POWER_STEPS = 4
+POWER_STEPS = 2
 # Allowed rounding of a float64 Cholesky or eigvalsh of a k-row Gram block, in k·eps64·λ_max
 # (the walk of the host route allows the same).
 ROUNDING_FACTOR = 4.0
@@ -118,6 +118,7 @@ def search_device(
     start = kmax if hint is None else hint.start
     windows = [Window(0, kmax, start) for _ in range(order.shape[0])]
     device_order = order.to(problem.x.device)
+    blocks = gather_gram(problem, device_order)  # (B, K, K), sliced by every round
     deferred: set[int] = set()
     for _ in range(MAX_ROUNDS):
         tests, exact = [], []
@@ -130,9 +131,9 @@ def search_device(
                     tests.append((b, test))
         if not tests and not exact:
             break
-        deferred |= decide_exactly(problem, device_order, windows, exact)
+        deferred |= decide_exactly(blocks, problem.tau2, windows, exact)
         if tests:
-            run_tests(problem, device_order, windows, tests)
+            run_tests(problem, blocks, device_order, windows, tests)
     # Windows the rounds left open go to the host search too (rare: counted in the log).
     deferred |= {b for b, window in enumerate(windows) if window.open}
     m = np.array([w.lo for w in windows], dtype=np.int64)
@@ -148,19 +149,21 @@ def search_device(
 
 def run_tests(
     problem: PrefixProblem,
+    blocks: torch.Tensor,
     order: torch.Tensor,
     windows: list[Window],
     tests: list[tuple[int, tuple[int, bool]]],
 ) -> None:
-    """One lockstep round: the tests (ordering, (t, dep)) as one batched factorisation."""
+    """One lockstep round: the tests (ordering, (t, dep)) as one batched factorisation of the
+    orderings' Gram ``blocks`` (B, K, K) for ``order`` (B, K)."""
     rows = [b for b, _ in tests]
     t = torch.tensor([test[0] for _, test in tests], device=order.device)
     dep = torch.tensor([test[1] for _, test in tests], device=order.device)
     hi = torch.tensor([windows[b].hi for b in rows], device=order.device)
     n = torch.minimum(t + LOOKAHEAD, hi + 1).clamp(max=order.shape[1])
     size = int(n.max())
-    idx = order[rows, :size]  # (B, N)
-    gram = gather_gram(problem, idx)  # (B, N, N)
+    idx = order[rows, :size]  # (B', N)
+    gram = blocks[torch.tensor(rows, device=blocks.device), :size, :size]  # (B', N, N), a copy
     low, high = sigma_max_brackets(problem, gram, idx, t)
     margin = decision_margin(t, problem.tau2)
     shift = problem.tau2 * torch.where(dep, low * (1 - margin), high * (1 + margin))
@@ -196,21 +199,24 @@ def sigma_max_brackets(
     residual2 = ((gv - theta[:, None] * v) ** 2).sum(dim=1)
     rounding = BRACKET_SLACK * theta
     gap = theta - problem.sigma2_2 * (1 + BRACKET_SLACK)
-    kato_temple = theta + residual2 / gap.clamp_min(1e-300) + rounding
-    proj_lo, proj_hi = projection_bracket(problem, idx, t)
-    low = torch.maximum(proj_lo, theta - rounding)
-    high = torch.where(gap > 0, torch.minimum(kato_temple, proj_hi), proj_hi)
+    low = theta - rounding
+    high = theta + residual2 / gap.clamp_min(1e-300) + rounding  # Kato–Temple, where gap > 0
+    no_gap = torch.nonzero(gap <= 0)[:, 0]
+    if no_gap.numel():
+        proj_lo, proj_hi = projection_bracket(problem, idx[no_gap], t[no_gap])
+        low[no_gap] = torch.maximum(proj_lo, low[no_gap])
+        high[no_gap] = proj_hi
     return low, high
 
 
 def breakdowns(gram: torch.Tensor, n: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
     """First breakdown J ≤ n of the Cholesky factorisation of G_n − shift·I for each block
     (n + 1 if none): one batched factorisation of the whole blocks, whose first breakdown is
-    that of every leading block (a breakdown past n is none up to n)."""
-    a = gram.clone()
-    a.diagonal(dim1=1, dim2=2).sub_(shift[:, None])
+    that of every leading block (a breakdown past n is none up to n). Shifts ``gram`` in
+    place."""
+    gram.diagonal(dim1=1, dim2=2).sub_(shift[:, None])
     check_breakdown_index(gram.device)
-    info = torch.linalg.cholesky_ex(a).info
+    info = torch.linalg.cholesky_ex(gram).info
     return torch.where((info > 0) & (info <= n), info, n + 1)
 
 
@@ -241,21 +247,20 @@ def check_breakdown_index(device: torch.device) -> None:
 
 
 def decide_exactly(
-    problem: PrefixProblem, order: torch.Tensor, windows: list[Window], rows: list[int]
+    blocks: torch.Tensor, tau2: float, windows: list[Window], rows: list[int]
 ) -> set[int]:
     """Decide each listed ordering's test point from the spectrum of its Gram block (batched
-    ``eigvalsh``), and return those within the decision margin of the tolerance: they go to
-    the host search."""
+    ``eigvalsh`` of ``blocks``), and return those within the decision margin of the tolerance
+    τ²: they go to the host search."""
     if not rows:
         return set()
     points = [min(max(windows[b].point, windows[b].lo + 1), windows[b].hi) for b in rows]
-    t = torch.tensor(points, device=order.device)
+    t = torch.tensor(points, device=blocks.device)
     size = int(t.max())
-    gram = gather_gram(problem, order[rows, :size])
-    ratio = extreme_ratio(gram, t)
-    margin = decision_margin(t, problem.tau2)
-    above = ratio > problem.tau2 * (1 + margin)
-    below = ratio <= problem.tau2 * (1 - margin)
+    ratio = extreme_ratio(blocks[torch.tensor(rows, device=blocks.device), :size, :size], t)
+    margin = decision_margin(t, tau2)
+    above = ratio > tau2 * (1 + margin)
+    below = ratio <= tau2 * (1 - margin)
     borderline = set()
     for b, tb, up, down in zip(rows, points, above.tolist(), below.tolist(), strict=True):
         window = windows[b]
