@@ -23,7 +23,7 @@ class AssumptionsSettings:
     near_duplicate_cosine: float = 0.999  # |cosine| counted as a near-duplicate pair
     confidence: float = 0.95  # level of the intervals and bounds
     method: str = "auto"  # auto | gram | qr numerics of the profile
-    kruskal_search: str = "auto"  # auto | host | device: where the Gram route searches
+    kruskal_search: str = "host"  # host | device | auto: where the Gram route searches
     context_chunk: int = 64  # contexts per chunk read from the memory map
 
     @classmethod
