@@ -206,4 +206,5 @@ def test_choice_of_search_and_config():
     assert settings.profile(embedding_like(40, 16, 0), 5, "cpu", 1).search == "device"
     default = {}
     validate(default, "workflow/schemas/config.schema.yaml")
-    assert AssumptionsSettings.from_config(default["assumptions"]).kruskal_search == "host"  # opt-in until timed on a GPU
+    # the device search is opt-in until it has been checked and timed on a GPU
+    assert AssumptionsSettings.from_config(default["assumptions"]).kruskal_search == "host"
