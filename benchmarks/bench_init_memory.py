@@ -78,7 +78,8 @@ def main() -> None:
         results[way] = json.loads(done.stdout.strip().splitlines()[-1])
     parameters = results["ours"]["parameters"]
     print(f"Llama architecture, d = {args.hidden}, {args.layers} blocks: {parameters:,} parameters")
-    print(f"bfloat16 size {parameters * 2 / 2**20:.0f} MB, float32 size {parameters * 4 / 2**20:.0f} MB")
+    sizes = f"bfloat16 {parameters * 2 / 2**20:.0f} MB, float32 {parameters * 4 / 2**20:.0f} MB"
+    print(f"weights: {sizes}")
     for way, result in results.items():
         print(f"{way:5s}: peak RSS growth {result['growth_mb']:.0f} MB")
     print(f"RATIO {results['naive']['growth_mb'] / results['ours']['growth_mb']:.2f}")
