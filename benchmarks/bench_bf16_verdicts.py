@@ -7,10 +7,13 @@ float32 draws rounded) then both assumption checks (``memcap.assumptions.checks.
 - at ``precision: float32`` and ``precision: bfloat16``, and prints per layer the context
 rank (Assumption 2), the Kruskal estimate and P(n), P(d) (Assumption 1, general position)
 and the report's Theorem 1 verdict, with their differences. Stored vectors are float32 either
-way: the difference is the forward's rounding alone. Default: random GPT-2 small (d = 768),
-blocks 0-2 and random_attention, T = 800 Wikipedia windows of n = 64 tokens, 500 orderings.
+way: the difference is the forward's rounding alone. Default: a random GPT-2 architecture of
+width d = 256 (4 heads; a CPU's bfloat16 matrix products are slow - GPT-2 small, d = 768 at
+T = 800, took over 30 minutes here), blocks 0-2 and random_attention, T = 320 >= d Wikipedia
+windows of n = 64 tokens, 500 orderings.
 
     .venv/bin/python benchmarks/bench_bf16_verdicts.py --threads 1
+    .venv/bin/python benchmarks/bench_bf16_verdicts.py --width 768 --heads 12 --T 800
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ def run(raw: dict, precision: str, root: Path, samples: int, threads: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="GPT2Config", help="a config class (random)")
+    parser.add_argument("--width", type=int, default=256, help="GPT-2's n_embd (d)")
+    parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", default="0-2", help="blocks (a range); + random_attention")
-    parser.add_argument("--T", type=int, default=800)
+    parser.add_argument("--T", type=int, default=320)
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--threads", type=int, default=1)
@@ -74,7 +78,8 @@ def main() -> None:
     raw = {
         "name": "bench",
         "family": "decoder",
-        "model": args.model,
+        "model": "GPT2Config",
+        "model_kwargs": {"n_embd": args.width, "n_head": args.heads},
         "tokenizer": "byte-bpe",
         "layers": [args.layers, "random_attention"],
         "n": args.n,
@@ -83,7 +88,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         results = {p: run(raw, p, Path(folder), args.samples, args.threads) for p in PRECISIONS}
     fp32, bf16 = (results[p] for p in PRECISIONS)
-    print(f"{args.model} random, T = {args.T}, n = {args.n}, {args.samples} orderings")
+    print(f"GPT-2, d = {args.width}, random; T = {args.T}, n = {args.n}, {args.samples} orderings")
     print(f"{'layer':>16} {'column':>26} {'float32':>10} {'bfloat16':>10}")
     changed = 0
     for layer, row in fp32.items():
