@@ -17,6 +17,7 @@ from memcap.assumptions import depth, figures  # noqa: E402
 from memcap.assumptions.checks import check_layer  # noqa: E402
 from memcap.assumptions.settings import AssumptionsSettings  # noqa: E402
 from memcap.devices import resolve_device  # noqa: E402
+from memcap.extract.peak_memory import peak_memory_gb, reset_peak_memory  # noqa: E402
 from memcap.numerics import load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402
@@ -25,6 +26,7 @@ torch.set_num_threads(snakemake.threads)
 model, params, inputs = snakemake.wildcards.model, snakemake.params, snakemake.input
 settings = AssumptionsSettings.from_config(params.settings)
 device = resolve_device(params.device)
+reset_peak_memory(device)
 root = Path(snakemake.output.checks)
 root.mkdir(parents=True)  # every layer's files, and the depth profile, go below
 
@@ -99,3 +101,4 @@ if params.depth_profile:
     depth.profiles_table(depth_profiles).to_csv(out / "depth_profiles.csv", index=False)
     log.info("depth profile:\n%s", table[list(depth.DEPTH_COLUMNS)].to_string())
     save_figure(figures.plot_depth(table, f"{model} · depth profile"), out / "depth.png")
+log.info("peak GPU memory: %s GB", peak_memory_gb(device))  # None off CUDA; read by the scale audit

@@ -8,6 +8,7 @@ transformers reads with ``weights_only``); repository code only with ``trust_rem
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import os
@@ -45,6 +46,7 @@ def hf_config(entry: ModelEntry) -> Any:
                 "use a class such as BertConfig, RobertaConfig, GPT2Config, LlamaConfig, "
                 "ViTConfig, or a hub id / directory",
             )
+        check_config_fields(entry, config_class)
         return config_class(**kwargs)
     origin, extra = load_origin(entry)
     try:
@@ -53,6 +55,28 @@ def hf_config(entry: ModelEntry) -> Any:
         raise unreachable(entry, origin, err) from None
     except ValueError as err:
         raise _value_error(entry, origin, err) from None
+
+
+def check_config_fields(entry: ModelEntry, config_class: Any) -> None:
+    """Every ``model_kwargs`` key must be a field of the config class.
+
+    transformers keeps an unknown keyword as a plain attribute, so a misspelt size
+    (``hiden_size``) would silently build the class's default architecture instead.
+
+    Raises:
+        ConfigError: a key the class does not know, with the closest known names.
+    """
+    fields = set(inspect.signature(config_class.__init__).parameters) - {"self", "kwargs"}
+    fields |= set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {}))
+    for name in entry.model_kwargs:
+        if name not in fields:
+            close = difflib.get_close_matches(name, sorted(fields), n=3)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise ConfigError(
+                f"{entry.key}.model_kwargs.{name}",
+                f"'{name}' is not a field of {config_class.__name__}",
+                f"{hint}use the config class's own field names (see its documentation)",
+            )
 
 
 def load_origin(entry: ModelEntry) -> tuple[str, dict[str, Any]]:
@@ -71,11 +95,15 @@ def load_origin(entry: ModelEntry) -> tuple[str, dict[str, Any]]:
     return (entry.model if path is None else str(path)), extra
 
 
-def create_hf_model(entry: ModelEntry, config: Any, dtype: torch.dtype) -> tuple[Any, str, list]:
+def create_hf_model(
+    entry: ModelEntry, config: Any, dtype: torch.dtype, device: torch.device
+) -> tuple[Any, str, list]:
     """(base model in eval mode, weights description, warnings) of the entry.
 
     The base model (``AutoModel``: no LM / classification head); for CLIP-style configs with a
-    vision part, the vision tower.
+    vision part, the vision tower. Random weights are drawn on ``device`` at ``dtype``
+    directly: a 7B model in bfloat16 never exists as a float32 copy, nor on the host when
+    ``device`` is a GPU. Pretrained weights load on the host and the job moves them.
     """
     from transformers import AutoModel
 
@@ -83,8 +111,10 @@ def create_hf_model(entry: ModelEntry, config: Any, dtype: torch.dtype) -> tuple
     route = weights_route(entry)
     if route == "random":
         torch.manual_seed(entry.seed)
-        model = _from_config(config, entry)
-        return model.to(dtype), f"random (transformers init, seed {entry.seed})", warnings
+        with torch.device(device):
+            model = _from_config(config, entry, dtype)
+        where = f"seed {entry.seed}, drawn on {device.type} in {str(dtype).removeprefix('torch.')}"
+        return model, f"random (transformers init, {where})", warnings
     origin, extra = load_origin(entry)
     if entry.device_map is not None:
         extra["device_map"] = entry.device_map
@@ -108,13 +138,13 @@ def create_hf_model(entry: ModelEntry, config: Any, dtype: torch.dtype) -> tuple
     return model, source, warnings
 
 
-def _from_config(config: Any, entry: ModelEntry) -> Any:
+def _from_config(config: Any, entry: ModelEntry, dtype: torch.dtype) -> Any:
     from transformers import AutoModel
 
     vision = _vision_class(config)
     if vision is not None:
-        return vision(config.vision_config)
-    return AutoModel.from_config(config, trust_remote_code=entry.trust_remote_code)
+        return vision._from_config(config.vision_config, dtype=dtype)
+    return AutoModel.from_config(config, dtype=dtype, trust_remote_code=entry.trust_remote_code)
 
 
 def _vision_class(config: Any) -> Any:

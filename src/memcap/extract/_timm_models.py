@@ -39,12 +39,16 @@ def timm_architecture(entry: ModelEntry) -> Any:
     return model
 
 
-def create_timm_model(entry: ModelEntry, checkpoint: Path | None) -> tuple[Any, str]:
+def create_timm_model(
+    entry: ModelEntry, checkpoint: Path | None, device: torch.device
+) -> tuple[Any, str]:
     """(VisionTransformer with its weights, weights description).
 
     Args:
         entry: the config entry.
         checkpoint: the file to load instead of the configured weights (a converted ONNX).
+        device: where random weights are drawn (in float32: timm's initialisers want it;
+            the largest ViTs hold about 2.5 GB of them); loaded weights stay on the host.
     """
     import timm
 
@@ -52,7 +56,9 @@ def create_timm_model(entry: ModelEntry, checkpoint: Path | None) -> tuple[Any, 
     kwargs = dict(entry.model_kwargs)
     if route == "random":
         torch.manual_seed(entry.seed)
-        return timm.create_model(entry.model, **kwargs), f"random (timm init, seed {entry.seed})"
+        with torch.device(device):
+            model = timm.create_model(entry.model, **kwargs)
+        return model, f"random (timm init, seed {entry.seed}, drawn on {device.type})"
     if route == "pretrained":
         try:
             model = timm.create_model(entry.model, pretrained=True, **kwargs)

@@ -36,6 +36,7 @@ from memcap.extract.images import (
 )
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, layer_name
 from memcap.extract.layers import MultiLayerExtractor, blocks_needed
+from memcap.extract.peak_memory import peak_memory_gb, reset_peak_memory, synchronize
 from memcap.extract.registry import (
     DTYPES,
     Architecture,
@@ -268,6 +269,7 @@ def extract_layers(
     device = resolve_device(settings.device)
     if device.type == "cpu":
         torch.set_num_threads(threads)
+    reset_peak_memory(device)
     # Rank checks downstream need full float32 products, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -275,7 +277,7 @@ def extract_layers(
     n = resolve_n(entry, arch)
     for layer in layers:
         check_against_model(entry, layer, n, arch)
-    loaded = create_model(entry, arch, checkpoint)
+    loaded = create_model(entry, arch, checkpoint, device)
     prepared = prepare_inputs(entry, loaded, n, settings.batch_size)
     extractor = MultiLayerExtractor(loaded.module, loaded.width, layers, entry.seed)
     if entry.device_map is None:
@@ -301,6 +303,7 @@ def extract_layers(
         for layer in layers
         if outputs[layer].context_ranks is not None
     }
+    rank_seconds = dict.fromkeys(streams, 0.0)
     with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
@@ -311,7 +314,10 @@ def extract_layers(
                     contexts.write(hidden.cpu().numpy())
                 queries.write(hidden[:, q].cpu().numpy())  # (B, d)
                 if layer in streams:  # Assumption 2 on the values as stored, while they pass
+                    ranking = time.perf_counter()
                     streams[layer].add(hidden)
+                    synchronize(device)
+                    rank_seconds[layer] += time.perf_counter() - ranking
             bar.update(len(hidden))
     checksums = {
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
@@ -363,6 +369,7 @@ def extract_layers(
         device=str(device),
         batch_size=settings.batch_size,
         seconds=round(time.perf_counter() - started, 2),
+        peak_gpu_memory_gb=peak_memory_gb(device),
     )
     head = parameter_checksum(extractor.head) if RANDOM_ATTENTION in layers else None
     return {
@@ -372,6 +379,7 @@ def extract_layers(
             layer=layer_name(layer),
             blocks_run=blocks_needed(layer),
             random_attention_checksum=head if layer == RANDOM_ATTENTION else None,
+            context_rank_seconds=round(rank_seconds[layer], 3) if layer in streams else None,
             queries_sha256=checksums[layer][0],
             contexts_sha256=checksums[layer][1],
         )

@@ -135,7 +135,10 @@ def _names_transformers_model(entry: ModelEntry) -> bool:
 
 
 def create_model(
-    entry: ModelEntry, arch: Architecture | None = None, checkpoint: Path | None = None
+    entry: ModelEntry,
+    arch: Architecture | None = None,
+    checkpoint: Path | None = None,
+    device: torch.device | str = "cpu",
 ) -> LoadedModel:
     """Build the entry's model with its weights, in eval mode, in the entry's precision.
 
@@ -143,15 +146,17 @@ def create_model(
         entry: the config entry.
         arch: its :func:`architecture`, if already computed.
         checkpoint: a converted checkpoint to load instead of the configured weights.
+        device: where random weights are drawn (the job's device: a large model never
+            passes through host memory); loaded weights arrive on the host.
 
     Raises:
         ConfigError: unknown model name, wrong family, or weights that cannot be reached.
     """
     arch = arch or architecture(entry)
-    dtype = DTYPES[entry.precision]
+    dtype, device = DTYPES[entry.precision], torch.device(device)
     loaded = LoadedModel(nn.Identity(), arch, model_id=entry.model, weights_source="")
     if arch.library == "timm":
-        module, source = _timm_models.create_timm_model(entry, checkpoint)
+        module, source = _timm_models.create_timm_model(entry, checkpoint, device)
         from timm.data import resolve_data_config
 
         img_size = tuple(module.patch_embed.img_size)
@@ -159,7 +164,7 @@ def create_model(
         loaded.data_config = dict(settings)
         loaded.module, loaded.weights_source = module.to(dtype), source
     else:
-        module, source, warnings = _hf_models.create_hf_model(entry, arch.config, dtype)
+        module, source, warnings = _hf_models.create_hf_model(entry, arch.config, dtype, device)
         loaded.module, loaded.weights_source, loaded.warnings = module, source, warnings
         if entry.kind == "vit":
             loaded.data_config, fallback = _hf_models.image_data_config(entry, arch.config)
