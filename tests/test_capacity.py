@@ -123,6 +123,11 @@ def test_memory_estimate_grows_with_examples_heads_and_context():
     assert certify_memory_mb({**section, "max_heads": 8}, model) > small
     assert certify_memory_mb(section, {**model, "n": None}) > small  # BERT: 128 tokens
     assert certify_memory_mb({**section, "max_examples": None}, model) > small
+    # a config class's declared width beyond the assumed 1,024 (a 7B Llama: 4,096) scales it
+    wide = {**model, "model_kwargs": {"hidden_size": 4096}}
+    base = certify_memory_mb(section, {**model, "model_kwargs": {"hidden_size": 768}})
+    assert base == small
+    assert certify_memory_mb(section, wide) - 700 == pytest.approx(4 * (small - 700), abs=4)
 
 
 def test_summary_puts_the_identifying_columns_first():

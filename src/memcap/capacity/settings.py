@@ -10,9 +10,10 @@ from typing import Any
 
 # Resident memory of a certify_real_capacity job besides its arrays: interpreter, torch.
 BASE_MB = 700
-# Model width assumed when sizing that job (the config does not give d; 1024 covers the base
-# and large sizes of ViT, BERT and GPT-2).
+# Model width assumed when sizing that job where the config does not give d (1024 covers the
+# base and large sizes of ViT, BERT and GPT-2); a config class's width in model_kwargs wins.
 MAX_D = 1024
+_WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "embed_dim")
 # Context size assumed when `n` is null: every token of a ViT at 224 px with 16 px patches (197;
 # other inputs: raise mem_mb with --set-resources), or at most 128 text tokens (schema: n).
 VIT_FULL_N = 197
@@ -33,6 +34,8 @@ def certify_memory_mb(section: Mapping[str, Any], model: Mapping[str, Any]) -> i
     if section["max_examples"] is not None:
         examples = min(examples, section["max_examples"])
     n = model["n"] or (VIT_FULL_N if model["family"] == "vit" else TEXT_FULL_N)
-    contexts = examples * n * MAX_D * 4
-    features = 4 * examples * section["max_heads"] * MAX_D * 8
+    kwargs = model.get("model_kwargs") or {}
+    d = max([MAX_D] + [int(kwargs[key]) for key in _WIDTH_KEYS if key in kwargs])
+    contexts = examples * n * d * 4
+    features = 4 * examples * section["max_heads"] * d * 8
     return BASE_MB + (contexts + features) // 2**20
