@@ -32,6 +32,8 @@ class HeadSlots:
             slot repeats its group's first head (its result is never read).
         target: (R·H_max,) for every head, its flat slot ``g·S + s``; padded heads point at
             ``G·S``, one past the last slot (a zero column).
+        head: (G·S,) ``source`` with padded slots pointing at ``R·H_max``, one past the last
+            head (a zero column): gathers the heads' gradients into the slots.
         slots: S, the rows of each group's stack.
         trivial: one group per replica: nothing to stack (padded heads stay, masked).
     """
@@ -39,6 +41,7 @@ class HeadSlots:
     first: Tensor
     source: Tensor
     target: Tensor
+    head: Tensor
     slots: int
     trivial: bool
 
@@ -64,17 +67,19 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
             candidates.append(len(members))
             members.append([r])
     slots = max(sum(heads[r] for r in group) for group in members)
-    source, target = [], [len(members) * slots] * (len(heads) * max_heads)
+    source, head, target = [], [], [len(members) * slots] * (len(heads) * max_heads)
     for g, group in enumerate(members):
         own = [r * max_heads + h for r in group for h in range(heads[r])]
-        for s, head in enumerate(own):
-            target[head] = g * slots + s
+        for s, flat in enumerate(own):
+            target[flat] = g * slots + s
         source += own + [own[0]] * (slots - len(own))
+        head += own + [len(heads) * max_heads] * (slots - len(own))
     device = query.device
     return HeadSlots(
         first=torch.tensor([group[0] for group in members], device=device),
         source=torch.tensor(source, device=device),
         target=torch.tensor(target, device=device),
+        head=torch.tensor(head, device=device),
         slots=slots,
         trivial=len(members) == len(heads),
     )
