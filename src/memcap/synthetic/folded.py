@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from memcap.synthetic.folded_core import core_backward, core_forward
+from memcap.synthetic.folded_loss import ExampleLoss, loss_backward, loss_forward
 from memcap.synthetic.head_slots import HeadSlots
 
 
@@ -52,13 +53,27 @@ def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
     """Logits (R, B, C) (regression: (R, B, 1)) of ``model``, a ``ReplicaMHA`` (not imported:
     model.py imports this module), for queries (R, B, d) and contexts (R, B, n_max, d); the
     inputs get no gradient."""
+    return _FoldedModel.apply(_fixed(model, query, context), None, *_parameters(model))
+
+
+def folded_loss(
+    model: nn.Module, query: Tensor, context: Tensor, loss: ExampleLoss
+) -> tuple[Tensor, Tensor]:
+    """Per-replica weighted loss (R,) of ``model`` on the inputs, and its (detached) logits
+    (R, B, C): the loss's forward and backward run inside the folded step."""
+    fixed = _fixed(model, query, context)
+    per_replica, logits = _FoldedModel.apply(fixed, loss, *_parameters(model))
+    return per_replica, logits
+
+
+def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
     if query.requires_grad or context.requires_grad:
         raise ValueError("folded_logits computes no gradient for its inputs; use reference_forward")
     heads = model.max_heads
     slots, grouped_query, grouped_context = model.slot_cache.get(
         query, context, [s.heads for s in model.shapes], heads
     )
-    fixed = _Fixed(
+    return _Fixed(
         positions=model.positions[: context.shape[2] + 1],
         score_scale=model.score_scale,
         dim_mask=model.dim_mask[:, None, None] if model.padded_head_dims else None,
@@ -71,27 +86,27 @@ def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
         query=grouped_query,
         context=grouped_context,
     )
-    return _FoldedModel.apply(
-        fixed,
-        model.w_embed,
-        model.b_embed,
-        model.w_query,
-        model.w_key,
-        model.w_value,
-        model.w_out,
-        model.b_out,
-        model.w_decode,
-        model.b_decode,
-    )
+
+
+def _parameters(model: nn.Module) -> tuple[Tensor, ...]:
+    return tuple(getattr(model, name) for name in _PARAMETERS)
+
+
+_PARAMETERS = (
+    "w_embed", "b_embed", "w_query", "w_key", "w_value", "w_out", "b_out", "w_decode", "b_decode"
+)  # fmt: skip
 
 
 class _FoldedModel(torch.autograd.Function):
-    """Parameters → logits (R, B, C); gradients for every parameter, none for the inputs."""
+    """Parameters → logits (R, B, C), or with a ``loss`` → (per-replica loss, logits);
+    gradients for every parameter (from the logits, or from the loss), none for the inputs.
+    The logits are computed (R, C, B): the loss's layout (:mod:`.folded_loss`)."""
 
     @staticmethod
     def forward(
         ctx: Any,
         fixed: _Fixed,
+        loss: ExampleLoss | None,
         w_embed: Tensor,
         b_embed: Tensor,
         w_query: Tensor,
@@ -101,13 +116,9 @@ class _FoldedModel(torch.autograd.Function):
         b_out: Tensor,
         w_decode: Tensor,
         b_decode: Tensor,
-    ) -> Tensor:
-        replicas, heads, d, dv = (
-            w_value.shape[0],
-            w_value.shape[1],
-            w_embed.shape[1],
-            w_value.shape[3],
-        )
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        replicas, heads, dv = w_value.shape[0], w_value.shape[1], w_value.shape[3]
+        d = w_embed.shape[1]
         n = fixed.context.shape[2]
         if fixed.dim_mask is not None:
             w_query, w_key = w_query * fixed.dim_mask, w_key * fixed.dim_mask
@@ -141,17 +152,27 @@ class _FoldedModel(torch.autograd.Function):
             grouped_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
             mixed, saved = core_forward(fixed.query, fixed.context, grouped_scores, grouped_values)
             mixed = _from_slots(mixed, slots, dv).view(-1, replicas, heads * dv).transpose(0, 1)
-        logits = torch.baddbmm(readout[:, -1:], mixed, readout[:, :-1])
-        ctx.fixed, ctx.saved = fixed, saved
+        readout_t = readout.transpose(1, 2)  # (R, C, H d_v + 1)
+        logits = torch.baddbmm(readout_t[:, :, -1:], readout_t[:, :, :-1], mixed.transpose(1, 2))
+        ctx.fixed, ctx.saved, ctx.loss = fixed, saved, loss
         ctx.save_for_backward(
             w_query, w_key, value_maps, w_decode, m, right, context_side, query_side,
             outputs, readout, mixed,
         )  # fmt: skip
-        return logits
+        if loss is None:
+            return logits.transpose(1, 2)
+        per_replica, ctx.loss_saved = loss_forward(logits, loss)
+        decoded = logits.transpose(1, 2)
+        ctx.mark_non_differentiable(decoded)
+        return per_replica, decoded
 
     @staticmethod
-    def backward(ctx: Any, grad_logits: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, grad: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
         fixed: _Fixed = ctx.fixed
+        if ctx.loss is None:
+            grad_logits = grad.transpose(1, 2)  # (R, C, B)
+        else:
+            grad_logits = loss_backward(ctx.loss_saved, grad, ctx.loss)
         (
             w_query, w_key, value_maps, w_decode, m, right, context_side, query_side,
             outputs, readout, mixed,
@@ -160,9 +181,13 @@ class _FoldedModel(torch.autograd.Function):
         n = context_side.shape[1] - d
         dv = value_maps.shape[2] // heads
         grad_readout = torch.cat(
-            [torch.bmm(mixed.transpose(1, 2), grad_logits), grad_logits.sum(1, keepdim=True)], 1
+            [
+                torch.bmm(mixed.transpose(1, 2), grad_logits.transpose(1, 2)),
+                grad_logits.sum(2)[:, None],
+            ],
+            1,
         )
-        grad_mixed = torch.bmm(grad_logits, readout[:, :-1].transpose(1, 2))  # (R, B, H d_v)
+        grad_mixed = torch.bmm(readout[:, :-1], grad_logits).transpose(1, 2)  # (R, B, H d_v)
         slots = fixed.slots
         if slots.trivial:
             grad_scores, grad_values = core_backward(ctx.saved, grad_mixed)
@@ -198,6 +223,7 @@ class _FoldedModel(torch.autograd.Function):
         grad_outputs = torch.bmm(grad_readout, w_decode.transpose(1, 2))  # (R, H d_v + 1, d)
         grad_w_out = grad_outputs[:, :-1].reshape(replicas, heads, dv, d)
         return (
+            None,
             None,
             grad_w_embed,
             grad_b_embed,
