@@ -45,7 +45,7 @@ class _Fixed:
     head_mask: Tensor | None  # (R, H, 1, 1) where heads are padded and not stacked away
     score_mask: Tensor | None  # (R, d + 1, H (d + n)) -inf at padded context positions
     slots: HeadSlots
-    query: Tensor  # (G, B, d)
+    query: Tensor  # (G, B, d + 1): a 1 appended
     context: Tensor  # (G, B, n_max, d)
 
 
@@ -155,6 +155,7 @@ class _FoldedModel(torch.autograd.Function):
         readout_t = readout.transpose(1, 2)  # (R, C, H d_v + 1)
         logits = torch.baddbmm(readout_t[:, :, -1:], readout_t[:, :, :-1], mixed.transpose(1, 2))
         ctx.fixed, ctx.saved, ctx.loss = fixed, saved, loss
+        ctx.set_materialize_grads(False)  # no zero gradient for the detached logits
         ctx.save_for_backward(
             w_query, w_key, value_maps, w_decode, m, right, context_side, query_side,
             outputs, readout, mixed,
@@ -169,6 +170,8 @@ class _FoldedModel(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
         fixed: _Fixed = ctx.fixed
+        if grad is None:  # the outputs reached no loss
+            return (None,) * (2 + len(_PARAMETERS))
         if ctx.loss is None:
             grad_logits = grad.transpose(1, 2)  # (R, C, B)
         else:

@@ -4,7 +4,8 @@ forward and hand-written backward.
 Weights (G leading, one per input group of :mod:`~memcap.synthetic.head_slots`, whose S
 heads are stacked): ``to_scores`` (d + 1, S (d + n)) maps a raw query and a 1 to every
 head's (u_h, w_h); ``to_values`` (d + n, S d_v) holds W_e W_v,h over o_i W_v,h. Inputs:
-queries (G, B, d) and contexts (G, B, n, d); they get no gradient.
+queries with a 1 appended (G, B, d + 1), so one matmul adds the bias row (a broadcast bias
+costs a copy as slow as the matmul), and contexts (G, B, n, d); they get no gradient.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def core_forward(
     groups, batch, n, d = context.shape
     heads = to_scores.shape[-1] // (d + n)
     dv = to_values.shape[-1] // heads
-    z = torch.baddbmm(to_scores[:, d:], query, to_scores[:, :d])
+    z = torch.bmm(query, to_scores)
     z = z.view(groups * batch, heads, d + n)
     rows = context.reshape(groups * batch, n, d)
     scores = torch.baddbmm(z[..., d:], z[..., :d], rows.transpose(1, 2))  # (G B, S, n)
@@ -68,13 +69,13 @@ def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     grad_u = torch.bmm(grad_scores, context.reshape(groups * batch, n, d))
     # Weight gradients of u and w apart, interleaved per head after: a concatenation of
     # the per-example gradients along their short last axis is slower than both matmuls.
-    queries_t = query.transpose(1, 2)
-    per_head = []
-    for grad_part, width in ((grad_u, d), (grad_scores, n)):
-        grad_part = grad_part.view(groups, batch, heads * width)
-        weight_grad = torch.bmm(queries_t, grad_part)
-        weight_grad = torch.cat([weight_grad, grad_part.sum(1, keepdim=True)], 1)
-        per_head.append(weight_grad.view(groups, d + 1, heads, width))
+    queries_t = query.transpose(1, 2)  # the appended 1 sums the bias row's gradient
+    per_head = [
+        torch.bmm(queries_t, grad_part.view(groups, batch, heads * width)).view(
+            groups, d + 1, heads, width
+        )
+        for grad_part, width in ((grad_u, d), (grad_scores, n))
+    ]
     grad_to_scores = torch.cat(per_head, -1).view(groups, d + 1, heads * (d + n))
     return grad_to_scores, grad_to_values
 
