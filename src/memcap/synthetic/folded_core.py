@@ -6,6 +6,12 @@ heads are stacked): ``to_scores`` (d + 1, S (d + n)) maps a raw query and a 1 to
 head's (u_h, w_h); ``to_values`` (d + n, S d_v) holds W_e W_v,h over o_i W_v,h. Inputs:
 queries with a 1 appended (G, B, d + 1), so one matmul adds the bias row (a broadcast bias
 costs a copy as slow as the matmul), and contexts (G, B, n, d); they get no gradient.
+
+Layout: per example, scores, attention weights and values are (n, S) (context position
+major, heads minor), so the softmax, the mixing and their backward are contiguous passes
+vectorised over the heads, the values come from one (B n × d)(d × S d_v) matmul per group,
+and the scores from (n × d)(d × S) per example (measured at the default sizes: 1.7x faster
+than (S × d)(d × n); the mixing 2x faster than over strided head-major values).
 """
 
 from __future__ import annotations
@@ -23,20 +29,24 @@ def core_forward(
     groups, batch, n, d = context.shape
     heads = to_scores.shape[-1] // (d + n)
     dv = to_values.shape[-1] // heads
-    z = torch.bmm(query, to_scores)
-    z = z.view(groups * batch, heads, d + n)
-    rows = context.reshape(groups * batch, n, d)
-    scores = torch.baddbmm(z[..., d:], z[..., :d], rows.transpose(1, 2))  # (G B, S, n)
-    weights = torch.softmax(scores, -1)
-    # Values of every head and context row, (G, S d_v, B n): the fast BLAS layout.
-    values = torch.bmm(
-        to_values[:, :d].transpose(1, 2),
-        context.reshape(groups, batch * n, d).transpose(1, 2),
+    # Columns reordered to (u of every head, (S, d)) then (w of every position, (n, S)).
+    per_head = to_scores.view(groups, d + 1, heads, d + n)
+    reordered = torch.cat(
+        [
+            per_head[..., :d].reshape(groups, d + 1, heads * d),
+            per_head[..., d:].transpose(2, 3).reshape(groups, d + 1, n * heads),
+        ],
+        -1,
     )
-    values = values.view(groups, heads * dv, batch, n)
-    values.add_(to_values[:, d:].transpose(1, 2)[:, :, None])
-    spread = _per_example(values, heads, dv)  # (G, B, S, n, d_v) view
-    mixed = (weights.view(groups, batch, heads, n, 1) * spread).sum(3)
+    z = torch.bmm(query, reordered).view(groups * batch, heads * (d + n))
+    u = z[:, : heads * d].view(groups * batch, heads, d)
+    rows = context.reshape(groups * batch, n, d)
+    scores = torch.baddbmm(z[:, heads * d :].view(-1, n, heads), rows, u.transpose(1, 2))
+    weights = torch.softmax(scores, 1)  # (G B, n, S)
+    values = torch.bmm(context.reshape(groups, batch * n, d), to_values[:, :d])
+    values = values.view(groups, batch, n, heads, dv)
+    values.add_(to_values[:, None, d:].view(groups, 1, n, heads, dv))
+    mixed = (weights.view(groups, batch, n, heads, 1) * values).sum(2)
     return mixed.view(groups, batch, heads * dv), (query, context, weights, values)
 
 
@@ -45,42 +55,32 @@ def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     from that of the mixed values (G, B, S d_v)."""
     query, context, weights, values = saved
     groups, batch, n, d = context.shape
-    heads = weights.shape[1]
-    dv = values.shape[1] // heads
-    grad_mixed = grad_mixed.reshape(groups, batch, heads, 1, dv)
-    spread = _per_example(values, heads, dv)
-    grad_weights = (grad_mixed * spread).sum(-1).view(groups * batch, heads, n)
-    grad_values = torch.empty_like(values)  # (G, S d_v, B, n)
-    torch.mul(
-        weights.view(groups, batch, heads, n, 1),
-        grad_mixed,
-        out=_per_example(grad_values, heads, dv),
-    )
-    grad_values_flat = grad_values.view(groups, heads * dv, batch * n)
+    heads, dv = values.shape[3], values.shape[4]
+    grad_mixed = grad_mixed.reshape(groups, batch, 1, heads, dv).contiguous()
+    weights_5d = weights.view(groups, batch, n, heads, 1)
+    grad_values = weights_5d * grad_mixed  # (G, B, n, S, d_v)
+    flat_context = context.reshape(groups, batch * n, d)
     grad_to_values = torch.cat(
         [
-            torch.bmm(grad_values_flat, context.reshape(groups, batch * n, d)),
-            grad_values.sum(2),
+            torch.bmm(flat_context.transpose(1, 2), grad_values.view(groups, batch * n, -1)),
+            grad_values.sum(1).view(groups, n, heads * dv),
+        ],
+        1,
+    )
+    grad_weights = grad_mixed * values if dv == 1 else (grad_mixed * values).sum(-1, True)
+    # Weights of padded positions are 0, so their scores get gradient 0.
+    grad_scores = torch._softmax_backward_data(
+        grad_weights.view(groups * batch, n, heads), weights, 1, weights.dtype
+    )
+    grad_u = torch.bmm(grad_scores.transpose(1, 2), context.reshape(groups * batch, n, d))
+    queries_t = query.transpose(1, 2)  # the appended 1 sums the bias row's gradient
+    grad_u = torch.bmm(queries_t, grad_u.view(groups, batch, heads * d))
+    grad_w = torch.bmm(queries_t, grad_scores.view(groups, batch, n * heads))
+    grad_to_scores = torch.cat(
+        [
+            grad_u.view(groups, d + 1, heads, d),
+            grad_w.view(groups, d + 1, n, heads).transpose(2, 3),
         ],
         -1,
-    ).transpose(1, 2)
-    # Weights of padded positions are 0, so their scores get gradient 0.
-    grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)
-    grad_u = torch.bmm(grad_scores, context.reshape(groups * batch, n, d))
-    # Weight gradients of u and w apart, interleaved per head after: a concatenation of
-    # the per-example gradients along their short last axis is slower than both matmuls.
-    queries_t = query.transpose(1, 2)  # the appended 1 sums the bias row's gradient
-    per_head = [
-        torch.bmm(queries_t, grad_part.view(groups, batch, heads * width)).view(
-            groups, d + 1, heads, width
-        )
-        for grad_part, width in ((grad_u, d), (grad_scores, n))
-    ]
-    grad_to_scores = torch.cat(per_head, -1).view(groups, d + 1, heads * (d + n))
-    return grad_to_scores, grad_to_values
-
-
-def _per_example(values: Tensor, heads: int, dv: int) -> Tensor:
-    """(G, S d_v, B, n) values as a (G, B, S, n, d_v) view."""
-    groups, _, batch, n = values.shape
-    return values.view(groups, heads, dv, batch, n).permute(0, 3, 1, 4, 2)
+    )
+    return grad_to_scores.view(groups, d + 1, heads * (d + n)), grad_to_values
