@@ -122,6 +122,7 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     model, data, seeds = batched_model(spec, stage, members, datasets, torch.device("cpu"))
     if old:
         model.forward = model.reference_forward
+        model.weighted_loss = None  # the loop's own loss, through autograd
     cfg = dataclasses.replace(stage.train_config(spec, members[0].examples), steps=steps)
     start = time.process_time()
     train_replicas(model, data, members[0].setting.task, cfg, seeds)

@@ -43,7 +43,7 @@ class _Fixed:
     score_scale: Tensor  # (R,)
     dim_mask: Tensor | None  # (R, 1, 1, d_h max) where head dimensions are padded
     head_mask: Tensor | None  # (R, H, 1, 1) where heads are padded and not stacked away
-    score_mask: Tensor | None  # (R, d + 1, H (d + n)) -inf at padded context positions
+    position_mask: Tensor | None  # (G, 1, n, S): -inf on padded context positions' scores
     slots: HeadSlots
     query: Tensor  # (G, B, d + 1): a 1 appended
     context: Tensor  # (G, B, n_max, d)
@@ -81,11 +81,24 @@ def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
         head_mask=(
             model.head_mask[:, :, None, None] if slots.trivial and model.padded_heads else None
         ),
-        score_mask=model.score_mask if model.padded_context else None,
+        position_mask=_position_mask(model, slots, context.shape[2]),
         slots=slots,
         query=grouped_query,
         context=grouped_context,
     )
+
+
+def _position_mask(model: nn.Module, slots: HeadSlots, n: int) -> Tensor | None:
+    """Additive score mask (G, 1, n, S) of padded context positions (-inf), or None."""
+    if not model.padded_context:
+        return None
+    mask = model.context_mask[:, :n]
+    per_head = torch.zeros(mask.shape, dtype=model.positions.dtype, device=mask.device)
+    per_head = per_head.masked_fill(~mask, float("-inf"))
+    per_head = per_head[:, None].expand(-1, model.max_heads, -1).reshape(-1, n)
+    if not slots.trivial:
+        per_head = per_head.index_select(0, slots.source)
+    return per_head.view(slots.groups, -1, n).transpose(1, 2)[:, None]
 
 
 def _parameters(model: nn.Module) -> tuple[Tensor, ...]:
@@ -137,8 +150,6 @@ class _FoldedModel(torch.autograd.Function):
         right = right.view(replicas, heads, d, d + n).transpose(1, 2)
         right = right.reshape(replicas, d, heads * (d + n))  # M_h [W_eᵀ | o_iᵀ], heads side by side
         to_scores = torch.bmm(query_side, right)  # (R, d + 1, H (d + n))
-        if fixed.score_mask is not None:  # padded context positions never win attention
-            to_scores.add_(fixed.score_mask)
         value_maps = w_value.permute(0, 2, 1, 3).reshape(replicas, d, heads * dv)
         to_values = torch.bmm(context_side, value_maps)  # (R, d + n, H d_v)
         outputs = torch.cat([w_out.reshape(replicas, heads * dv, d), b_out[:, None]], 1)
@@ -146,11 +157,15 @@ class _FoldedModel(torch.autograd.Function):
         readout[:, -1].add_(b_decode)
         slots = fixed.slots
         if slots.trivial:
-            mixed, saved = core_forward(fixed.query, fixed.context, to_scores, to_values)
+            mixed, saved = core_forward(
+                fixed.query, fixed.context, to_scores, to_values, fixed.position_mask
+            )
         else:
             grouped_scores = _to_slots(to_scores.view(replicas, d + 1, heads, d + n), slots)
             grouped_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
-            mixed, saved = core_forward(fixed.query, fixed.context, grouped_scores, grouped_values)
+            mixed, saved = core_forward(
+                fixed.query, fixed.context, grouped_scores, grouped_values, fixed.position_mask
+            )
             mixed = _from_slots(mixed, slots, dv).view(-1, replicas, heads * dv).transpose(0, 1)
         readout_t = readout.transpose(1, 2)  # (R, C, H d_v + 1)
         logits = torch.baddbmm(readout_t[:, :, -1:], readout_t[:, :, :-1], mixed.transpose(1, 2))

@@ -37,10 +37,10 @@ def loss_forward(logits: Tensor, loss: ExampleLoss) -> tuple[Tensor, tuple[Tenso
         error = logits[:, 0] - loss.targets
         return (error * error * loss.weights).sum(1), (error,)
     top = logits.amax(1, keepdim=True)
+    picked = logits.gather(1, loss.targets[:, None]).sub_(top)
     probs = torch.sub(logits, top).exp_()
     total = probs.sum(1, keepdim=True)
-    picked = logits.gather(1, loss.targets[:, None])
-    per_example = total.log().add_(top).sub_(picked)  # log Σ exp - logit of the label
+    per_example = total.log().sub_(picked)  # log Σ exp - logit of the label, both shifted
     return (per_example[:, 0] * loss.weights).sum(1), (probs, total)
 
 

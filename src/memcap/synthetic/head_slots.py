@@ -96,8 +96,8 @@ class SlotCache:
     def get(
         self, query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int
     ) -> tuple[HeadSlots, Tensor, Tensor]:
-        """Slots, the groups' queries with a 1 appended (G, B, d + 1) and contexts
-        (G, B, n, d)."""
+        """Slots, the groups' queries with a 1 appended (G, B, d + 1) and contexts with
+        every row's one-hot position appended (G, B, n, d + n)."""
         if self._key is not None and self._value is not None:
             query_ref, context_ref, versions = self._key
             if (
@@ -108,8 +108,13 @@ class SlotCache:
                 return self._value
         slots = head_slots(query, context, heads, max_heads)
         shared = slots.groups < query.shape[0]
-        grouped = (query[slots.first], context[slots.first]) if shared else (query, context)
-        ones = grouped[0].new_ones(*grouped[0].shape[:2], 1)
+        queries, contexts = (
+            (query[slots.first], context[slots.first]) if shared else (query, context)
+        )
+        ones = queries.new_ones(*queries.shape[:2], 1)
+        groups, batch, n, _ = contexts.shape
+        positions = torch.eye(n, dtype=contexts.dtype, device=contexts.device)
+        augmented = torch.cat([contexts, positions.expand(groups, batch, n, n)], -1)
         self._key = (weakref.ref(query), weakref.ref(context), (query._version, context._version))
-        self._value = (slots, torch.cat([grouped[0], ones], -1), grouped[1])
+        self._value = (slots, torch.cat([queries, ones], -1), augmented)
         return self._value

@@ -85,10 +85,6 @@ class ReplicaMHA(nn.Module):
             "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
         )
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
-        # -inf on the query-bias row of folded_logits' w columns of padded context positions.
-        score_mask = torch.zeros(len(shapes), self.d + 1, self.max_heads, self.d + self.max_n)
-        score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
-        self.register_buffer("score_mask", score_mask.flatten(2))
         self.padded_context = any(s.n < self.max_n for s in shapes)
         self.padded_heads = any(s.heads < self.max_heads for s in shapes)
         self.padded_head_dims = any(s.head_dim < self.max_head_dim for s in shapes)
