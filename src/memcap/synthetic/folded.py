@@ -10,16 +10,16 @@ formed once per step (they do not depend on the examples) and applied to the raw
 - value of head h: ``Σ_i a_hi e_i W_v,h = Σ_i a_hi (C_i (W_e W_v,h) + o_i W_v,h)``;
 - logits: ``Σ_h v_h (W_o,h W_dec) + (b_o W_dec + b_dec)``.
 
-Per example this is one (d × H(d+n)) matmul of the query, two products with the n context
-rows (scores, values; their backward two more) and one (H d_v × C) matmul. The whole pass,
-parameters to logits, is one autograd function, :class:`_FoldedModel`, with a hand-written
-backward: autograd would otherwise run a graph of some fifty small ops per step, whose fixed
-cost outweighed the arithmetic at the default sizes. Every per-example matmul is in the
-layout the CPU BLAS runs fastest (measured: (H × d)(d × B n) is 7x faster than
-(B n × d)(d × H)). Replicas that read identical inputs (paired data, full batches) run the
+Per example this is two matmuls of the query (every head's u, every head's and position's
+w), two products with the n context rows (scores, values; their backward two more) and one
+(H d_v × C) matmul (:mod:`memcap.synthetic.folded_core`). The whole pass, parameters to
+logits or to the training loss (:mod:`memcap.synthetic.folded_loss`), is one autograd
+function, :class:`_FoldedModel`, with a hand-written backward: autograd would otherwise run
+a graph of some fifty small ops per step, whose fixed cost outweighed the arithmetic at the
+default sizes. Replicas that read identical inputs (paired data, full batches) run the
 per-example part once, their real heads stacked (:mod:`memcap.synthetic.head_slots`). The
 result equals :meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float
-rounding (tested, with gradients, stacked or not, padded or not).
+rounding (tested, with gradients and the loss, stacked or not, padded or not).
 """
 
 from __future__ import annotations
