@@ -4,9 +4,10 @@ Trains every batched model (one per T) of the default ``config.yaml``'s heads sw
 ``--steps`` steps (one full-data evaluation per 50 steps, as in the run) through
 :func:`memcap.training.loop.train_replicas`, two ways in one process:
 
-- new: ``ReplicaMHA.forward`` (folded weights, hand-written backward; the pipeline's way);
-- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums, autograd),
-  through the same loop (fused Adam for both).
+- new: ``ReplicaMHA.weighted_loss`` (parameters to loss in one autograd function: folded
+  weights, the loss inside, everything's backward by hand; the pipeline's way);
+- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums) and the
+  loop's own loss, through autograd, in the same loop (fused Adam for both).
 
 Arithmetic the model needs per step, summed over replicas r with H_r real (unpadded) heads,
 T_r examples, d, d_h, d_v, n and C classes (C = 1 for regression):
@@ -122,6 +123,7 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     model, data, seeds = batched_model(spec, stage, members, datasets, torch.device("cpu"))
     if old:
         model.forward = model.reference_forward
+        model.weighted_loss = None  # the loop's own loss, through autograd
     cfg = dataclasses.replace(stage.train_config(spec, members[0].examples), steps=steps)
     start = time.process_time()
     train_replicas(model, data, members[0].setting.task, cfg, seeds)

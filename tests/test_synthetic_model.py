@@ -8,7 +8,7 @@ from train_configs import train_config
 from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.loop import ReplicaData, example_losses, train_replicas
 from memcap.training.seeds import derive_seed
 
 D = 6
@@ -178,6 +178,48 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, s
         torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
         model(query.requires_grad_(), context)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
+def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared):
+    shapes = [
+        MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
+        MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
+        MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
+        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
+    ]
+    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
+    query, context = (x.double() for x in _inputs(4, 7, 5, seed=1))
+    context[0, :, 3:] = 100.0  # padded context positions
+    if shared:
+        query[2:], context[2:] = query[0], context[0]
+    objective = "regression" if classes is None else "classification"
+    g = torch.Generator().manual_seed(2)
+    targets = (
+        torch.rand(4, 7, generator=g, dtype=torch.float64)
+        if classes is None
+        else torch.randint(classes, (4, 7), generator=g)
+    )
+    weights = torch.rand(4, 7, generator=g, dtype=torch.float64)
+    loss, outputs = model.weighted_loss(query, context, targets, weights, objective)
+    plain = model.reference_forward(query, context)
+    plain_loss = (example_losses(plain, targets, objective) * weights).sum(1)
+    torch.testing.assert_close(outputs, plain.detach())
+    torch.testing.assert_close(loss, plain_loss)
+    assert not outputs.requires_grad
+    scale = torch.rand(4, dtype=torch.float64, generator=g)  # replicas' losses weighed apart
+    params = list(model.parameters())
+    for got, want in zip(
+        torch.autograd.grad((loss * scale).sum(), params),
+        torch.autograd.grad((plain_loss * scale).sum(), params),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="does not fit"):
+        model.weighted_loss(
+            query, context, targets, weights, "regression" if classes else "classification"
+        )
 
 
 def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():

@@ -10,67 +10,249 @@ formed once per step (they do not depend on the examples) and applied to the raw
 - value of head h: ``Σ_i a_hi e_i W_v,h = Σ_i a_hi (C_i (W_e W_v,h) + o_i W_v,h)``;
 - logits: ``Σ_h v_h (W_o,h W_dec) + (b_o W_dec + b_dec)``.
 
-Per example this is one (d × H(d+n)) matmul of the query, two products with the n context
-rows (scores, values; their backward two more) and one (H d_v × C) matmul. The folded
-weights come from the parameters through autograd (small, example-free); the per-example
-part, :class:`_FoldedCore`, has a hand-written backward with every matmul in the layout the
-CPU BLAS runs fastest (measured: (H × d)(d × B n) is 7x faster than (B n × d)(d × H)).
-Replicas that read identical inputs (paired data, full batches) run the per-example part
-once, their real heads stacked (:mod:`memcap.synthetic.head_slots`); the readout maps every
-replica's heads back. The result equals
-:meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float rounding (tested,
-with gradients, stacked or not).
+Per example this is two matmuls of the query (every head's u, every head's and position's
+w), two products with the n context rows (scores, values; their backward two more) and one
+(H d_v × C) matmul (:mod:`memcap.synthetic.folded_core`). The whole pass, parameters to
+logits or to the training loss (:mod:`memcap.synthetic.folded_loss`), is one autograd
+function, :class:`_FoldedModel`, with a hand-written backward: autograd would otherwise run
+a graph of some fifty small ops per step, whose fixed cost outweighed the arithmetic at the
+default sizes. Replicas that read identical inputs (paired data, full batches) run the
+per-example part once, their real heads stacked (:mod:`memcap.synthetic.head_slots`). The
+result equals :meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float
+rounding (tested, with gradients and the loss, stacked or not, padded or not).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from memcap.synthetic.folded_core import core_backward, core_forward
+from memcap.synthetic.folded_loss import ExampleLoss, loss_backward, loss_forward
 from memcap.synthetic.head_slots import HeadSlots
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """What a step needs besides the parameters: buffers, masks, grouped inputs, slots."""
+
+    positions: Tensor  # (1 + n_max, d)
+    score_scale: Tensor  # (R,)
+    dim_mask: Tensor | None  # (R, 1, 1, d_h max) where head dimensions are padded
+    head_mask: Tensor | None  # (R, H, 1, 1) where heads are padded and not stacked away
+    position_mask: Tensor | None  # (G, 1, n, S): -inf on padded context positions' scores
+    slots: HeadSlots
+    query: Tensor  # (G, B, d + 1): a 1 appended
+    context: Tensor  # (G, B, n_max, d)
 
 
 def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
     """Logits (R, B, C) (regression: (R, B, 1)) of ``model``, a ``ReplicaMHA`` (not imported:
     model.py imports this module), for queries (R, B, d) and contexts (R, B, n_max, d); the
     inputs get no gradient."""
+    return _FoldedModel.apply(_fixed(model, query, context), None, *_parameters(model))
+
+
+def folded_loss(
+    model: nn.Module, query: Tensor, context: Tensor, loss: ExampleLoss
+) -> tuple[Tensor, Tensor]:
+    """Per-replica weighted loss (R,) of ``model`` on the inputs, and its (detached) logits
+    (R, B, C): the loss's forward and backward run inside the folded step."""
+    fixed = _fixed(model, query, context)
+    per_replica, logits = _FoldedModel.apply(fixed, loss, *_parameters(model))
+    return per_replica, logits
+
+
+def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
     if query.requires_grad or context.requires_grad:
         raise ValueError("folded_logits computes no gradient for its inputs; use reference_forward")
-    replicas, _, n, d = context.shape
-    heads, dv = model.max_heads, model.value_dim
-    w_query, w_key, w_value = model._projections()
-    offsets = model.b_embed[:, None] + model.positions  # (R, 1 + n_max, d)
-    # Few, batched matmuls: [W_e; o_1..o_n] is the right factor of every head's u and w
-    # maps and the left factor of its values; [W_e; o_0] maps the raw query (and a 1).
-    context_side = torch.cat([model.w_embed, offsets[:, 1:]], 1)  # (R, d + n, d)
-    query_side = torch.cat([model.w_embed, offsets[:, :1]], 1)  # (R, d + 1, d)
-    # M_h = W_q,h W_k,hᵀ, scaled: (R, H, d, d); M_h [W_eᵀ | o_iᵀ]: (R, H, d, d + n)
-    m = torch.matmul(w_query, w_key.transpose(-1, -2)) * model.score_scale[:, None, None, None]
-    # Heads stacked as rows: one matmul per replica (a head axis broadcast over the replicas'
-    # shared factor makes torch loop over 144 tiny products, 10x slower).
-    to_scores = torch.bmm(m.reshape(replicas, heads * d, d), context_side.transpose(1, 2))
-    to_scores = to_scores.view(replicas, heads, d, d + n).transpose(1, 2)
-    to_scores = torch.bmm(query_side, to_scores.reshape(replicas, d, heads * (d + n)))
-    if model.padded_context:  # padded context positions never win attention: -inf in w
-        to_scores = to_scores + model.score_mask
-    w_value = w_value.permute(0, 2, 1, 3).reshape(replicas, d, heads * dv)
-    to_values = torch.bmm(context_side, w_value)  # (R, d + n, H d_v)
-    outputs = torch.cat([model.w_out.reshape(replicas, heads * dv, d), model.b_out[:, None]], 1)
-    decode_bias = torch.nn.functional.pad(model.b_decode[:, None], (0, 0, heads * dv, 0))
-    readout = torch.bmm(outputs, model.w_decode) + decode_bias  # last row: the bias
-    slots, query, context = model.slot_cache.get(
+    heads = model.max_heads
+    slots, grouped_query, grouped_context = model.slot_cache.get(
         query, context, [s.heads for s in model.shapes], heads
     )
-    if slots.trivial:
-        mixed = _FoldedCore.apply(query, context, to_scores, to_values)
-    else:
-        to_scores = _to_slots(to_scores.view(replicas, d + 1, heads, d + n), slots)
-        to_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
-        mixed = _from_slots(_FoldedCore.apply(query, context, to_scores, to_values), slots, dv)
-        mixed = mixed.view(-1, replicas, heads * dv).transpose(0, 1)
-    return torch.baddbmm(readout[:, -1:], mixed, readout[:, :-1])
+    return _Fixed(
+        positions=model.positions[: context.shape[2] + 1],
+        score_scale=model.score_scale,
+        dim_mask=model.dim_mask[:, None, None] if model.padded_head_dims else None,
+        # stacked slots hold real heads only; unstacked, padded heads' values are masked
+        head_mask=(
+            model.head_mask[:, :, None, None] if slots.trivial and model.padded_heads else None
+        ),
+        position_mask=_position_mask(model, slots, context.shape[2]),
+        slots=slots,
+        query=grouped_query,
+        context=grouped_context,
+    )
+
+
+def _position_mask(model: nn.Module, slots: HeadSlots, n: int) -> Tensor | None:
+    """Additive score mask (G, 1, n, S) of padded context positions (-inf), or None."""
+    if not model.padded_context:
+        return None
+    mask = model.context_mask[:, :n]
+    per_head = torch.zeros(mask.shape, dtype=model.positions.dtype, device=mask.device)
+    per_head = per_head.masked_fill(~mask, float("-inf"))
+    per_head = per_head[:, None].expand(-1, model.max_heads, -1).reshape(-1, n)
+    if not slots.trivial:
+        per_head = per_head.index_select(0, slots.source)
+    return per_head.view(slots.groups, -1, n).transpose(1, 2)[:, None]
+
+
+def _parameters(model: nn.Module) -> tuple[Tensor, ...]:
+    return tuple(getattr(model, name) for name in _PARAMETERS)
+
+
+_PARAMETERS = (
+    "w_embed", "b_embed", "w_query", "w_key", "w_value", "w_out", "b_out", "w_decode", "b_decode"
+)  # fmt: skip
+
+
+class _FoldedModel(torch.autograd.Function):
+    """Parameters → logits (R, B, C), or with a ``loss`` → (per-replica loss, logits);
+    gradients for every parameter (from the logits, or from the loss), none for the inputs.
+    The logits are computed (R, C, B): the loss's layout (:mod:`.folded_loss`)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        fixed: _Fixed,
+        loss: ExampleLoss | None,
+        w_embed: Tensor,
+        b_embed: Tensor,
+        w_query: Tensor,
+        w_key: Tensor,
+        w_value: Tensor,
+        w_out: Tensor,
+        b_out: Tensor,
+        w_decode: Tensor,
+        b_decode: Tensor,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        replicas, heads, dv = w_value.shape[0], w_value.shape[1], w_value.shape[3]
+        d = w_embed.shape[1]
+        n = fixed.context.shape[2]
+        if fixed.dim_mask is not None:
+            w_query, w_key = w_query * fixed.dim_mask, w_key * fixed.dim_mask
+        if fixed.head_mask is not None:
+            w_value = w_value * fixed.head_mask
+        # [W_e; o_1..o_n] is the right factor of every head's u and w maps and the left factor
+        # of its values; [W_e; o_0] maps the raw query (and a 1).
+        offsets = b_embed[:, None] + fixed.positions  # (R, 1 + n, d)
+        context_side = torch.cat([w_embed, offsets[:, 1:]], 1)  # (R, d + n, d)
+        query_side = torch.cat([w_embed, offsets[:, :1]], 1)  # (R, d + 1, d)
+        m = torch.matmul(w_query, w_key.transpose(-1, -2))  # (R, H, d, d)
+        m.mul_(fixed.score_scale[:, None, None, None])
+        # Heads stacked as rows: one matmul per replica (a head axis broadcast over the
+        # replicas' shared factor makes torch loop over 144 tiny products, 10x slower).
+        right = torch.bmm(m.view(replicas, heads * d, d), context_side.transpose(1, 2))
+        right = right.view(replicas, heads, d, d + n).transpose(1, 2)
+        right = right.reshape(replicas, d, heads * (d + n))  # M_h [W_eᵀ | o_iᵀ], heads side by side
+        to_scores = torch.bmm(query_side, right)  # (R, d + 1, H (d + n))
+        value_maps = w_value.permute(0, 2, 1, 3).reshape(replicas, d, heads * dv)
+        to_values = torch.bmm(context_side, value_maps)  # (R, d + n, H d_v)
+        outputs = torch.cat([w_out.reshape(replicas, heads * dv, d), b_out[:, None]], 1)
+        readout = torch.bmm(outputs, w_decode)  # (R, H d_v + 1, C); last row: the bias
+        readout[:, -1].add_(b_decode)
+        slots = fixed.slots
+        if slots.trivial:
+            mixed, saved = core_forward(
+                fixed.query, fixed.context, to_scores, to_values, fixed.position_mask
+            )
+        else:
+            grouped_scores = _to_slots(to_scores.view(replicas, d + 1, heads, d + n), slots)
+            grouped_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
+            mixed, saved = core_forward(
+                fixed.query, fixed.context, grouped_scores, grouped_values, fixed.position_mask
+            )
+            mixed = _from_slots(mixed, slots, dv).view(-1, replicas, heads * dv).transpose(0, 1)
+        readout_t = readout.transpose(1, 2)  # (R, C, H d_v + 1)
+        logits = torch.baddbmm(readout_t[:, :, -1:], readout_t[:, :, :-1], mixed.transpose(1, 2))
+        ctx.fixed, ctx.saved, ctx.loss = fixed, saved, loss
+        ctx.set_materialize_grads(False)  # no zero gradient for the detached logits
+        ctx.save_for_backward(
+            w_query, w_key, value_maps, w_decode, m, right, context_side, query_side,
+            outputs, readout, mixed,
+        )  # fmt: skip
+        if loss is None:
+            return logits.transpose(1, 2)
+        per_replica, ctx.loss_saved = loss_forward(logits, loss)
+        decoded = logits.transpose(1, 2)
+        ctx.mark_non_differentiable(decoded)
+        return per_replica, decoded
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        fixed: _Fixed = ctx.fixed
+        if grad is None:  # the outputs reached no loss
+            return (None,) * (2 + len(_PARAMETERS))
+        if ctx.loss is None:
+            grad_logits = grad.transpose(1, 2)  # (R, C, B)
+        else:
+            grad_logits = loss_backward(ctx.loss_saved, grad, ctx.loss)
+        (
+            w_query, w_key, value_maps, w_decode, m, right, context_side, query_side,
+            outputs, readout, mixed,
+        ) = ctx.saved_tensors  # fmt: skip
+        replicas, heads, d = m.shape[:3]
+        n = context_side.shape[1] - d
+        dv = value_maps.shape[2] // heads
+        grad_readout = torch.cat(
+            [
+                torch.bmm(mixed.transpose(1, 2), grad_logits.transpose(1, 2)),
+                grad_logits.sum(2)[:, None],
+            ],
+            1,
+        )
+        grad_mixed = torch.bmm(readout[:, :-1], grad_logits).transpose(1, 2)  # (R, B, H d_v)
+        slots = fixed.slots
+        if slots.trivial:
+            grad_scores, grad_values = core_backward(ctx.saved, grad_mixed)
+        else:
+            grouped = _mixed_to_slots(grad_mixed, slots, dv)
+            grad_scores, grad_values = core_backward(ctx.saved, grouped)
+            grad_scores = _from_weight_slots(grad_scores, slots, replicas, heads, d + n)
+            grad_values = _from_weight_slots(grad_values, slots, replicas, heads, dv)
+        # to_scores = query_side · right
+        grad_right = torch.bmm(query_side.transpose(1, 2), grad_scores)  # (R, d, H (d + n))
+        grad_query_side = torch.bmm(grad_scores, right.transpose(1, 2))  # (R, d + 1, d)
+        grad_right = grad_right.view(replicas, d, heads, d + n).transpose(1, 2)
+        grad_right = grad_right.reshape(replicas, heads * d, d + n)
+        # right_h = M_h · context_sideᵀ
+        grad_m = torch.bmm(grad_right, context_side).view(replicas, heads, d, d)
+        grad_context_side = torch.bmm(grad_right.transpose(1, 2), m.view(replicas, heads * d, d))
+        # to_values = context_side · value_maps
+        grad_context_side.baddbmm_(grad_values, value_maps.transpose(1, 2))
+        grad_value_maps = torch.bmm(context_side.transpose(1, 2), grad_values)  # (R, d, H d_v)
+        grad_w_value = grad_value_maps.view(replicas, d, heads, dv).permute(0, 2, 1, 3)
+        if fixed.head_mask is not None:
+            grad_w_value = grad_w_value * fixed.head_mask
+        grad_m.mul_(fixed.score_scale[:, None, None, None])
+        grad_w_query = torch.matmul(grad_m, w_key)
+        grad_w_key = torch.matmul(grad_m.transpose(-1, -2), w_query)
+        if fixed.dim_mask is not None:
+            grad_w_query.mul_(fixed.dim_mask)
+            grad_w_key.mul_(fixed.dim_mask)
+        grad_w_embed = grad_context_side[:, :d] + grad_query_side[:, :d]
+        grad_b_embed = grad_context_side[:, d:].sum(1) + grad_query_side[:, d]
+        # readout = outputs · w_decode, plus b_decode on its last row
+        grad_w_decode = torch.bmm(outputs.transpose(1, 2), grad_readout)
+        grad_outputs = torch.bmm(grad_readout, w_decode.transpose(1, 2))  # (R, H d_v + 1, d)
+        grad_w_out = grad_outputs[:, :-1].reshape(replicas, heads, dv, d)
+        return (
+            None,
+            None,
+            grad_w_embed,
+            grad_b_embed,
+            grad_w_query,
+            grad_w_key,
+            grad_w_value,
+            grad_w_out,
+            grad_outputs[:, -1],
+            grad_w_decode,
+            grad_readout[:, -1],
+        )
 
 
 def _to_slots(weights: Tensor, slots: HeadSlots) -> Tensor:
@@ -81,6 +263,19 @@ def _to_slots(weights: Tensor, slots: HeadSlots) -> Tensor:
     return stacked.transpose(1, 2).reshape(slots.groups, rows, slots.slots * width)
 
 
+def _from_weight_slots(
+    grad: Tensor, slots: HeadSlots, replicas: int, heads: int, width: int
+) -> Tensor:
+    """Backward of :func:`_to_slots`: the groups' (G, rows, S · width) gradients summed into
+    every head's (R, rows, H_max · width); padded slots carry zero gradient."""
+    rows = grad.shape[1]
+    per_slot = grad.view(slots.groups, rows, slots.slots, width).transpose(1, 2)
+    per_head = grad.new_zeros(replicas * heads, rows, width)
+    per_head.index_add_(0, slots.source, per_slot.reshape(-1, rows, width))
+    per_head = per_head.view(replicas, heads, rows, width).transpose(1, 2)
+    return per_head.reshape(replicas, rows, heads * width)
+
+
 def _from_slots(mixed: Tensor, slots: HeadSlots, dv: int) -> Tensor:
     """The groups' mixed values (G, B, S d_v) → every head's (B, R · H_max, d_v), padded
     heads 0."""
@@ -89,83 +284,10 @@ def _from_slots(mixed: Tensor, slots: HeadSlots, dv: int) -> Tensor:
     return torch.nn.functional.pad(per_slot, (0, 0, 0, 1)).index_select(1, slots.target)
 
 
-class _FoldedCore(torch.autograd.Function):
-    """Every head's mixed values from raw tokens and folded weights; gradients for the weights
-    only.
-
-    Weights (G leading, one per input group of :mod:`~memcap.synthetic.head_slots`, whose S
-    heads are stacked): to_scores (d + 1, S (d + n)) maps a raw query and a 1 to every
-    head's (u_h, w_h); to_values (d + n, S d_v) holds W_e W_v,h over o_i W_v,h.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        query: Tensor,
-        context: Tensor,
-        to_scores: Tensor,
-        to_values: Tensor,
-    ) -> Tensor:
-        replicas, batch, n, d = context.shape
-        heads = to_scores.shape[-1] // (d + n)
-        dv = to_values.shape[-1] // heads
-        z = torch.bmm(query, to_scores[:, :d]).add_(to_scores[:, d:])
-        z = z.view(replicas * batch, heads, d + n)
-        rows = context.reshape(replicas * batch, n, d)
-        scores = torch.baddbmm(z[..., d:], z[..., :d], rows.transpose(1, 2))  # (R B, H, n)
-        weights = torch.softmax(scores, -1)
-        # Values of every head and context row, (R, H d_v, B n): the fast BLAS layout.
-        values = torch.bmm(
-            to_values[:, :d].transpose(1, 2),
-            context.reshape(replicas, batch * n, d).transpose(1, 2),
-        )
-        values = values.view(replicas, heads * dv, batch, n)
-        values.add_(to_values[:, d:].transpose(1, 2)[:, :, None])
-        spread = _per_example(values, heads, dv)  # (R, B, H, n, d_v) view
-        mixed = (weights.view(replicas, batch, heads, n, 1) * spread).sum(3)
-        ctx.save_for_backward(query, context, weights, values)
-        return mixed.view(replicas, batch, heads * dv)
-
-    @staticmethod
-    def backward(ctx: Any, grad_mixed: Tensor) -> tuple[Tensor | None, ...]:
-        query, context, weights, values = ctx.saved_tensors
-        replicas, batch, n, d = context.shape
-        heads = weights.shape[1]
-        dv = values.shape[1] // heads
-        grad_mixed = grad_mixed.reshape(replicas, batch, heads, 1, dv)
-        spread = _per_example(values, heads, dv)
-        grad_weights = (grad_mixed * spread).sum(-1).view(replicas * batch, heads, n)
-        grad_values = torch.empty_like(values)  # (R, H d_v, B, n)
-        torch.mul(
-            weights.view(replicas, batch, heads, n, 1),
-            grad_mixed,
-            out=_per_example(grad_values, heads, dv),
-        )
-        grad_values_flat = grad_values.view(replicas, heads * dv, batch * n)
-        grad_to_values = torch.cat(
-            [
-                torch.bmm(grad_values_flat, context.reshape(replicas, batch * n, d)),
-                grad_values.sum(2),
-            ],
-            -1,
-        ).transpose(1, 2)
-        # Weights of padded positions are 0, so their scores get gradient 0.
-        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)
-        grad_u = torch.bmm(grad_scores, context.reshape(replicas * batch, n, d))
-        # Weight gradients of u and w apart, interleaved per head after: a concatenation of
-        # the per-example gradients along their short last axis is slower than both matmuls.
-        queries_t = query.transpose(1, 2)
-        per_head = []
-        for grad_part, width in ((grad_u, d), (grad_scores, n)):
-            grad_part = grad_part.view(replicas, batch, heads * width)
-            weight_grad = torch.bmm(queries_t, grad_part)
-            weight_grad = torch.cat([weight_grad, grad_part.sum(1, keepdim=True)], 1)
-            per_head.append(weight_grad.view(replicas, d + 1, heads, width))
-        grad_to_scores = torch.cat(per_head, -1).view(replicas, d + 1, heads * (d + n))
-        return None, None, grad_to_scores, grad_to_values
-
-
-def _per_example(values: Tensor, heads: int, dv: int) -> Tensor:
-    """(R, H d_v, B, n) values as an (R, B, H, n, d_v) view."""
-    replicas, _, batch, n = values.shape
-    return values.view(replicas, heads, dv, batch, n).permute(0, 3, 1, 4, 2)
+def _mixed_to_slots(grad_mixed: Tensor, slots: HeadSlots, dv: int) -> Tensor:
+    """Backward of :func:`_from_slots`: every head's (R, B, H_max d_v) gradient → the
+    groups' (G, B, S d_v); padded slots 0."""
+    replicas, batch = grad_mixed.shape[:2]
+    per_head = grad_mixed.transpose(0, 1).reshape(batch, -1, dv)
+    per_slot = torch.nn.functional.pad(per_head, (0, 0, 0, 1)).index_select(1, slots.head)
+    return per_slot.view(batch, slots.groups, slots.slots * dv).transpose(0, 1)

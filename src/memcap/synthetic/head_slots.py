@@ -32,6 +32,8 @@ class HeadSlots:
             slot repeats its group's first head (its result is never read).
         target: (R·H_max,) for every head, its flat slot ``g·S + s``; padded heads point at
             ``G·S``, one past the last slot (a zero column).
+        head: (G·S,) ``source`` with padded slots pointing at ``R·H_max``, one past the last
+            head (a zero column): gathers the heads' gradients into the slots.
         slots: S, the rows of each group's stack.
         trivial: one group per replica: nothing to stack (padded heads stay, masked).
     """
@@ -39,6 +41,7 @@ class HeadSlots:
     first: Tensor
     source: Tensor
     target: Tensor
+    head: Tensor
     slots: int
     trivial: bool
 
@@ -64,17 +67,19 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
             candidates.append(len(members))
             members.append([r])
     slots = max(sum(heads[r] for r in group) for group in members)
-    source, target = [], [len(members) * slots] * (len(heads) * max_heads)
+    source, head, target = [], [], [len(members) * slots] * (len(heads) * max_heads)
     for g, group in enumerate(members):
         own = [r * max_heads + h for r in group for h in range(heads[r])]
-        for s, head in enumerate(own):
-            target[head] = g * slots + s
+        for s, flat in enumerate(own):
+            target[flat] = g * slots + s
         source += own + [own[0]] * (slots - len(own))
+        head += own + [len(heads) * max_heads] * (slots - len(own))
     device = query.device
     return HeadSlots(
         first=torch.tensor([group[0] for group in members], device=device),
         source=torch.tensor(source, device=device),
         target=torch.tensor(target, device=device),
+        head=torch.tensor(head, device=device),
         slots=slots,
         trivial=len(members) == len(heads),
     )
@@ -91,7 +96,8 @@ class SlotCache:
     def get(
         self, query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int
     ) -> tuple[HeadSlots, Tensor, Tensor]:
-        """Slots, and the groups' queries (G, B, d) and contexts (G, B, n, d)."""
+        """Slots, the groups' queries with a 1 appended (G, B, d + 1) and contexts with
+        every row's one-hot position appended (G, B, n, d + n)."""
         if self._key is not None and self._value is not None:
             query_ref, context_ref, versions = self._key
             if (
@@ -102,7 +108,13 @@ class SlotCache:
                 return self._value
         slots = head_slots(query, context, heads, max_heads)
         shared = slots.groups < query.shape[0]
-        grouped = (query[slots.first], context[slots.first]) if shared else (query, context)
+        queries, contexts = (
+            (query[slots.first], context[slots.first]) if shared else (query, context)
+        )
+        ones = queries.new_ones(*queries.shape[:2], 1)
+        groups, batch, n, _ = contexts.shape
+        positions = torch.eye(n, dtype=contexts.dtype, device=contexts.device)
+        augmented = torch.cat([contexts, positions.expand(groups, batch, n, n)], -1)
         self._key = (weakref.ref(query), weakref.ref(context), (query._version, context._version))
-        self._value = (slots, *grouped)
+        self._value = (slots, torch.cat([queries, ones], -1), augmented)
         return self._value

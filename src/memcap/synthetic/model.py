@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from memcap.synthetic.folded import folded_logits
+from memcap.synthetic.folded import folded_logits, folded_loss
+from memcap.synthetic.folded_loss import ExampleLoss
 from memcap.synthetic.head_slots import SlotCache
 
 
@@ -84,10 +85,6 @@ class ReplicaMHA(nn.Module):
             "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
         )
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
-        # -inf on the query-bias row of folded_logits' w columns of padded context positions.
-        score_mask = torch.zeros(len(shapes), self.d + 1, self.max_heads, self.d + self.max_n)
-        score_mask[:, -1, :, self.d :] = torch.where(self.context_mask, 0.0, float("-inf"))[:, None]
-        self.register_buffer("score_mask", score_mask.flatten(2))
         self.padded_context = any(s.n < self.max_n for s in shapes)
         self.padded_heads = any(s.heads < self.max_heads for s in shapes)
         self.padded_head_dims = any(s.head_dim < self.max_head_dim for s in shapes)
@@ -196,6 +193,34 @@ class ReplicaMHA(nn.Module):
         """
         decoded = folded_logits(self, query, context)
         return decoded.squeeze(-1) if self.classes is None else decoded
+
+    def weighted_loss(
+        self, query: Tensor, context: Tensor, targets: Tensor, weights: Tensor, objective: str
+    ) -> tuple[Tensor, Tensor]:
+        """A training step's per-replica loss Σ_b weights · loss (R,), and the outputs of
+        :meth:`forward` (detached): the loss's forward and backward run inside the folded
+        step (:mod:`memcap.synthetic.folded_loss`), not as autograd ops.
+
+        Args:
+            query, context: as :meth:`forward`.
+            targets: (R, B) class indices (``"classification"``) or values (``"regression"``).
+            weights: (R, B) per-example weights.
+            objective: ``"classification"`` (cross-entropy, needs ``classes``) or
+                ``"regression"`` (squared error, needs ``classes`` None).
+        """
+        if objective not in ("classification", "regression"):
+            raise ValueError(
+                f"objective '{objective}': the synthetic model trains on "
+                "'classification' or 'regression' only"
+            )
+        classification = objective == "classification"
+        if classification != (self.classes is not None):
+            raise ValueError(
+                f"objective '{objective}' does not fit a model with classes={self.classes}"
+            )
+        loss = ExampleLoss(targets, weights, classification)
+        per_replica, decoded = folded_loss(self, query, context, loss)
+        return per_replica, decoded.squeeze(-1) if self.classes is None else decoded
 
     def reference_forward(self, query: Tensor, context: Tensor) -> Tensor:
         """:meth:`forward` in the model's plain form: embed every token, then attend."""

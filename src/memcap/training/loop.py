@@ -202,8 +202,12 @@ def train_replicas(
         else:
             inputs, targets = data.take(next(batches))
             weights = torch.full(targets.shape[:2], 1.0 / cfg.batch_size, device=device)
-        outputs = model(*inputs)
-        per_replica = (example_losses(outputs, targets, objective) * weights).sum(1)
+        fused = getattr(model, "weighted_loss", None)  # the loss inside the model's backward
+        if fused is not None:
+            per_replica, outputs = fused(*inputs, targets, weights, objective)
+        else:
+            outputs = model(*inputs)
+            per_replica = (example_losses(outputs, targets, objective) * weights).sum(1)
         per_replica.sum().backward()
         optimizer.step(cfg.lr * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
         if step >= cfg.steps - cfg.last_batches:
