@@ -105,6 +105,10 @@ class StageSettings:
     saturation_threshold: float
     train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
     authors: Mapping[str, Any]  # paper A's code's recipe (``synthetic.authors``)
+    max_padding: float | None  # cost-model buckets within a group_by group (None: off)
+    precision: str  # arithmetic of the training step (float32, tf32, bf16)
+    compile: bool  # torch.compile the training step
+    leave_when_fit: bool  # fitted replicas leave their batched model
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
@@ -118,7 +122,19 @@ class StageSettings:
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],
             authors=section["authors"],
+            max_padding=section["max_padding"],
+            precision=section["precision"],
+            compile=section["compile"],
+            leave_when_fit=section["leave_when_fit"],
         )
+
+    def _engine(self) -> dict[str, Any]:
+        """How the training loop runs, the same for both recipes."""
+        return {
+            "precision": self.precision,
+            "compile": self.compile,
+            "leave_when_fit": self.leave_when_fit,
+        }
 
     def replicate_seeds(self, spec: SweepSpec) -> list[int]:
         """The replicate seeds of every setting of sweep ``spec``."""
@@ -132,7 +148,7 @@ class StageSettings:
         from ``warmup_start`` · lr, cosine decay to zero, and the best-loss state.
         """
         if spec.recipe != "authors":
-            return TrainConfig(**with_overrides(self.train, spec.train))
+            return TrainConfig(**with_overrides(self.train, spec.train), **self._engine())
         train = with_overrides(self.authors, spec.train)
         steps = max(math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"])
         return TrainConfig(
@@ -146,6 +162,7 @@ class StageSettings:
             regression_tol=self.train["regression_tol"],
             warmup_start=train["warmup_start"],
             best_by="loss",
+            **self._engine(),
         )
 
 

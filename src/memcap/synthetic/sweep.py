@@ -5,7 +5,8 @@ seed and dataset size T of its grid; every combination is one *replica*. Replica
 into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
 batch trains through the shared loop :func:`memcap.training.loop.train_replicas`. Grouping by
 T avoids padding every replica to the largest T in full-batch training; grouping by shape
-avoids the masked work of padded heads and context positions.
+avoids the masked work of padded heads and context positions; ``max_padding`` splits groups
+further by a cost model (:mod:`memcap.synthetic.buckets`).
 
 For every replica the result row holds its training accuracy and memorized count (examples
 whose top logit is the label; regression: error below ``regression_tol``), the certified
@@ -30,6 +31,7 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
+from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import GROUP_KEYS, SWEPT, Setting, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
@@ -107,21 +109,64 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
 def sweep_groups(
     spec: SweepSpec, stage: StageSettings
 ) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
-    """The sweep's replicas split into batched models by ``stage.group_by``, and their data."""
+    """The sweep's batched models (:func:`replica_groups`) and their data."""
+    groups = replica_groups(spec, stage)
+    keys = {_data_key(r) for members in groups.values() for r in members}
+    return groups, {key: _dataset(spec, stage, key) for key in keys}
+
+
+def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Replica]]:
+    """The sweep's replicas split into batched models.
+
+    ``stage.group_by`` splits first; with ``stage.max_padding`` set, each group is split
+    further into buckets of one step count whose padding stays within the bound
+    (:mod:`memcap.synthetic.buckets`).
+    """
     unknown = set(stage.group_by) - set(GROUP_KEYS)
     if unknown:
         raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
-    replicas = [
-        Replica(setting, seed, examples)
-        for setting in spec.settings()
-        for seed in stage.replicate_seeds(spec)
-        for examples in spec.examples
-    ]
-    datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
     groups: dict[tuple, list[Replica]] = {}
-    for replica in replicas:
-        groups.setdefault(replica.group(stage.group_by), []).append(replica)
-    return groups, datasets
+    for setting in spec.settings():
+        for seed in stage.replicate_seeds(spec):
+            for examples in spec.examples:
+                replica = Replica(setting, seed, examples)
+                groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    if stage.max_padding is None:
+        return groups
+    return {
+        key + bucket: members
+        for key, group in groups.items()
+        for bucket, members in _buckets(spec, stage, group).items()
+    }
+
+
+def _buckets(
+    spec: SweepSpec, stage: StageSettings, group: list[Replica]
+) -> dict[tuple, list[Replica]]:
+    """``group`` split by step count, then into buckets of padding <= ``stage.max_padding``."""
+    by_steps: dict[int, list[Replica]] = {}
+    for replica in group:
+        by_steps.setdefault(stage.train_config(spec, replica.examples).steps, []).append(replica)
+    buckets: dict[tuple, list[Replica]] = {}
+    for steps, members in by_steps.items():
+        cfg = stage.train_config(spec, members[0].examples)
+        cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
+        shapes = [step_shape(r, cfg.batch_size) for r in members]
+        for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
+            buckets[(f"{steps} steps", f"bucket {k}")] = [members[i] for i in chosen]
+    return buckets
+
+
+def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
+    """The cost model's shape of ``replica``'s training step."""
+    s, t = replica.setting, replica.examples
+    return StepShape(s.heads, s.n, s.head_dim, batch_size or t, t)
+
+
+def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
+    """The cost model of the stage's replicas of ``task``."""
+    outputs = stage.classes if task == "classification" else 1
+    return StepCost(stage.d, stage.value_dim, outputs, eval_every)
 
 
 def batched_model(
@@ -174,7 +219,7 @@ def _train_group(
     """Train one batched model of ``members``; return their result and saturation rows."""
     task = members[0].setting.task
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
-    result = train_replicas(model, data, task, cfg, batch_seeds)
+    result = train_replicas(model, data, task, cfg, batch_seeds, select_mha_replicas)
     still_falling = late_loss_drop(result.loss_curve)
     attention, embedded = _trained_attention(model, data)
     rows, saturation_rows = [], []
@@ -240,6 +285,16 @@ def late_loss_drop(curve: np.ndarray, tail: float = 0.2) -> np.ndarray:
     start = curve[max(0, int(round((1.0 - tail) * (len(curve) - 1))))]
     end = curve[-1]
     return np.where(start > 0, (start - end) / np.maximum(start, 1e-12), 0.0)
+
+
+def select_mha_replicas(model: ReplicaMHA, index: torch.Tensor) -> None:
+    """Keep replicas ``index`` of ``model``'s replica-axis buffers and shapes, in place (the
+    training loop selects the parameters; replicas leaving, ``leave_when_fit``). Every
+    buffer but the positional encoding has the replica axis; padding stays as it was."""
+    for name, buffer in model.named_buffers():
+        if name != "positions":
+            setattr(model, name, buffer.index_select(0, index))
+    model.shapes = tuple(model.shapes[i] for i in index.tolist())
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
