@@ -79,6 +79,15 @@ class StepCost:
         train = 3.0 * (shape.batch * self.per_example(shape) + self.per_step_weights(shape))
         return train + shape.examples * self.per_example(shape) / self.eval_every
 
+    def needed(self, shape: StepShape) -> float:
+        """FLOPs the model itself needs per training step, in its plain form and whatever the
+        implementation: 3·B·[H·(4·d·d_h + 4·n·d + 4·d·d_v) + 2·d·C] (query projection, q·W_k,
+        scores, weighted context, value and output projections, decoder; ×3 for the
+        backward; ``benchmarks/bench_synthetic_step.py`` counts the same)."""
+        d, dv, h, n = self.d, self.value_dim, shape.heads, shape.n
+        per_example = h * (4 * d * shape.head_dim + 4 * n * d + 4 * d * dv) + 2 * d * self.outputs
+        return 3.0 * shape.batch * per_example
+
     def bucket(self, shapes: Sequence[StepShape]) -> tuple[float, float]:
         """(padded, own) FLOPs per step of one batched model of ``shapes``."""
         largest = shapes[0]

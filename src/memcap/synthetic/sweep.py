@@ -111,8 +111,14 @@ def sweep_groups(
 ) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
     """The sweep's batched models (:func:`replica_groups`) and their data."""
     groups = replica_groups(spec, stage)
-    keys = {_data_key(r) for members in groups.values() for r in members}
-    return groups, {key: _dataset(spec, stage, key) for key in keys}
+    return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
+
+
+def member_datasets(
+    spec: SweepSpec, stage: StageSettings, members: list[Replica]
+) -> dict[tuple, SyntheticSet]:
+    """The datasets that ``members`` train on (one per seed, n, context and task)."""
+    return {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in members}}
 
 
 def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Replica]]:
