@@ -35,14 +35,15 @@ from pathlib import Path
 
 import torch
 
-from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
-from memcap.synthetic.sweep import (
-    batched_model,
-    member_datasets,
+from memcap.synthetic.settings import (
+    StageSettings,
     replica_groups,
     step_cost,
     step_shape,
+    sweep_names,
+    sweep_spec,
 )
+from memcap.synthetic.sweep import batched_model, member_datasets
 from memcap.training.loop import evaluate, train_replicas
 from memcap.training.precision import matmul_precision
 

@@ -14,14 +14,14 @@ from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas, plan_cost
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import StageSettings, sweep_spec
-from memcap.synthetic.sweep import (
+from memcap.synthetic.settings import (
+    StageSettings,
     replica_groups,
-    run_sweep,
-    select_mha_replicas,
     step_cost,
     step_shape,
+    sweep_spec,
 )
+from memcap.synthetic.sweep import run_sweep, select_mha_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"

@@ -31,9 +31,14 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
-from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import GROUP_KEYS, SWEPT, Setting, StageSettings, SweepSpec
+from memcap.synthetic.settings import (
+    SWEPT,
+    Replica,
+    StageSettings,
+    SweepSpec,
+    replica_groups,
+)
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
 from memcap.training.config import TrainConfig
@@ -41,24 +46,6 @@ from memcap.training.loop import ReplicaData, train_replicas
 from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One trained model: a sweep setting, a replicate seed and a dataset size T."""
-
-    setting: Setting
-    seed: int
-    examples: int
-
-    def group(self, keys: tuple[str, ...]) -> tuple:
-        s = self.setting
-        key: tuple = (s.task,)
-        if "shape" in keys:
-            key += (s.heads, s.n, s.head_dim)
-        if "examples" in keys:
-            key += (self.examples,)
-        return key
 
 
 @dataclass
@@ -119,60 +106,6 @@ def member_datasets(
 ) -> dict[tuple, SyntheticSet]:
     """The datasets that ``members`` train on (one per seed, n, context and task)."""
     return {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in members}}
-
-
-def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Replica]]:
-    """The sweep's replicas split into batched models.
-
-    ``stage.group_by`` splits first; with ``stage.max_padding`` set, each group is split
-    further into buckets of one step count whose padding stays within the bound
-    (:mod:`memcap.synthetic.buckets`).
-    """
-    unknown = set(stage.group_by) - set(GROUP_KEYS)
-    if unknown:
-        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
-    groups: dict[tuple, list[Replica]] = {}
-    for setting in spec.settings():
-        for seed in stage.replicate_seeds(spec):
-            for examples in spec.examples:
-                replica = Replica(setting, seed, examples)
-                groups.setdefault(replica.group(stage.group_by), []).append(replica)
-    if stage.max_padding is None:
-        return groups
-    return {
-        key + bucket: members
-        for key, group in groups.items()
-        for bucket, members in _buckets(spec, stage, group).items()
-    }
-
-
-def _buckets(
-    spec: SweepSpec, stage: StageSettings, group: list[Replica]
-) -> dict[tuple, list[Replica]]:
-    """``group`` split by step count, then into buckets of padding <= ``stage.max_padding``."""
-    by_steps: dict[int, list[Replica]] = {}
-    for replica in group:
-        by_steps.setdefault(stage.train_config(spec, replica.examples).steps, []).append(replica)
-    buckets: dict[tuple, list[Replica]] = {}
-    for steps, members in by_steps.items():
-        cfg = stage.train_config(spec, members[0].examples)
-        cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
-        shapes = [step_shape(r, cfg.batch_size) for r in members]
-        for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
-            buckets[(f"{steps} steps", f"bucket {k}")] = [members[i] for i in chosen]
-    return buckets
-
-
-def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
-    """The cost model's shape of ``replica``'s training step."""
-    s, t = replica.setting, replica.examples
-    return StepShape(s.heads, s.n, s.head_dim, batch_size or t, t)
-
-
-def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
-    """The cost model of the stage's replicas of ``task``."""
-    outputs = stage.classes if task == "classification" else 1
-    return StepCost(stage.d, stage.value_dim, outputs, eval_every)
 
 
 def batched_model(
