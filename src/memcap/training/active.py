@@ -65,8 +65,20 @@ class ActiveReplicas:
                 replica_generators(seeds, device),
             )
         )
-        self.precision = cfg.precision
         self._copied = False
+        self._weights: Tensor | None = None
+
+    def example_weights(self, batch_size: int | None) -> Tensor:
+        """(R, B) weight of each example in its replica's mean loss: 1 / batch size, or
+        1 / T on valid examples of a full batch (computed once per set of replicas)."""
+        if self._weights is None:
+            data = self.data
+            if batch_size is None:
+                self._weights = data.mask().float() / data.sizes[:, None]
+            else:
+                shape = (data.replicas, batch_size)
+                self._weights = torch.full(shape, 1.0 / batch_size, device=data.sizes.device)
+        return self._weights
 
     @property
     def step_model(self) -> nn.Module:
@@ -92,6 +104,7 @@ class ActiveReplicas:
         if self.stream is not None:
             self.stream.keep(local.tolist())
         self.index = self.index[local]
+        self._weights = None
 
 
 def _select_parameters(model: nn.Module, index: Tensor) -> None:

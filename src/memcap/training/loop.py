@@ -238,10 +238,9 @@ def _forward(
     active.optimizer.zero_grad()
     if active.stream is None:
         inputs, targets = data.inputs, data.targets
-        weights = data.mask().float() / data.sizes[:, None]
     else:
         inputs, targets = data.take(active.stream.next())
-        weights = torch.full(targets.shape[:2], 1.0 / cfg.batch_size, device=targets.device)
+    weights = active.example_weights(cfg.batch_size)
     if active.compute is not None:
         active.compute.pull()
         inputs = active.compute.inputs(inputs)
@@ -252,6 +251,10 @@ def _forward(
 def _compiled(active: ActiveReplicas) -> Callable:
     """``torch.compile`` of :func:`_step_loss` (its backward too); CUDA graphs on CUDA."""
     cuda = active.data.sizes.device.type == "cuda"
+    # Dynamo caches compiled graphs per function: every batched model of a sweep and every
+    # compaction (replicas leaving) is a new shape, more than the default limit of 8 (past
+    # it, torch runs the step eagerly without saying so at the default log level).
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     return torch.compile(_step_loss, mode="reduce-overhead" if cuda else "default")
 
 
