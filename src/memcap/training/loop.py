@@ -7,7 +7,10 @@ only on replica r's parameters, and Adam is element-wise, so one optimizer step 
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
 Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train through
-:func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`.
+:func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`: its
+precision (:mod:`~memcap.training.precision`), ``compile`` (``torch.compile`` of the step)
+and ``leave_when_fit`` (:mod:`~memcap.training.active`). The host reads the device at
+evaluations only.
 """
 
 from __future__ import annotations
