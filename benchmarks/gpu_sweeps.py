@@ -1,16 +1,13 @@
-"""Time configs/paper.yaml's synthetic sweeps on a GPU, without Snakemake.
+"""Time configs/paper.yaml's paper B sweeps on a GPU, without Snakemake.
 
 The machine with the GPU may lack Snakemake, so the config is resolved (schema defaults
 filled, as the workflow does) where Snakemake is installed, and this script reads that JSON:
 
     python benchmarks/gpu_sweeps.py resolve configs/paper.yaml resolved.json   # with Snakemake
-    python benchmarks/gpu_sweeps.py run resolved.json --aot heads --synthetic heads \\
-        --max-steps 5000 --examples 10000 --out timings.csv                       # on the GPU
+    python benchmarks/gpu_sweeps.py run resolved.json --aot heads --out timings.csv  # on the GPU
 
-`--max-steps` caps paper A's steps per model (so a sweep fits a short lease) and
-`--examples` keeps one T of its grid; the output states both, with the full step count and
-the wall time that the measured seconds per step extrapolate to. Paper B sweeps always run
-in full. Prints one line per sweep.
+Paper B sweeps run in full. Paper A's grid is timed by ``benchmarks/paper_a_grid.py``
+(which reads the same resolved JSON). Prints one line per sweep.
 """
 
 from __future__ import annotations
@@ -32,36 +29,6 @@ def resolve(config_path: str, out: str) -> None:
     config = yaml.safe_load(Path(config_path).read_text())
     validate(config, str(root / "workflow" / "schemas" / "config.schema.yaml"))
     Path(out).write_text(json.dumps(config))
-
-
-def _paper_a(config: dict, name: str, max_steps: int, examples: int | None, device) -> dict:
-    from dataclasses import replace
-
-    from memcap.synthetic.settings import StageSettings, sweep_spec
-    from memcap.synthetic.sweep import run_sweep
-
-    section = config["synthetic"]
-    full = sweep_spec(section, name)
-    grid = (examples,) if examples else full.examples
-    spec = replace(full, examples=grid)
-    stage = StageSettings.from_config(section, config["seed"])
-    planned = [stage.train_config(spec, t).steps for t in grid]
-    # epochs 0: the step count is max_steps whatever T (warm-up and decay scale with it).
-    capped = replace(spec, train={**(spec.train or {}), "steps": max_steps, "epochs": 0})
-    start = time.perf_counter()
-    result = run_sweep(capped if max_steps else spec, stage, device)
-    wall = time.perf_counter() - start
-    run_steps = int(result.table["steps_run"].groupby(result.table["T"]).max().sum())
-    return {
-        "paper": "A",
-        "sweep": name,
-        "replicas": len(result.table),
-        "T_grid": list(grid),
-        "steps_run": run_steps,
-        "steps_planned": int(sum(planned)),
-        "wall_s": round(wall, 1),
-        "extrapolated_wall_s": round(wall / max(run_steps, 1) * sum(planned), 1),
-    }
 
 
 def _paper_b(config: dict, name: str, device) -> dict:
@@ -91,14 +58,9 @@ def run(args: argparse.Namespace) -> None:
     config = json.loads(Path(args.config).read_text())
     device = resolve_device("auto")
     name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
-    jobs = [("A", sweep) for sweep in args.synthetic] + [("B", sweep) for sweep in args.aot]
     rows = []
-    for paper, sweep in jobs:
-        if paper == "A":
-            row = _paper_a(config, sweep, args.max_steps, args.examples, device)
-        else:
-            row = _paper_b(config, sweep, device)
-        rows.append(row | {"device": name})
+    for sweep in args.aot:
+        rows.append(_paper_b(config, sweep, device) | {"device": name})
         print(rows[-1], flush=True)
         pd.DataFrame(rows).to_csv(args.out, index=False)  # after each sweep: a cut run keeps it
 
@@ -112,9 +74,6 @@ def main() -> None:
     running = commands.add_parser("run")
     running.add_argument("config")
     running.add_argument("--aot", nargs="*", default=[])
-    running.add_argument("--synthetic", nargs="*", default=[])
-    running.add_argument("--max-steps", type=int, default=0)
-    running.add_argument("--examples", type=int, default=None)
     running.add_argument("--out", default="gpu_sweeps.csv")
     args = parser.parse_args()
     if args.command == "resolve":

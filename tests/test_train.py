@@ -143,15 +143,30 @@ def test_warmup_starts_at_its_fraction():
 
 
 def test_shuffled_epochs_visit_every_example_once_per_epoch():
-    from memcap.training.loop import _batch_stream, replica_generators
+    from memcap.training.batches import BatchStream, replica_generators
 
-    cfg = train_config(batch_size=4, sampling="shuffle")
-    stream = _batch_stream(torch.tensor([12, 12]), cfg, replica_generators([0, 1], "cpu"))
+    stream = BatchStream([12, 12], 4, "shuffle", replica_generators([0, 1], "cpu"))
     for _ in range(2):  # two epochs of three batches
-        epoch = torch.cat([next(stream) for _ in range(3)], dim=1)
+        epoch = torch.cat([stream.next() for _ in range(3)], dim=1)
         assert all(sorted(row.tolist()) == list(range(12)) for row in epoch)
     with pytest.raises(ValueError, match="one dataset size"):
-        next(_batch_stream(torch.tensor([12, 8]), cfg, replica_generators([0, 1], "cpu")))
+        BatchStream([12, 8], 4, "shuffle", replica_generators([0, 1], "cpu"))
+
+
+@pytest.mark.parametrize("sampling", ["replacement", "shuffle"])
+def test_a_replica_leaving_keeps_the_others_batch_streams(sampling):
+    from memcap.training.batches import BatchStream, replica_generators
+
+    def stream():
+        return BatchStream([12, 12, 12], 4, sampling, replica_generators([5, 6, 7], "cpu"))
+
+    whole, leaving = stream(), stream()
+    for step in range(7):
+        if step == 2:
+            leaving.keep([0, 2])
+        expected = whole.next()
+        got = leaving.next()
+        assert torch.equal(got, expected if step < 2 else expected[[0, 2]])
 
 
 def test_last_batch_accuracy_is_the_mean_over_the_last_training_batches():

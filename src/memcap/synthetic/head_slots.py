@@ -55,7 +55,7 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
     real heads; ``heads[r]`` real heads of ``max_heads`` per replica."""
     members: list[list[int]] = []
     by_fingerprint: dict[bytes, list[int]] = {}  # first example's query → candidate groups
-    fingerprints = query[:, 0].cpu().numpy()
+    fingerprints = query[:, 0].float().cpu().numpy()  # numpy has no bfloat16
     for r in range(len(heads)):
         candidates = by_fingerprint.setdefault(fingerprints[r].tobytes(), [])
         for g in candidates:

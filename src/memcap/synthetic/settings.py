@@ -1,4 +1,5 @@
-"""Typed settings of the synthetic stage (paper A), its config checks and memory estimate.
+"""Typed settings of the synthetic stage (paper A): sweeps, replicas and their batched models,
+config checks and the memory estimate.
 
 No torch import here: the Snakefile imports this module to check the config before any job
 starts. The dataclasses carry no defaults: they are built from the schema-defaulted config.
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memcap.errors import ConfigError
+from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas
 from memcap.training.config import TrainConfig, with_overrides
 from memcap.training.seeds import replicate_seeds
 
@@ -43,6 +45,24 @@ class Setting:
     def value(self) -> int:
         """The swept parameter's value."""
         return {"heads": self.heads, "context_size": self.n, "head_dim": self.head_dim}[self.sweep]
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One trained model: a sweep setting, a replicate seed and a dataset size T."""
+
+    setting: Setting
+    seed: int
+    examples: int
+
+    def group(self, keys: tuple[str, ...]) -> tuple:
+        s = self.setting
+        key: tuple = (s.task,)
+        if "shape" in keys:
+            key += (s.heads, s.n, s.head_dim)
+        if "examples" in keys:
+            key += (self.examples,)
+        return key
 
 
 @dataclass(frozen=True)
@@ -105,6 +125,10 @@ class StageSettings:
     saturation_threshold: float
     train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
     authors: Mapping[str, Any]  # paper A's code's recipe (``synthetic.authors``)
+    max_padding: float | None  # cost-model buckets within a group_by group (None: off)
+    precision: str  # arithmetic of the training step (float32, tf32, bf16)
+    compile: bool  # torch.compile the training step
+    leave_when_fit: bool  # fitted replicas leave their batched model
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
@@ -118,7 +142,19 @@ class StageSettings:
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],
             authors=section["authors"],
+            max_padding=section["max_padding"],
+            precision=section["precision"],
+            compile=section["compile"],
+            leave_when_fit=section["leave_when_fit"],
         )
+
+    def _engine(self) -> dict[str, Any]:
+        """How the training loop runs, the same for both recipes."""
+        return {
+            "precision": self.precision,
+            "compile": self.compile,
+            "leave_when_fit": self.leave_when_fit,
+        }
 
     def replicate_seeds(self, spec: SweepSpec) -> list[int]:
         """The replicate seeds of every setting of sweep ``spec``."""
@@ -132,7 +168,7 @@ class StageSettings:
         from ``warmup_start`` · lr, cosine decay to zero, and the best-loss state.
         """
         if spec.recipe != "authors":
-            return TrainConfig(**with_overrides(self.train, spec.train))
+            return TrainConfig(**with_overrides(self.train, spec.train), **self._engine())
         train = with_overrides(self.authors, spec.train)
         steps = max(math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"])
         return TrainConfig(
@@ -146,6 +182,7 @@ class StageSettings:
             regression_tol=self.train["regression_tol"],
             warmup_start=train["warmup_start"],
             best_by="loss",
+            **self._engine(),
         )
 
 
@@ -157,17 +194,68 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     token and model dimension with gradients and evaluation copies.
     """
     spec = sweep_spec(section, name)
-    group_by = section["group_by"]
-    per_setting = len(spec.contexts) * spec.seeds
-    replicas = per_setting * (1 if "shape" in group_by else len(spec.values))
-    replicas *= 1 if "examples" in group_by else len(spec.examples)
-    tokens = max(setting.n for setting in spec.settings()) + 1
-    recipe = section["authors"] if spec.recipe == "authors" else section["train"]
-    batch = with_overrides(recipe, spec.train)["batch_size"] or max(spec.examples)
-    token_bytes = tokens * section["d"] * 4
-    data = replicas * max(spec.examples) * token_bytes
-    activations = 16 * replicas * batch * token_bytes
-    return base_mb + 2 * (data + activations) // 2**20
+    stage = StageSettings.from_config(section, 0)
+    largest = 0
+    for members in replica_groups(spec, stage).values():
+        t_max = max(r.examples for r in members)
+        token_bytes = (max(r.setting.n for r in members) + 1) * section["d"] * 4
+        batch = stage.train_config(spec, t_max).batch_size or t_max
+        largest = max(largest, len(members) * (t_max + 16 * batch) * token_bytes)
+    return base_mb + 2 * largest // 2**20
+
+
+def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Replica]]:
+    """The sweep's replicas split into batched models.
+
+    ``stage.group_by`` splits first; with ``stage.max_padding`` set, each group is split
+    further into buckets of one step count whose padding stays within the bound
+    (:mod:`memcap.synthetic.buckets`).
+    """
+    unknown = set(stage.group_by) - set(GROUP_KEYS)
+    if unknown:
+        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
+    groups: dict[tuple, list[Replica]] = {}
+    for setting in spec.settings():
+        for seed in stage.replicate_seeds(spec):
+            for examples in spec.examples:
+                replica = Replica(setting, seed, examples)
+                groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    if stage.max_padding is None:
+        return groups
+    return {
+        key + bucket: members
+        for key, group in groups.items()
+        for bucket, members in _buckets(spec, stage, group).items()
+    }
+
+
+def _buckets(
+    spec: SweepSpec, stage: StageSettings, group: list[Replica]
+) -> dict[tuple, list[Replica]]:
+    """``group`` split by step count, then into buckets of padding <= ``stage.max_padding``."""
+    by_steps: dict[int, list[Replica]] = {}
+    for replica in group:
+        by_steps.setdefault(stage.train_config(spec, replica.examples).steps, []).append(replica)
+    buckets: dict[tuple, list[Replica]] = {}
+    for steps, members in by_steps.items():
+        cfg = stage.train_config(spec, members[0].examples)
+        cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
+        shapes = [step_shape(r, cfg.batch_size) for r in members]
+        for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
+            buckets[(f"{steps} steps", f"bucket {k}")] = [members[i] for i in chosen]
+    return buckets
+
+
+def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
+    """The cost model's shape of ``replica``'s training step."""
+    s, t = replica.setting, replica.examples
+    return StepShape(s.heads, s.n, s.head_dim, batch_size or t, t)
+
+
+def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
+    """The cost model of the stage's replicas of ``task``."""
+    outputs = stage.classes if task == "classification" else 1
+    return StepCost(stage.d, stage.value_dim, outputs, eval_every)
 
 
 def sweep_names(section: Mapping[str, Any]) -> list[str]:

@@ -5,7 +5,8 @@ seed and dataset size T of its grid; every combination is one *replica*. Replica
 into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
 batch trains through the shared loop :func:`memcap.training.loop.train_replicas`. Grouping by
 T avoids padding every replica to the largest T in full-batch training; grouping by shape
-avoids the masked work of padded heads and context positions.
+avoids the masked work of padded heads and context positions; ``max_padding`` splits groups
+further by a cost model (:mod:`memcap.synthetic.buckets`).
 
 For every replica the result row holds its training accuracy and memorized count (examples
 whose top logit is the label; regression: error below ``regression_tol``), the certified
@@ -31,7 +32,13 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import GROUP_KEYS, SWEPT, Setting, StageSettings, SweepSpec
+from memcap.synthetic.settings import (
+    SWEPT,
+    Replica,
+    StageSettings,
+    SweepSpec,
+    replica_groups,
+)
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
 from memcap.training.config import TrainConfig
@@ -39,24 +46,6 @@ from memcap.training.loop import ReplicaData, train_replicas
 from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One trained model: a sweep setting, a replicate seed and a dataset size T."""
-
-    setting: Setting
-    seed: int
-    examples: int
-
-    def group(self, keys: tuple[str, ...]) -> tuple:
-        s = self.setting
-        key: tuple = (s.task,)
-        if "shape" in keys:
-            key += (s.heads, s.n, s.head_dim)
-        if "examples" in keys:
-            key += (self.examples,)
-        return key
 
 
 @dataclass
@@ -107,21 +96,16 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
 def sweep_groups(
     spec: SweepSpec, stage: StageSettings
 ) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
-    """The sweep's replicas split into batched models by ``stage.group_by``, and their data."""
-    unknown = set(stage.group_by) - set(GROUP_KEYS)
-    if unknown:
-        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
-    replicas = [
-        Replica(setting, seed, examples)
-        for setting in spec.settings()
-        for seed in stage.replicate_seeds(spec)
-        for examples in spec.examples
-    ]
-    datasets = {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in replicas}}
-    groups: dict[tuple, list[Replica]] = {}
-    for replica in replicas:
-        groups.setdefault(replica.group(stage.group_by), []).append(replica)
-    return groups, datasets
+    """The sweep's batched models (:func:`replica_groups`) and their data."""
+    groups = replica_groups(spec, stage)
+    return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
+
+
+def member_datasets(
+    spec: SweepSpec, stage: StageSettings, members: list[Replica]
+) -> dict[tuple, SyntheticSet]:
+    """The datasets that ``members`` train on (one per seed, n, context and task)."""
+    return {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in members}}
 
 
 def batched_model(
@@ -174,7 +158,7 @@ def _train_group(
     """Train one batched model of ``members``; return their result and saturation rows."""
     task = members[0].setting.task
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
-    result = train_replicas(model, data, task, cfg, batch_seeds)
+    result = train_replicas(model, data, task, cfg, batch_seeds, select_mha_replicas)
     still_falling = late_loss_drop(result.loss_curve)
     attention, embedded = _trained_attention(model, data)
     rows, saturation_rows = [], []
@@ -240,6 +224,16 @@ def late_loss_drop(curve: np.ndarray, tail: float = 0.2) -> np.ndarray:
     start = curve[max(0, int(round((1.0 - tail) * (len(curve) - 1))))]
     end = curve[-1]
     return np.where(start > 0, (start - end) / np.maximum(start, 1e-12), 0.0)
+
+
+def select_mha_replicas(model: ReplicaMHA, index: torch.Tensor) -> None:
+    """Keep replicas ``index`` of ``model``'s replica-axis buffers and shapes, in place (the
+    training loop selects the parameters; replicas leaving, ``leave_when_fit``). Every
+    buffer but the positional encoding has the replica axis; padding stays as it was."""
+    for name, buffer in model.named_buffers():
+        if name != "positions":
+            setattr(model, name, buffer.index_select(0, index))
+    model.shapes = tuple(model.shapes[i] for i in index.tolist())
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:

@@ -2,7 +2,12 @@
 
 Modules: :mod:`~memcap.training.config` (:class:`TrainConfig` and per-sweep overrides; no
 torch, so config checks stay light), :mod:`~memcap.training.loop` (the replica-batched
-training loop), :mod:`~memcap.training.seeds` (replicate and derived seeds) and
+training loop), :mod:`~memcap.training.data` (the replicas' training sets),
+:mod:`~memcap.training.batches` (per-replica mini-batch streams),
+:mod:`~memcap.training.active` (the replicas still training; fitted ones leaving),
+:mod:`~memcap.training.precision` (float32, TF32, bfloat16 compute),
+:mod:`~memcap.training.adam` (Adam through the fused kernel),
+:mod:`~memcap.training.seeds` (replicate and derived seeds) and
 :mod:`~memcap.training.fits` (least squares with R²). Nothing is imported here, so the config
 checkers stay free of torch.
 """

@@ -67,3 +67,14 @@ class FusedAdam:
             grad_scale=None,
             found_inf=None,
         )
+
+    def selected(self, params: list[nn.Parameter], index: torch.Tensor) -> FusedAdam:
+        """An optimizer on ``params`` (this one's parameters with only the replicas ``index``
+        kept along axis 0) carrying those replicas' moments and step counts."""
+        kept = FusedAdam(params)
+        for i, steps in enumerate(self.steps):
+            if steps is not None:
+                kept.steps[i] = steps.clone()
+                kept.exp_avg[i] = self.exp_avg[i].index_select(0, index)
+                kept.exp_avg_sq[i] = self.exp_avg_sq[i].index_select(0, index)
+        return kept

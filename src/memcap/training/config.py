@@ -14,6 +14,10 @@ from typing import Any, Literal
 Schedule = Literal["cosine", "linear", "constant"]
 Sampling = Literal["replacement", "shuffle"]
 BestBy = Literal["memorized", "loss"]
+# Arithmetic of the training step: float32; TF32 matmuls (CUDA only); bfloat16 compute on a
+# copy of float32 master weights with float32 Adam (memcap.training.precision).
+Precision = Literal["float32", "tf32", "bf16"]
+PRECISIONS = ("float32", "tf32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,11 @@ class TrainConfig:
     best_by: BestBy = (
         "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
     )
+    precision: Precision = "float32"  # arithmetic of the training step (evaluation: float32)
+    compile: bool = False  # torch.compile the step's forward and loss (CUDA: CUDA graphs)
+    # replicas that memorized all their examples leave the batch at an evaluation (their
+    # memorized count cannot grow; the state kept until then is reported)
+    leave_when_fit: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.eval_every < 1 or self.lr_period < 1:
@@ -51,6 +60,10 @@ class TrainConfig:
             raise ValueError("warmup_frac must lie in [0, 1)")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError("batch_size must be positive or None (full batch)")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
+        if self.leave_when_fit and self.last_batches:
+            raise ValueError("leave_when_fit drops the last batches of fitted replicas")
 
 
 def with_overrides(train: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict:

@@ -7,15 +7,17 @@ only on replica r's parameters, and Adam is element-wise, so one optimizer step 
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
 Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train through
-:func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`.
+:func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`: its
+precision (:mod:`~memcap.training.precision`), ``compile`` (``torch.compile`` of the step)
+and ``leave_when_fit`` (:mod:`~memcap.training.active`). The host reads the device at
+evaluations only.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,41 +26,14 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from memcap.training.adam import FusedAdam
+from memcap.training.active import ActiveReplicas, SelectReplicas
 from memcap.training.config import TrainConfig
+from memcap.training.data import ReplicaData, gather_rows
+from memcap.training.precision import matmul_precision
 
 _logger = logging.getLogger(__name__)
 
 Objective = Literal["classification", "regression", "distribution"]
-
-
-@dataclass
-class ReplicaData:
-    """Training sets of R replicas, padded to a common size.
-
-    Attributes:
-        inputs: tensors of shape (R, T_max, ...) passed to the model, indexed per example.
-        targets: (R, T_max) class indices or regression values, or (R, T_max, C)
-            target distributions.
-        sizes: (R,) number of valid examples of each replica (the first ``sizes[r]`` rows).
-    """
-
-    inputs: tuple[Tensor, ...]
-    targets: Tensor
-    sizes: Tensor
-
-    @property
-    def replicas(self) -> int:
-        return int(self.sizes.shape[0])
-
-    def mask(self) -> Tensor:
-        """(R, T_max) True where the example is valid."""
-        t_max = self.targets.shape[1]
-        return torch.arange(t_max, device=self.sizes.device)[None, :] < self.sizes[:, None]
-
-    def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
-        """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""
-        return tuple(_gather(x, index) for x in self.inputs), _gather(self.targets, index)
 
 
 @dataclass
@@ -93,11 +68,6 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     if cfg.schedule == "linear":
         return 1.0 - (1.0 - floor) * progress
     return 1.0
-
-
-def replica_generators(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
-    """One generator per replica, so a replica's random stream does not depend on R."""
-    return [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
 
 
 def example_losses(outputs: Tensor, targets: Tensor, objective: Objective) -> Tensor:
@@ -149,7 +119,7 @@ def evaluate(
         index = index.expand(data.replicas, -1)
         inputs, targets = data.take(index)
         outputs = model(*inputs)
-        valid = _gather(mask, index).float()
+        valid = gather_rows(mask, index).float()
         loss += (example_losses(outputs, targets, objective) * valid).sum(1)
         correct += (example_correct(outputs, targets, objective, regression_tol) * valid).sum(1)
     sizes = data.sizes.float()
@@ -164,6 +134,7 @@ def train_replicas(
     objective: Objective,
     cfg: TrainConfig,
     seeds: Sequence[int],
+    select: SelectReplicas | None = None,
 ) -> TrainResult:
     """Train all replicas of ``model`` on ``data`` with Adam; keep each replica's best state.
 
@@ -173,57 +144,67 @@ def train_replicas(
         objective: loss and memorization criterion.
         cfg: optimisation settings.
         seeds: one seed per replica for its mini-batch stream.
+        select: compacts the model's replica-axis buffers when replicas leave
+            (``cfg.leave_when_fit``; :mod:`memcap.training.active`).
 
     Returns:
         Per-replica metrics at each replica's best evaluation; the model is left holding each
         replica's best parameters.
     """
+    _check_replica_axis(model, data.replicas, len(seeds))
+    with matmul_precision(cfg.precision, data.sizes.device):
+        return _train(model, ActiveReplicas(model, data, cfg, seeds, select), objective, cfg)
+
+
+def _train(
+    model: nn.Module, active: ActiveReplicas, objective: Objective, cfg: TrainConfig
+) -> TrainResult:
+    """:func:`train_replicas` on ``active``; the host waits for the device at evaluations
+    only (the early-stop flag and the progress bar are read there)."""
+    data = active.data
     replicas = data.replicas
-    _check_replica_axis(model, replicas, len(seeds))
-    device = data.sizes.device
-    # PyTorch's fused Adam kernel, called directly (memcap.training.adam says why)
-    optimizer = FusedAdam(model.parameters())
-    batches = _batch_stream(data.sizes, cfg, replica_generators(seeds, device))
-    mask = data.mask().float()
     best = {name: p.detach().clone() for name, p in model.named_parameters()}
     best_metrics = evaluate(model, data, objective, cfg.regression_tol)
     fit_step = torch.where(best_metrics["accuracy"] >= 1.0, 0, -1)
-    batch_correct = torch.zeros(replicas, device=device)
+    current_loss = best_metrics["loss"].clone()  # a replica that left keeps its last loss
+    batch_correct = torch.zeros(replicas, device=data.sizes.device)
     batch_count = 0
-    curve = [best_metrics["loss"].cpu().numpy()]
+    curve = [current_loss.cpu().numpy().copy()]  # on the CPU, .numpy() shares memory
+    all_fit = bool((fit_step >= 0).all())
+    if cfg.leave_when_fit and not all_fit:
+        _leave(active, best_metrics["accuracy"])
+    step_loss = _compiled(active) if cfg.compile else _step_loss
     step = 0
     progress = tqdm(range(cfg.steps), desc=f"train {replicas} replicas", mininterval=5.0)
     for step in progress:
-        if cfg.early_stop and bool((fit_step >= 0).all()):
+        # with leaving, every replica fitted means none is left to train
+        if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
             break
-        optimizer.zero_grad()
-        if cfg.batch_size is None:
-            inputs, targets, weights = data.inputs, data.targets, mask / data.sizes[:, None]
-        else:
-            inputs, targets = data.take(next(batches))
-            weights = torch.full(targets.shape[:2], 1.0 / cfg.batch_size, device=device)
-        fused = getattr(model, "weighted_loss", None)  # the loss inside the model's backward
-        if fused is not None:
-            per_replica, outputs = fused(*inputs, targets, weights, objective)
-        else:
-            outputs = model(*inputs)
-            per_replica = (example_losses(outputs, targets, objective) * weights).sum(1)
-        per_replica.sum().backward()
-        optimizer.step(cfg.lr * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
+        loss, outputs, targets, weights = _forward(active, step_loss, objective, cfg)
+        loss.backward()
+        if active.compute is not None:
+            active.compute.push_gradients()
+        active.optimizer.step(cfg.lr * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
         if step >= cfg.steps - cfg.last_batches:
             right = example_correct(outputs.detach(), targets, objective, cfg.regression_tol)
             batch_correct += (right * weights).sum(1)
             batch_count += 1
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-            metrics = evaluate(model, data, objective, cfg.regression_tol)
-            curve.append(metrics["loss"].cpu().numpy())
-            improved = _improved(metrics, best_metrics, cfg.best_by)
-            _keep_best(model, best, improved)
+            index = active.index
+            metrics = evaluate(active.model, active.data, objective, cfg.regression_tol)
+            current_loss[index] = metrics["loss"]
+            curve.append(current_loss.cpu().numpy().copy())
+            kept = {key: value[index] for key, value in best_metrics.items()}
+            improved = _improved(metrics, kept, cfg.best_by)
+            _keep_best(active.model, best, improved, index)
             for key in best_metrics:
-                best_metrics[key] = torch.where(improved, metrics[key], best_metrics[key])
-            newly_fit = (fit_step < 0) & (metrics["accuracy"] >= 1.0)
-            fit_step = torch.where(newly_fit, step + 1, fit_step)
-            progress.set_postfix(fit=int((fit_step >= 0).sum()), loss=float(metrics["loss"].mean()))
+                best_metrics[key][index] = torch.where(improved, metrics[key], kept[key])
+            newly_fit = (fit_step[index] < 0) & (metrics["accuracy"] >= 1.0)
+            fit_step[index] = torch.where(newly_fit, step + 1, fit_step[index])
+            all_fit = bool((fit_step >= 0).all())
+            if cfg.leave_when_fit and not all_fit and step + 1 < cfg.steps:
+                _leave(active, metrics["accuracy"])
+            progress.set_postfix(fit=int((fit_step >= 0).sum()), loss=float(current_loss.mean()))
     _restore_best(model, best)
     _logger.info("trained %d replicas for %d steps", replicas, step + 1)
     batch_accuracy = (batch_correct / batch_count).cpu().numpy() if batch_count else None
@@ -239,46 +220,58 @@ def train_replicas(
     )
 
 
-def _batch_stream(
-    sizes: Tensor, cfg: TrainConfig, generators: list[torch.Generator]
-) -> Iterator[Tensor]:
-    """Endless (R, batch) example indices: with replacement, or shuffled epochs.
-
-    Shuffled epochs (the authors' ``DataLoader(shuffle=True)``) cut one permutation of each
-    replica's examples into size // batch batches (a remainder is dropped); replicas must share
-    one size.
-    """
-    if cfg.batch_size is None:
-        return iter(())
-    if cfg.sampling == "replacement":
-        return (_sample_batch(sizes, cfg.batch_size, generators) for _ in itertools.count())
-    if bool((sizes != sizes[0]).any()):
-        raise ValueError("shuffled epochs need replicas of one dataset size")
-    return _shuffled_batches(int(sizes[0]), cfg.batch_size, generators, sizes.device)
-
-
-def _shuffled_batches(
-    size: int, batch: int, generators: list[torch.Generator], device: torch.device
-) -> Iterator[Tensor]:
-    while True:
-        order = torch.stack([torch.randperm(size, generator=g, device=device) for g in generators])
-        for start in range(0, size - batch + 1, batch):
-            yield order[:, start : start + batch]
+def _step_loss(
+    model: nn.Module,
+    inputs: tuple[Tensor, ...],
+    targets: Tensor,
+    weights: Tensor,
+    objective: Objective,
+) -> tuple[Tensor, Tensor]:
+    """The summed per-replica training loss (float32) and the outputs of one step."""
+    # The loss inside the model's own backward, where it has one: in float32 only (a bfloat16
+    # compute copy takes its loss in float32 from the outputs below).
+    fused = getattr(model, "weighted_loss", None)
+    if fused is not None and next(model.parameters()).dtype == torch.float32:
+        per_replica, outputs = fused(*inputs, targets, weights, objective)
+        return per_replica.sum(), outputs
+    outputs = model(*inputs).float()  # a float32 output is returned as it is
+    per_replica = (example_losses(outputs, targets, objective) * weights).sum(1)
+    return per_replica.sum(), outputs
 
 
-def _gather(x: Tensor, index: Tensor) -> Tensor:
-    """Rows ``index`` (R, B) of ``x`` (R, T, ...) → (R, B, ...)."""
-    expanded = index.view(*index.shape, *([1] * (x.dim() - 2))).expand(*index.shape, *x.shape[2:])
-    return torch.gather(x, 1, expanded)
+def _forward(
+    active: ActiveReplicas, step_loss: Callable, objective: Objective, cfg: TrainConfig
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Loss, outputs, targets and example weights of one training step of ``active``."""
+    data = active.data
+    active.optimizer.zero_grad()
+    if active.stream is None:
+        inputs, targets = data.inputs, data.targets
+    else:
+        inputs, targets = data.take(active.stream.next())
+    weights = active.example_weights(cfg.batch_size)
+    if active.compute is not None:
+        active.compute.pull()
+        inputs = active.compute.inputs(inputs)
+    loss, outputs = step_loss(active.step_model, inputs, targets, weights, objective)
+    return loss, outputs, targets, weights
 
 
-def _sample_batch(sizes: Tensor, batch: int, generators: list[torch.Generator]) -> Tensor:
-    """(R, batch) indices drawn uniformly with replacement from each replica's own examples."""
-    rows = [
-        torch.randint(int(size), (batch,), generator=g, device=sizes.device)
-        for size, g in zip(sizes.tolist(), generators, strict=True)
-    ]
-    return torch.stack(rows)
+def _compiled(active: ActiveReplicas) -> Callable:
+    """``torch.compile`` of :func:`_step_loss` (its backward too); CUDA graphs on CUDA."""
+    cuda = active.data.sizes.device.type == "cuda"
+    # Dynamo caches compiled graphs per function: every batched model of a sweep and every
+    # compaction (replicas leaving) is a new shape, more than the default limit of 8 (past
+    # it, torch runs the step eagerly without saying so at the default log level).
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(_step_loss, mode="reduce-overhead" if cuda else "default")
+
+
+def _leave(active: ActiveReplicas, accuracy: Tensor) -> None:
+    """Replicas of ``active`` at 100% leave the batch (their best state stays kept)."""
+    staying = accuracy < 1.0
+    if not bool(staying.all()):
+        active.keep(staying.nonzero().squeeze(1))
 
 
 def _improved(new: dict[str, Tensor], old: dict[str, Tensor], best_by: str) -> Tensor:
@@ -293,11 +286,12 @@ def _improved(new: dict[str, Tensor], old: dict[str, Tensor], best_by: str) -> T
     return more | (tie & (new["loss"] < old["loss"]))
 
 
-def _keep_best(model: nn.Module, best: dict[str, Tensor], improved: Tensor) -> None:
+def _keep_best(model: nn.Module, best: dict[str, Tensor], improved: Tensor, index: Tensor) -> None:
+    """Copy the improved replicas' parameters into ``best`` at their original positions."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             sel = improved.view(-1, *([1] * (p.dim() - 1)))
-            best[name].copy_(torch.where(sel, p, best[name]))
+            best[name][index] = torch.where(sel, p, best[name][index])
 
 
 def _restore_best(model: nn.Module, best: dict[str, Tensor]) -> None:

@@ -1,0 +1,116 @@
+"""The replicas still training in a batched model, and how replicas leave it.
+
+A replica that has memorized all its examples leaves the batch (``leave_when_fit``): the
+batched model's parameters, the Adam state and the data are compacted to the replicas that
+stay (``index_select`` along the replica axis), so later steps spend nothing on it. Every
+replica's own computation does not depend on the others (the loop's invariant), so those
+that stay train as they would have.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from memcap.training.adam import FusedAdam
+from memcap.training.batches import BatchStream, replica_generators
+from memcap.training.config import TrainConfig
+from memcap.training.data import ReplicaData
+from memcap.training.precision import ComputeCopy
+
+# Compacts a model's replica-axis buffers and attributes to replicas ``index`` in place (the
+# loop selects the parameters itself).
+SelectReplicas = Callable[[nn.Module, Tensor], None]
+
+
+class ActiveReplicas:
+    """The model, optimizer, data and batch streams of the replicas still training.
+
+    Args:
+        model: the replica-batched model (the caller's object until a replica leaves).
+        data: every replica's training set.
+        cfg: optimisation settings (batching, precision).
+        seeds: one mini-batch seed per replica.
+        select: compacts the model's buffers; needed when it has any and replicas leave.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        data: ReplicaData,
+        cfg: TrainConfig,
+        seeds: Sequence[int],
+        select: SelectReplicas | None,
+    ) -> None:
+        if cfg.leave_when_fit and select is None and any(True for _ in model.buffers()):
+            raise ValueError(
+                "leave_when_fit needs a select function for a model with buffers (their "
+                "replica axis must shrink with the parameters')"
+            )
+        self.model, self.data, self.select = model, data, select
+        self.index = torch.arange(data.replicas, device=data.sizes.device)  # original positions
+        self.optimizer = FusedAdam(model.parameters())
+        self.compute = ComputeCopy(model) if cfg.precision == "bf16" else None
+        device = data.sizes.device
+        self.stream = (
+            None
+            if cfg.batch_size is None
+            else BatchStream(
+                data.sizes.tolist(),
+                cfg.batch_size,
+                cfg.sampling,
+                replica_generators(seeds, device),
+            )
+        )
+        self._copied = False
+        self._weights: Tensor | None = None
+
+    def example_weights(self, batch_size: int | None) -> Tensor:
+        """(R, B) weight of each example in its replica's mean loss: 1 / batch size, or
+        1 / T on valid examples of a full batch (computed once per set of replicas)."""
+        if self._weights is None:
+            data = self.data
+            if batch_size is None:
+                self._weights = data.mask().float() / data.sizes[:, None]
+            else:
+                shape = (data.replicas, batch_size)
+                self._weights = torch.full(shape, 1.0 / batch_size, device=data.sizes.device)
+        return self._weights
+
+    @property
+    def step_model(self) -> nn.Module:
+        """The module that runs the training step (the bfloat16 copy under bf16)."""
+        return self.model if self.compute is None else self.compute.model
+
+    def keep(self, local: Tensor) -> None:
+        """Keep the replicas at positions ``local`` (among the active ones); the rest leave.
+
+        The first time, the model is copied: the caller's model keeps every replica's axis,
+        for the best states restored into it after training.
+        """
+        if not self._copied:
+            self.model = copy.deepcopy(self.model)
+            self._copied = True
+        _select_parameters(self.model, local)
+        if self.select is not None:
+            self.select(self.model, local)
+        self.optimizer = self.optimizer.selected(list(self.model.parameters()), local)
+        if self.compute is not None:
+            self.compute = ComputeCopy(self.model)
+        self.data = self.data.select(local)
+        if self.stream is not None:
+            self.stream.keep(local.tolist())
+        self.index = self.index[local]
+        self._weights = None
+
+
+def _select_parameters(model: nn.Module, index: Tensor) -> None:
+    """Replace every parameter by a new one holding replicas ``index`` (a new leaf: autograd
+    keeps the shape a parameter had when it first took a gradient)."""
+    for name, p in list(model.named_parameters()):
+        owner, _, attribute = name.rpartition(".")
+        module = model.get_submodule(owner)
+        setattr(module, attribute, nn.Parameter(p.detach().index_select(0, index)))

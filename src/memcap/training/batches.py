@@ -1,0 +1,70 @@
+"""Mini-batch example indices of replica-batched training, one random stream per replica."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from memcap.training.config import Sampling
+
+
+def replica_generators(seeds: Sequence[int], device: torch.device) -> list[torch.Generator]:
+    """One generator per replica, so a replica's random stream does not depend on R."""
+    return [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+
+class BatchStream:
+    """Endless (R, batch) example indices: drawn with replacement, or shuffled epochs.
+
+    Shuffled epochs (the authors' ``DataLoader(shuffle=True)``) cut one permutation of each
+    replica's examples into size // batch batches (a remainder is dropped); replicas must
+    share one size. Each replica draws from its own generator, so :meth:`keep` (replicas
+    leaving) leaves the others' streams as they were.
+
+    Args:
+        sizes: each replica's number of examples.
+        batch: examples per replica and step.
+        sampling: "replacement" or "shuffle".
+        generators: one per replica.
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        batch: int,
+        sampling: Sampling,
+        generators: list[torch.Generator],
+    ) -> None:
+        if sampling == "shuffle" and len(set(sizes)) > 1:
+            raise ValueError("shuffled epochs need replicas of one dataset size")
+        self.sizes = [int(s) for s in sizes]  # host ints: no device sync per step
+        self.batch, self.sampling, self.generators = batch, sampling, list(generators)
+        self._order: Tensor | None = None  # this epoch's permutations (shuffle)
+        self._start = 0
+
+    def next(self) -> Tensor:
+        """The next step's (R, batch) indices into each replica's own examples."""
+        if self.sampling == "replacement":
+            rows = [
+                torch.randint(size, (self.batch,), generator=g, device=g.device)
+                for size, g in zip(self.sizes, self.generators, strict=True)
+            ]
+            return torch.stack(rows)
+        size = self.sizes[0]
+        if self._order is None or self._start + self.batch > size:
+            self._order = torch.stack(
+                [torch.randperm(size, generator=g, device=g.device) for g in self.generators]
+            )
+            self._start = 0
+        batch = self._order[:, self._start : self._start + self.batch]
+        self._start += self.batch
+        return batch
+
+    def keep(self, index: Sequence[int]) -> None:
+        """Keep the streams of replicas ``index`` (positions among the current ones)."""
+        self.sizes = [self.sizes[i] for i in index]
+        self.generators = [self.generators[i] for i in index]
+        if self._order is not None:
+            self._order = self._order[list(index)]

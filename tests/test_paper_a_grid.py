@@ -1,0 +1,33 @@
+"""benchmarks/paper_a_grid.py runs end to end on the CPU (tiny config, a few steps)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_grid_benchmark_writes_every_sweeps_timing_and_the_grid_total(tmp_path):
+    out = tmp_path / "grid.json"
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "paper_a_grid.py"), "configs/test.yaml",
+        "--max-steps", "2", "--warmup", "1", "--sweeps", "context_size", "head_dim",
+        "--max-padding", "0.2", "--group-by", "--models-per-sweep", "1", "--out", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+    report = json.loads(out.read_text())
+    assert report["device"] == "cpu" and report["precision"] == "float32"
+    assert report["max_padding"] == 0.2 and report["group_by"] == []
+    assert set(report["sweeps"]) == {"context_size", "head_dim"}
+    for sweep in report["sweeps"].values():
+        models = sweep["models"]
+        assert sum(m["measured"] for m in models) == 1  # the others extrapolated
+        assert sweep["measured_steps"] == 2 and sweep["padding"] <= 0.2 + 1e-9
+        assert sweep["steps"] == sum(m["steps"] for m in models)
+        assert sweep["grid_seconds"] >= sum(m["steps"] * m["seconds_per_step"] for m in models)
+    total = sum(s["grid_seconds"] for s in report["sweeps"].values())
+    assert abs(report["grid_hours"] * 3600 - total) < 1e-6 * max(total, 1.0)
+    assert report["peak_tflops"] > 0
