@@ -342,17 +342,23 @@ class ReplicaTransformer(nn.Module):
 
     @staticmethod
     def _mlp(x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """GELU MLP on (R, T, D) residuals."""
-        hidden = torch.einsum("rtd,rwd->rtw", x, w["mlp_in"][:, layer])
-        hidden = nn.functional.gelu(hidden + w["mlp_bias"][:, layer, None])
-        out = torch.einsum("rtw,rdw->rtd", hidden, w["mlp_out"][:, layer])
-        return out if "mlp_out_bias" not in w else out + w["mlp_out_bias"][:, layer, None]
+        """GELU MLP on (R, T, D) residuals.
+
+        Plain batched products with the biases added inside them: an einsum records a
+        permute, reshape and view (and their backward) around each product.
+        """
+        hidden = torch.baddbmm(w["mlp_bias"][:, layer, None], x, w["mlp_in"][:, layer].mT)
+        hidden = nn.functional.gelu(hidden)
+        if "mlp_out_bias" not in w:
+            return torch.bmm(hidden, w["mlp_out"][:, layer].mT)
+        return torch.baddbmm(w["mlp_out_bias"][:, layer, None], hidden, w["mlp_out"][:, layer].mT)
 
     @staticmethod
     def _unembed(x: Tensor, w: dict[str, Tensor]) -> Tensor:
         """Logits (R, T, N) of residuals (R, T, D)."""
-        logits = torch.einsum("rtd,rnd->rtn", x, w["unembed"])
-        return logits if "unembed_bias" not in w else logits + w["unembed_bias"][:, None]
+        if "unembed_bias" not in w:
+            return torch.bmm(x, w["unembed"].mT)
+        return torch.baddbmm(w["unembed_bias"][:, None], x, w["unembed"].mT)
 
 
 def _expand(bias: Tensor | None, *axes: int) -> Tensor | None:
