@@ -14,9 +14,7 @@ batches; the accuracy on all N^S inputs of the final model is kept beside it
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -112,7 +110,6 @@ def run_sweep(
     name: str, spec: Mapping[str, Any], stage: StageSettings, device: torch.device
 ) -> SweepResult:
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
-    keep_freed_memory()
     settings = expand_sweep(name, spec)
     replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds()]
     groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
@@ -132,25 +129,6 @@ def run_sweep(
         timings.append({"replicas": len(group), "seconds": time.perf_counter() - start})
         _logger.info("group of %d replicas took %.1f s", len(group), timings[-1]["seconds"])
     return SweepResult(pd.DataFrame(rows), timings, stage.sweep_train(spec))
-
-
-def keep_freed_memory() -> None:
-    """Let glibc's malloc keep freed memory for reuse instead of returning it to the system.
-
-    A training step allocates and frees the same few tensors of up to a few MB thousands of
-    times. By default glibc serves blocks that large with ``mmap`` and gives them back on free
-    (or trims the heap top), so every step faults its pages in again: a fifth of the
-    AoT-vs-MLP sweep's CPU time went to the kernel zeroing pages. Process-wide, so called by
-    the sweep's entry point; a no-op where the C library has no ``mallopt``.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is None:
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 32 * 2**20)  # glibc's largest; bigger blocks still use mmap
-    mallopt(m_trim_threshold, 2**30)
 
 
 def _train_group(

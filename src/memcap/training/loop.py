@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from memcap.training.active import ActiveReplicas, SelectReplicas
+from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData, gather_rows
 from memcap.training.precision import matmul_precision
@@ -152,6 +153,7 @@ def train_replicas(
         replica's best parameters.
     """
     _check_replica_axis(model, data.replicas, len(seeds))
+    keep_freed_memory()  # the step's tensors are freed and allocated again every step
     with matmul_precision(cfg.precision, data.sizes.device):
         return _train(model, ActiveReplicas(model, data, cfg, seeds, select), objective, cfg)
 
