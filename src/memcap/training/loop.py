@@ -116,11 +116,14 @@ def evaluate(
     loss = torch.zeros(data.replicas, device=mask.device)
     correct = torch.zeros_like(loss)
     for start in range(0, t_max, chunk):
-        index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
-        index = index.expand(data.replicas, -1)
-        inputs, targets = data.take(index)
+        if t_max <= chunk:  # the data's own tensors (a model may cache what it derives)
+            inputs, targets, valid = data.inputs, data.targets, mask.float()
+        else:
+            index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
+            index = index.expand(data.replicas, -1)
+            inputs, targets = data.take(index)
+            valid = gather_rows(mask, index).float()
         outputs = model(*inputs)
-        valid = gather_rows(mask, index).float()
         loss += (example_losses(outputs, targets, objective) * valid).sum(1)
         correct += (example_correct(outputs, targets, objective, regression_tol) * valid).sum(1)
     sizes = data.sizes.float()
