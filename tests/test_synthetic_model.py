@@ -22,6 +22,24 @@ def _inputs(replicas: int, batch: int, n: int, seed: int = 0):
     )
 
 
+def _folded_case(value_dim: int, classes: int | None, shared: bool, seed: int):
+    """Four replicas of different shapes in float64, replica 0 with padded context positions;
+    ``shared``: replicas 0, 2 and 3 read one input, so their heads are stacked (2 + 1 + 3 rows)."""
+    shapes = [
+        MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
+        MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
+        MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
+        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
+    ]
+    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
+    query, context = (x.double() for x in _inputs(4, 7, 5, seed=seed))
+    context[0, :, 3:] = 100.0
+    if shared:
+        query[2:], context[2:] = query[0], context[0]
+        assert model.slot_cache.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
+    return model, query, context
+
+
 def forward_all(model: ReplicaMHA, query: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
     """The MHA layer's output at every position, (R, B, 1 + n_max, d): the plain masked
     attention (every position attends to the context tokens, none to token 0), of which
@@ -154,18 +172,7 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
 def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared):
-    shapes = [
-        MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
-        MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
-        MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
-        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
-    ]
-    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
-    query, context = (x.double() for x in _inputs(4, 7, 5))
-    context[0, :, 3:] = 100.0  # padded context positions
-    if shared:  # replicas 0, 2 and 3 read one input: their heads are stacked (2 + 1 + 3 rows)
-        query[2:], context[2:] = query[0], context[0]
-        assert model.slot_cache.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
+    model, query, context = _folded_case(value_dim, classes, shared, seed=0)
     folded, plain = model(query, context), model.reference_forward(query, context)
     torch.testing.assert_close(folded, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
@@ -183,17 +190,7 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, s
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
 def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared):
-    shapes = [
-        MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
-        MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
-        MHAShape(D, 4, 1, 3, value_dim=value_dim, classes=classes, xavier=True),
-        MHAShape(D, 5, 3, 2, value_dim=value_dim, classes=classes),
-    ]
-    model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
-    query, context = (x.double() for x in _inputs(4, 7, 5, seed=1))
-    context[0, :, 3:] = 100.0  # padded context positions
-    if shared:
-        query[2:], context[2:] = query[0], context[0]
+    model, query, context = _folded_case(value_dim, classes, shared, seed=1)
     objective = "regression" if classes is None else "classification"
     g = torch.Generator().manual_seed(2)
     targets = (
