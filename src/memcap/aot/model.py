@@ -37,7 +37,10 @@ from torch import Tensor, nn
 
 from memcap.aot.merged import MergedAttention
 from memcap.aot.settings import Setting
+from memcap.aot.tail import MergedTail
 from memcap.aot.tasks import all_sequences, sequence_index
+from memcap.synthetic.folded_loss import ExampleLoss
+from memcap.training.loop import example_losses
 
 # Parameter name → shape from one replica's (N, S, d, d_h, H, L, w, D); D is the residual
 # dimension (d for the paper's variant, d_h for the authors').
@@ -62,6 +65,8 @@ _SHAPES = {
 }
 # Parameters whose padded entries would reach the logits unmasked (see the module docstring).
 _MASKED = ("proj", "b_o")
+# The MLP's parameters, in the order :class:`memcap.aot.tail.MergedTail` takes them.
+_MLP = ("mlp_in", "mlp_bias", "mlp_out", "mlp_out_bias")
 # Parameters of the authors' variant only.
 _AUTHORS_ONLY = ("proj", "b_q", "b_k", "b_v", "b_o", "mlp_out_bias", "unembed_bias")
 
@@ -203,19 +208,28 @@ class ReplicaTransformer(nn.Module):
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
         if self.depth > 1:
             return self.sequence_logits(tokens)[:, :, -1]
+        path = self._path(tokens)
+        if path == "merged":
+            return self.batch_logits(tokens)  # per example, merged heads
+        if path == "all":
+            return self.all_logits()  # the full data set in table order (full-batch training)
+        rows = sequence_index(tokens, self.N)[..., None].expand(-1, -1, self.N)
+        return torch.gather(self.all_logits(), 1, rows)
+
+    def _path(self, tokens: Tensor) -> str:
+        """How a one-layer forward computes ``tokens`` (R, B, S): ``all`` (every input in table
+        order: the table path), ``merged`` (merged heads per example) or ``gather`` (rows of
+        the table path). The table path takes more operations per call: it pays where it
+        computes at most a quarter as many rows as the batch has (a batch of 256 over N^S =
+        100 does not)."""
         rows = sequence_index(tokens, self.N)  # (R, B)
-        everything = (
+        if (
             rows.shape[1] == self.N**self.S
             and torch.equal(rows[0], self._row_ids)
             and bool((rows == rows[0]).all())
-        )
-        if everything:
-            return self.all_logits()  # the full data set in table order (full-batch training)
-        # the table path takes more operations per call: it pays where it computes at most a
-        # quarter as many rows as the batch has (a mini-batch of 256 over N^S = 100 does not)
-        if rows.shape[1] < 4 * self.N**self.S:
-            return self.batch_logits(tokens)  # per example, merged heads
-        return torch.gather(self.all_logits(), 1, rows[..., None].expand(-1, -1, self.N))
+        ):
+            return "all"
+        return "merged" if rows.shape[1] < 4 * self.N**self.S else "gather"
 
     def _token_tables(self, w: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Residual, query, key and value-output of every token at every position (one layer).
@@ -250,9 +264,44 @@ class ReplicaTransformer(nn.Module):
         element-wise product sweeps contiguous memory. The paper's variant has no biases and
         no constant coordinate.
         """
+        w = self.weights()
+        out = self._merged_residual(tokens, w)
+        if "b_o" in w:
+            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
+        out = out.transpose(1, 2)  # (R, B, D)
+        if self.has_mlp:
+            out = out + self._mlp(out, w, 0)
+        return self._unembed(out, w)
+
+    def weighted_loss(
+        self, tokens: Tensor, targets: Tensor, weights: Tensor, objective: str
+    ) -> tuple[Tensor, Tensor]:
+        """Per-replica weighted loss (R,) and logits (R, B, N) of a training step.
+
+        The training loop's hook (``memcap.training.loop._step_loss``): a classification
+        mini-batch through merged heads runs everything after the attention, loss included,
+        as one node with a hand-written backward (:class:`memcap.aot.tail.MergedTail`); any
+        other step is the plain forward and loss.
+        """
+        if objective != "classification" or self.depth != 1 or self._path(tokens) != "merged":
+            outputs = self(tokens).float()
+            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+        w = self.weights()
+        layer = {n: w[n][:, 0] if n in w else None for n in ("b_o",) + _MLP}
+        per_replica, logits = MergedTail.apply(
+            self._merged_residual(tokens, w),
+            None if layer["b_o"] is None else layer["b_o"].sum(1),
+            *(layer[n] for n in _MLP),
+            w["unembed"],
+            w.get("unembed_bias"),
+            ExampleLoss(targets, weights, classification=True),
+        )
+        return per_replica, logits.transpose(1, 2)
+
+    def _merged_residual(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
+        """The last position's residual (R, D, B) after the heads, without their output biases."""
         if self.depth != 1:
             raise NotImplementedError("the merged heads cover one layer; use sequence_logits")
-        w = self.weights()
         R, B, S = tokens.shape
         table = self.embedded(w)[:, None] + w["pos"][:, :, None]  # (R, S, N, D)
         table = table.flatten(1, 2).transpose(1, 2)  # (R, D, S·N): column n + s·N
@@ -273,12 +322,7 @@ class ReplicaTransformer(nn.Module):
         else:
             x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x
             out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
-        if "b_o" in w:
-            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
-        out = out.transpose(1, 2)  # (R, B, D)
-        if self.has_mlp:
-            out = out + self._mlp(out, w, 0)
-        return self._unembed(out, w)
+        return out
 
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""
