@@ -33,44 +33,56 @@ class MergedAttention(torch.autograd.Function):
     def forward(
         ctx: Any, x: Tensor, earlier: Tensor, score: Tensor, merged: Tensor, bias: bool
     ) -> Tensor:
-        R, D, S1, B = earlier.shape
-        x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x  # (R, D', B)
-        delta = earlier - x[:, :, None]  # (R, D, S-1, B)
-        pairs = (delta[:, :, None] * x_one[:, None, :, None]).reshape(R, -1, S1 * B)  # δ ⊗ x̃
-        above = torch.bmm(score.flatten(2), pairs)  # (R, H, (S-1)·B)
-        attn = _attention(above, S1)
-        heads = merged[..., :D].flatten(2)  # (R, H, D·D)
-        mix = torch.bmm(heads.transpose(1, 2), attn).view(R, D, D, S1, B)
-        total = merged.sum(1)  # (R, D, D')
-        out = torch.baddbmm(x, total, x_one) + (mix * delta[:, None]).sum((2, 3))
-        ctx.save_for_backward(x_one, delta, pairs, attn, mix, score, heads, total)
-        ctx.bias = bias
+        out, saved = attention_forward(x, earlier, score, merged, bias)
+        ctx.save_for_backward(*saved)
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        x_one, delta, pairs, attn, mix, score, heads, total = ctx.saved_tensors
-        grad = grad.contiguous()  # it arrives transposed (examples along the middle axis)
-        R, D, S1, B = delta.shape
-        H = attn.shape[1]
-        # the mixing: out_i += Σ_js mix_ijs δ_js with mix = Σ_h a_h M_h
-        grad_delta = (mix * grad[:, :, None, None]).sum(1)  # (R, D, S-1, B)
-        grad_pairs_out = (grad[:, :, None, None] * delta[:, None]).reshape(R, D * D, S1 * B)
-        grad_attn = torch.bmm(heads, grad_pairs_out)  # (R, H, (S-1)·B)
-        grad_heads = torch.bmm(attn, grad_pairs_out.transpose(1, 2)).view(R, H, D, D)
-        grad_above = _attention_backward(attn, grad_attn, S1)
-        # the scores: above_h = A_h : (δ ⊗ x̃)
-        grad_score = torch.bmm(grad_above, pairs.transpose(1, 2)).view(score.shape)
-        grad_pairs = torch.bmm(score.flatten(2).transpose(1, 2), grad_above)
-        grad_pairs = grad_pairs.view(R, D, -1, S1, B)  # (R, D, D', S-1, B)
-        grad_delta = grad_delta + (grad_pairs * x_one[:, None, :, None]).sum(2)
-        grad_x_one = (grad_pairs * delta[:, :, None]).sum((1, 3))  # (R, D', B)
-        # the linear part: x + Σ_h M_h x̃
-        grad_x_one = torch.baddbmm(grad_x_one, total.transpose(1, 2), grad)
-        grad_merged = torch.bmm(grad, x_one.transpose(1, 2))[:, None].repeat(1, H, 1, 1)
-        grad_merged[..., :D] += grad_heads
-        grad_x = grad + grad_x_one[:, :D] - grad_delta.sum(2)
-        return grad_x, grad_delta, grad_score, grad_merged, None
+        # it arrives transposed (examples along the middle axis)
+        return (*attention_backward(ctx.saved_tensors, grad.contiguous()), None)
+
+
+def attention_forward(
+    x: Tensor, earlier: Tensor, score: Tensor, merged: Tensor, bias: bool
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """:class:`MergedAttention`'s output and what :func:`attention_backward` needs."""
+    R, D, S1, B = earlier.shape
+    x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x  # (R, D', B)
+    delta = earlier - x[:, :, None]  # (R, D, S-1, B)
+    pairs = (delta[:, :, None] * x_one[:, None, :, None]).reshape(R, -1, S1 * B)  # δ ⊗ x̃
+    above = torch.bmm(score.flatten(2), pairs)  # (R, H, (S-1)·B)
+    attn = _attention(above, S1)
+    heads = merged[..., :D].flatten(2)  # (R, H, D·D)
+    mix = torch.bmm(heads.transpose(1, 2), attn).view(R, D, D, S1, B)
+    total = merged.sum(1)  # (R, D, D')
+    out = torch.baddbmm(x, total, x_one) + (mix * delta[:, None]).sum((2, 3))
+    return out, (x_one, delta, pairs, attn, mix, score, heads, total)
+
+
+def attention_backward(saved: tuple[Tensor, ...], grad: Tensor) -> tuple[Tensor, ...]:
+    """Gradients of x, earlier, score and merged from that of the output (R, D, B)."""
+    x_one, delta, pairs, attn, mix, score, heads, total = saved
+    R, D, S1, B = delta.shape
+    H = attn.shape[1]
+    # the mixing: out_i += Σ_js mix_ijs δ_js with mix = Σ_h a_h M_h
+    grad_delta = (mix * grad[:, :, None, None]).sum(1)  # (R, D, S-1, B)
+    grad_pairs_out = (grad[:, :, None, None] * delta[:, None]).reshape(R, D * D, S1 * B)
+    grad_attn = torch.bmm(heads, grad_pairs_out)  # (R, H, (S-1)·B)
+    grad_heads = torch.bmm(attn, grad_pairs_out.transpose(1, 2)).view(R, H, D, D)
+    grad_above = _attention_backward(attn, grad_attn, S1)
+    # the scores: above_h = A_h : (δ ⊗ x̃)
+    grad_score = torch.bmm(grad_above, pairs.transpose(1, 2)).view(score.shape)
+    grad_pairs = torch.bmm(score.flatten(2).transpose(1, 2), grad_above)
+    grad_pairs = grad_pairs.view(R, D, -1, S1, B)  # (R, D, D', S-1, B)
+    grad_delta = grad_delta + (grad_pairs * x_one[:, None, :, None]).sum(2)
+    grad_x_one = (grad_pairs * delta[:, :, None]).sum((1, 3))  # (R, D', B)
+    # the linear part: x + Σ_h M_h x̃
+    grad_x_one = torch.baddbmm(grad_x_one, total.transpose(1, 2), grad)
+    grad_merged = torch.bmm(grad, x_one.transpose(1, 2))[:, None].repeat(1, H, 1, 1)
+    grad_merged[..., :D] += grad_heads
+    grad_x = grad + grad_x_one[:, :D] - grad_delta.sum(2)
+    return grad_x, grad_delta, grad_score, grad_merged
 
 
 def _attention(above: Tensor, S1: int) -> Tensor:

@@ -37,7 +37,8 @@ from torch import Tensor, nn
 
 from memcap.aot.merged import MergedAttention
 from memcap.aot.settings import Setting
-from memcap.aot.tail import MergedTail
+from memcap.aot.step import NAMES as STEP_NAMES
+from memcap.aot.step import MergedStep
 from memcap.aot.tasks import all_sequences, sequence_index
 from memcap.synthetic.folded_loss import ExampleLoss
 from memcap.training.loop import example_losses
@@ -65,8 +66,6 @@ _SHAPES = {
 }
 # Parameters whose padded entries would reach the logits unmasked (see the module docstring).
 _MASKED = ("proj", "b_o")
-# The MLP's parameters, in the order :class:`memcap.aot.tail.MergedTail` takes them.
-_MLP = ("mlp_in", "mlp_bias", "mlp_out", "mlp_out_bias")
 # Parameters of the authors' variant only.
 _AUTHORS_ONLY = ("proj", "b_q", "b_k", "b_v", "b_o", "mlp_out_bias", "unembed_bias")
 
@@ -279,23 +278,18 @@ class ReplicaTransformer(nn.Module):
         """Per-replica weighted loss (R,) and logits (R, B, N) of a training step.
 
         The training loop's hook (``memcap.training.loop._step_loss``): a classification
-        mini-batch through merged heads runs everything after the attention, loss included,
-        as one node with a hand-written backward (:class:`memcap.aot.tail.MergedTail`); any
-        other step is the plain forward and loss.
+        mini-batch through merged heads (S ≥ 2) runs from the token lookup to the loss as one
+        node with a hand-written backward (:class:`memcap.aot.step.MergedStep`); any other
+        step is the plain forward and loss.
         """
-        if objective != "classification" or self.depth != 1 or self._path(tokens) != "merged":
+        plain = objective != "classification" or self.depth != 1 or self.S < 2
+        if plain or self._path(tokens) != "merged":
             outputs = self(tokens).float()
             return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+        loss = ExampleLoss(targets, weights, classification=True)
         w = self.weights()
-        layer = {n: w[n][:, 0] if n in w else None for n in ("b_o",) + _MLP}
-        per_replica, logits = MergedTail.apply(
-            self._merged_residual(tokens, w),
-            None if layer["b_o"] is None else layer["b_o"].sum(1),
-            *(layer[n] for n in _MLP),
-            w["unembed"],
-            w.get("unembed_bias"),
-            ExampleLoss(targets, weights, classification=True),
-        )
+        weights_in_order = (w.get(name) for name in STEP_NAMES)
+        per_replica, logits = MergedStep.apply(tokens, self.scale, loss, self.N, *weights_in_order)
         return per_replica, logits.transpose(1, 2)
 
     def _merged_residual(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
