@@ -276,10 +276,11 @@ def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S)
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("earlier", [1, 3])
-def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier):
+@pytest.mark.parametrize("H", [1, 3, 5])  # per head below D' heads, merged from D' on
+def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier, H):
     """The hand-written backward against finite differences (float64)."""
     gen = torch.Generator().manual_seed(0)
-    R, D, B, H = 2, 3, 4, 3
+    R, D, B = 2, 3, 4
 
     def arg(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
@@ -293,7 +294,8 @@ def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlie
 @pytest.mark.parametrize("mlp", [False, True])
 def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, mlp):
     """weighted_loss (one node from the token lookup to the loss) against autograd through
-    sequence_logits and the loop's cross-entropy, padded replicas with and without an MLP."""
+    sequence_logits and the loop's cross-entropy, padded replicas with and without an MLP;
+    the AoT's 7 heads take the merged form, the MLP-Transformer's one head the per-head form."""
     if mlp:
         group = [
             Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
@@ -301,7 +303,7 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
         ]
     else:
         group = [
-            Setting("t", "association", "aot", 6, S, 5, 5, 3, 1, 0, 1.0, variant),
+            Setting("t", "association", "aot", 6, S, 5, 5, 7, 1, 0, 1.0, variant),
             Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
         ]
     model = ReplicaTransformer(group, [0, 1])
