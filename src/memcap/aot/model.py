@@ -22,7 +22,8 @@ Speed: with one layer the residual stream at position s depends only on the toke
 for all N^S inputs queries, keys and values are computed once per dictionary entry (N rows
 instead of one per example), attention scores are gathered from N×N tables, and the value
 mixing runs as batched matrix products over the grid of all inputs; a mini-batch goes
-through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`).
+through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`; a
+training step as one node with a hand-written backward: :meth:`ReplicaTransformer.weighted_loss`).
 :meth:`ReplicaTransformer.sequence_logits` is the plain per-example computation (any depth,
 every position); the fast paths match it.
 """
