@@ -223,11 +223,8 @@ class ReplicaTransformer(nn.Module):
         computes at most a quarter as many rows as the batch has (a batch of 256 over N^S =
         100 does not)."""
         rows = sequence_index(tokens, self.N)  # (R, B)
-        if (
-            rows.shape[1] == self.N**self.S
-            and torch.equal(rows[0], self._row_ids)
-            and bool((rows == rows[0]).all())
-        ):
+        table_order = rows.shape[1] == self.N**self.S and torch.equal(rows[0], self._row_ids)
+        if table_order and bool((rows == rows[0]).all()):
             return "all"
         return "merged" if rows.shape[1] < 4 * self.N**self.S else "gather"
 
@@ -276,21 +273,18 @@ class ReplicaTransformer(nn.Module):
     def weighted_loss(
         self, tokens: Tensor, targets: Tensor, weights: Tensor, objective: str
     ) -> tuple[Tensor, Tensor]:
-        """Per-replica weighted loss (R,) and logits (R, B, N) of a training step.
-
-        The training loop's hook (``memcap.training.loop._step_loss``): a classification
-        mini-batch through merged heads (S ≥ 2) runs from the token lookup to the loss as one
-        node with a hand-written backward (:class:`memcap.aot.step.MergedStep`); any other
-        step is the plain forward and loss.
-        """
+        """Per-replica weighted loss (R,) and logits (R, B, N) of a training step (the loop's
+        hook): a classification mini-batch through merged heads (S ≥ 2) is one node with a
+        hand-written backward (:class:`memcap.aot.step.MergedStep`), any other the plain one."""
         plain = objective != "classification" or self.depth != 1 or self.S < 2
         if plain or self._path(tokens) != "merged":
             outputs = self(tokens).float()
             return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
         loss = ExampleLoss(targets, weights, classification=True)
         w = self.weights()
-        weights_in_order = (w.get(name) for name in STEP_NAMES)
-        per_replica, logits = MergedStep.apply(tokens, self.scale, loss, self.N, *weights_in_order)
+        per_replica, logits = MergedStep.apply(
+            tokens, self.scale, loss, self.N, *(w.get(name) for name in STEP_NAMES)
+        )
         return per_replica, logits.transpose(1, 2)
 
     def _merged_residual(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
@@ -381,11 +375,8 @@ class ReplicaTransformer(nn.Module):
 
     @staticmethod
     def _mlp(x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """GELU MLP on (R, T, D) residuals.
-
-        Plain batched products with the biases added inside them: an einsum records a
-        permute, reshape and view (and their backward) around each product.
-        """
+        """GELU MLP on (R, T, D) residuals: batched products with the biases inside (an einsum
+        records a permute, reshape and view, and their backward, around each product)."""
         hidden = torch.baddbmm(w["mlp_bias"][:, layer, None], x, w["mlp_in"][:, layer].mT)
         hidden = nn.functional.gelu(hidden)
         if "mlp_out_bias" not in w:
