@@ -4,7 +4,10 @@ Paper B's heads sweep as the default run trains it (the authors' recipe and vari
 S = 2, d = d_h = 10, H = 1, 11, 21, 31 as one padded model, Adam steps on mini-batches of
 256), timed three ways in one process on the same replicas and batch:
 
-- ours: merged per-head matrices (``ReplicaTransformer.batch_logits``) and fused Adam;
+- ours: the whole step from the token lookup to the loss as one node with a hand-written
+  backward (``ReplicaTransformer.weighted_loss``, merged heads) and fused Adam;
+- merged: merged heads (``ReplicaTransformer.batch_logits``) with autograd around the
+  attention (the rest of the model and the loss), fused Adam: the step before the one node;
 - previous: per-example rows gathered from token tables, per-head products, plain Adam (the
   code before issue 22, kept here as the reference);
 - naive: the plain per-example attention (``sequence_logits``), plain Adam.
@@ -12,7 +15,7 @@ S = 2, d = d_h = 10, H = 1, 11, 21, 31 as one padded model, Adam steps on mini-b
 ``--heads``, ``--batch``, ``--variant``, ``--N`` and ``--d`` change the setting. CPU seconds
 (``time.process_time``) per step, median of ``--repeats`` rounds; the machine's
 single-thread float32 1024² matmul GFLOP/s is printed for scale; the last lines are
-``RATIO previous/ours`` and ``RATIO naive/ours``.
+``RATIO merged/ours``, ``RATIO previous/ours`` and ``RATIO naive/ours``.
 
     .venv/bin/python benchmarks/bench_aot.py --threads 1
 """
@@ -30,6 +33,8 @@ from torch import Tensor
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task
+
+LossOf = Callable[[ReplicaTransformer, Tensor, Tensor], Tensor]
 
 
 def previous_batch_logits(model: ReplicaTransformer, tokens: Tensor) -> Tensor:
@@ -64,10 +69,26 @@ def previous_batch_logits(model: ReplicaTransformer, tokens: Tensor) -> Tensor:
     return model._unembed(x, w)
 
 
+def plain_loss(logits_of: Callable[[ReplicaTransformer, Tensor], Tensor]) -> LossOf:
+    """The mean cross-entropy of a logits function, through autograd."""
+
+    def loss(model: ReplicaTransformer, tokens: Tensor, targets: Tensor) -> Tensor:
+        logits = logits_of(model, tokens)
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    return loss
+
+
+def fused_loss(model: ReplicaTransformer, tokens: Tensor, targets: Tensor) -> Tensor:
+    """The same loss through the model's one-node step (summed over replicas, as above)."""
+    weights = torch.full(targets.shape, 1.0 / targets.numel())
+    return model.weighted_loss(tokens, targets, weights, "classification")[0].sum()
+
+
 def step_cpu(
     settings: list[Setting],
     batch: int,
-    logits_of: Callable[[ReplicaTransformer, Tensor], Tensor],
+    loss_of: LossOf,
     fused: bool,
     repeats: int,
     steps: int = 20,
@@ -82,8 +103,7 @@ def step_cpu(
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        logits = logits_of(model, tokens)
-        torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+        loss_of(model, tokens, targets).backward()
         optimizer.step()
 
     step()  # warm-up
@@ -123,16 +143,26 @@ def main() -> None:
         )
         for h in args.heads.split(",")
     ]
-    ours = step_cpu(settings, args.batch, ReplicaTransformer.batch_logits, True, args.repeats)
-    previous = step_cpu(settings, args.batch, previous_batch_logits, False, args.repeats)
+    ours = step_cpu(settings, args.batch, fused_loss, True, args.repeats)
+    merged = step_cpu(
+        settings, args.batch, plain_loss(ReplicaTransformer.batch_logits), True, args.repeats
+    )
+    previous_loss = plain_loss(previous_batch_logits)
+    previous = step_cpu(settings, args.batch, previous_loss, False, args.repeats)
     naive = step_cpu(
-        settings, args.batch, lambda m, t: m.sequence_logits(t)[:, :, -1], False, args.repeats
+        settings,
+        args.batch,
+        plain_loss(lambda m, t: m.sequence_logits(t)[:, :, -1]),
+        False,
+        args.repeats,
     )
     print(f"matmul 1024² float32, {args.threads} thread(s): {matmul_gflops():.0f} GFLOP/s")
     print(f"replicas {len(settings)} (H = {args.heads}), batch {args.batch}, {args.variant}")
-    print(f"ours (merged heads, fused Adam)   {1000 * ours:7.2f} ms CPU/step")
+    print(f"ours (one-node step, fused Adam)  {1000 * ours:7.2f} ms CPU/step")
+    print(f"merged (merged heads, autograd)   {1000 * merged:7.2f} ms CPU/step")
     print(f"previous (token-table rows)       {1000 * previous:7.2f} ms CPU/step")
     print(f"naive (per-example attention)     {1000 * naive:7.2f} ms CPU/step")
+    print(f"RATIO merged/ours {merged / ours:.2f}")
     print(f"RATIO previous/ours {previous / ours:.2f}")
     print(f"RATIO naive/ours {naive / ours:.2f}")
 

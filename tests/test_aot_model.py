@@ -17,7 +17,7 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
-from memcap.training.loop import ReplicaData, evaluate, train_replicas
+from memcap.training.loop import ReplicaData, evaluate, example_losses, train_replicas
 
 
 def _setting(model="aot", N=5, S=2, d=4, d_h=3, H=2, depth=1, width=0, task="association"):
@@ -276,13 +276,67 @@ def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S)
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("earlier", [1, 3])
-def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier):
+@pytest.mark.parametrize("H", [1, 3, 5])  # per head below D' heads, merged from D' on
+def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier, H):
     """The hand-written backward against finite differences (float64)."""
     gen = torch.Generator().manual_seed(0)
-    R, D, B, H = 2, 3, 4, 3
+    R, D, B = 2, 3, 4
 
     def arg(*shape):
         return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
 
     args = (arg(R, D, B), arg(R, D, earlier, B), arg(R, H, D, D + bias), arg(R, H, D, D + bias))
     assert torch.autograd.gradcheck(lambda *a: MergedAttention.apply(*a, bias), args)
+
+
+@pytest.mark.parametrize("variant", ["paper", "authors"])
+@pytest.mark.parametrize("S", [1, 2, 3])
+@pytest.mark.parametrize("mlp", [False, True])
+def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, mlp):
+    """weighted_loss (one node from the token lookup to the loss) against autograd through
+    sequence_logits and the loop's cross-entropy, padded replicas with and without an MLP;
+    the AoT's 7 heads take the merged form, the MLP-Transformer's one head the per-head form."""
+    if mlp:
+        group = [
+            Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
+            Setting("t", "association", "mlp", 6, S, 5, 3, 1, 1, 9, 1.0, variant),
+        ]
+    else:
+        group = [
+            Setting("t", "association", "aot", 6, S, 5, 5, 7, 1, 0, 1.0, variant),
+            Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
+        ]
+    model = ReplicaTransformer(group, [0, 1])
+    with torch.no_grad():  # nonzero biases, so their paths are exercised
+        for name in ("b_q", "b_k", "b_v", "b_o"):
+            if name in model.names:
+                bias = getattr(model, name)
+                bias.normal_(generator=torch.Generator().manual_seed(1))
+                bias.mul_(getattr(model, f"{name}_mask"))  # padded entries stay zero
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(6, (2, 9, S), generator=gen)
+    targets = torch.randint(6, (2, 9), generator=gen)
+    weights = torch.rand(2, 9, generator=gen)
+
+    def loss_and_grads(loss_of):
+        model.zero_grad(set_to_none=True)
+        per_replica, logits = loss_of()
+        per_replica.sum().backward()
+        grads = {
+            n: torch.zeros_like(p) if p.grad is None else p.grad
+            for n, p in model.named_parameters()
+        }
+        return per_replica.detach(), logits.detach(), grads
+
+    def plain():
+        logits = model.sequence_logits(tokens)[:, :, -1]
+        return (example_losses(logits, targets, "classification") * weights).sum(1), logits
+
+    fused = loss_and_grads(lambda: model.weighted_loss(tokens, targets, weights, "classification"))
+    reference = loss_and_grads(plain)
+    torch.testing.assert_close(fused[0], reference[0])
+    torch.testing.assert_close(fused[1], reference[1])
+    for name, grad in reference[2].items():
+        torch.testing.assert_close(fused[2][name], grad, msg=name)
+        if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
+            assert (fused[2][name][getattr(model, f"{name}_mask") == 0] == 0).all(), name

@@ -22,7 +22,8 @@ Speed: with one layer the residual stream at position s depends only on the toke
 for all N^S inputs queries, keys and values are computed once per dictionary entry (N rows
 instead of one per example), attention scores are gathered from N×N tables, and the value
 mixing runs as batched matrix products over the grid of all inputs; a mini-batch goes
-through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`).
+through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`; a
+training step as one node with a hand-written backward: :meth:`ReplicaTransformer.weighted_loss`).
 :meth:`ReplicaTransformer.sequence_logits` is the plain per-example computation (any depth,
 every position); the fast paths match it.
 """
@@ -37,7 +38,11 @@ from torch import Tensor, nn
 
 from memcap.aot.merged import MergedAttention
 from memcap.aot.settings import Setting
+from memcap.aot.step import NAMES as STEP_NAMES
+from memcap.aot.step import MergedStep
 from memcap.aot.tasks import all_sequences, sequence_index
+from memcap.synthetic.folded_loss import ExampleLoss
+from memcap.training.loop import example_losses
 
 # Parameter name → shape from one replica's (N, S, d, d_h, H, L, w, D); D is the residual
 # dimension (d for the paper's variant, d_h for the authors').
@@ -203,19 +208,25 @@ class ReplicaTransformer(nn.Module):
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
         if self.depth > 1:
             return self.sequence_logits(tokens)[:, :, -1]
-        rows = sequence_index(tokens, self.N)  # (R, B)
-        everything = (
-            rows.shape[1] == self.N**self.S
-            and torch.equal(rows[0], self._row_ids)
-            and bool((rows == rows[0]).all())
-        )
-        if everything:
-            return self.all_logits()  # the full data set in table order (full-batch training)
-        # the table path takes more operations per call: it pays where it computes at most a
-        # quarter as many rows as the batch has (a mini-batch of 256 over N^S = 100 does not)
-        if rows.shape[1] < 4 * self.N**self.S:
+        path = self._path(tokens)
+        if path == "merged":
             return self.batch_logits(tokens)  # per example, merged heads
-        return torch.gather(self.all_logits(), 1, rows[..., None].expand(-1, -1, self.N))
+        if path == "all":
+            return self.all_logits()  # the full data set in table order (full-batch training)
+        rows = sequence_index(tokens, self.N)[..., None].expand(-1, -1, self.N)
+        return torch.gather(self.all_logits(), 1, rows)
+
+    def _path(self, tokens: Tensor) -> str:
+        """How a one-layer forward computes ``tokens`` (R, B, S): ``all`` (every input in table
+        order: the table path), ``merged`` (merged heads per example) or ``gather`` (rows of
+        the table path). The table path takes more operations per call: it pays where it
+        computes at most a quarter as many rows as the batch has (a batch of 256 over N^S =
+        100 does not)."""
+        rows = sequence_index(tokens, self.N)  # (R, B)
+        table_order = rows.shape[1] == self.N**self.S and torch.equal(rows[0], self._row_ids)
+        if table_order and bool((rows == rows[0]).all()):
+            return "all"
+        return "merged" if rows.shape[1] < 4 * self.N**self.S else "gather"
 
     def _token_tables(self, w: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Residual, query, key and value-output of every token at every position (one layer).
@@ -250,9 +261,36 @@ class ReplicaTransformer(nn.Module):
         element-wise product sweeps contiguous memory. The paper's variant has no biases and
         no constant coordinate.
         """
+        w = self.weights()
+        out = self._merged_residual(tokens, w)
+        if "b_o" in w:
+            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
+        out = out.transpose(1, 2)  # (R, B, D)
+        if self.has_mlp:
+            out = out + self._mlp(out, w, 0)
+        return self._unembed(out, w)
+
+    def weighted_loss(
+        self, tokens: Tensor, targets: Tensor, weights: Tensor, objective: str
+    ) -> tuple[Tensor, Tensor]:
+        """Per-replica weighted loss (R,) and logits (R, B, N) of a training step (the loop's
+        hook): a classification mini-batch through merged heads (S ≥ 2) is one node with a
+        hand-written backward (:class:`memcap.aot.step.MergedStep`), any other the plain one."""
+        plain = objective != "classification" or self.depth != 1 or self.S < 2
+        if plain or self._path(tokens) != "merged":
+            outputs = self(tokens).float()
+            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+        loss = ExampleLoss(targets, weights, classification=True)
+        w = self.weights()
+        per_replica, logits = MergedStep.apply(
+            tokens, self.scale, loss, self.N, *(w.get(name) for name in STEP_NAMES)
+        )
+        return per_replica, logits.transpose(1, 2)
+
+    def _merged_residual(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
+        """The last position's residual (R, D, B) after the heads, without their output biases."""
         if self.depth != 1:
             raise NotImplementedError("the merged heads cover one layer; use sequence_logits")
-        w = self.weights()
         R, B, S = tokens.shape
         table = self.embedded(w)[:, None] + w["pos"][:, :, None]  # (R, S, N, D)
         table = table.flatten(1, 2).transpose(1, 2)  # (R, D, S·N): column n + s·N
@@ -273,12 +311,7 @@ class ReplicaTransformer(nn.Module):
         else:
             x_one = torch.cat([x, x.new_ones(R, 1, B)], 1) if bias else x
             out = torch.baddbmm(x, merged.sum(1), x_one)  # x + Σ_h M_h x̃
-        if "b_o" in w:
-            out = out + w["b_o"].squeeze(1).sum(1)[..., None]
-        out = out.transpose(1, 2)  # (R, B, D)
-        if self.has_mlp:
-            out = out + self._mlp(out, w, 0)
-        return self._unembed(out, w)
+        return out
 
     def all_logits(self) -> Tensor:
         """Last-position logits (R, N^S, N) of every input sequence (one layer only)."""
@@ -342,11 +375,8 @@ class ReplicaTransformer(nn.Module):
 
     @staticmethod
     def _mlp(x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """GELU MLP on (R, T, D) residuals.
-
-        Plain batched products with the biases added inside them: an einsum records a
-        permute, reshape and view (and their backward) around each product.
-        """
+        """GELU MLP on (R, T, D) residuals: batched products with the biases inside (an einsum
+        records a permute, reshape and view, and their backward, around each product)."""
         hidden = torch.baddbmm(w["mlp_bias"][:, layer, None], x, w["mlp_in"][:, layer].mT)
         hidden = nn.functional.gelu(hidden)
         if "mlp_out_bias" not in w:
