@@ -20,7 +20,7 @@ from torch import Tensor
 
 from memcap.aot.merged import attention_backward, attention_forward
 from memcap.aot.tail import TailWeights, tail_backward, tail_forward
-from memcap.synthetic.folded_loss import ExampleLoss
+from memcap.training.fused_loss import ExampleLoss
 
 # The step's weights, in the order MergedStep takes them (None where the model lacks one).
 NAMES = (

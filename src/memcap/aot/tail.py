@@ -4,7 +4,7 @@ After the attention (:mod:`memcap.aot.merged`) a mini-batch step adds the heads'
 biases, runs the GELU MLP (the MLP-Transformer), the unembedding and the weighted
 cross-entropy. Here that runs in the attention's own layout (examples along the last axis):
 every product is a plain ``baddbmm`` on contiguous memory, the log-softmax runs along the
-strided class axis, vectorised over the examples (:mod:`memcap.synthetic.folded_loss`), and
+strided class axis, vectorised over the examples (:mod:`memcap.training.fused_loss`), and
 the backward is written out (:class:`memcap.aot.step.MergedStep` calls both).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from memcap.synthetic.folded_loss import ExampleLoss, loss_backward, loss_forward
+from memcap.training.fused_loss import ExampleLoss, loss_backward, loss_forward
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ formed once per step (they do not depend on the examples) and applied to the raw
 Per example this is two matmuls of the query (every head's u, every head's and position's
 w), two products with the n context rows (scores, values; their backward two more) and one
 (H d_v × C) matmul (:mod:`memcap.synthetic.folded_core`). The whole pass, parameters to
-logits or to the training loss (:mod:`memcap.synthetic.folded_loss`), is one autograd
+logits or to the training loss (:mod:`memcap.training.fused_loss`), is one autograd
 function, :class:`_FoldedModel`, with a hand-written backward: autograd would otherwise run
 a graph of some fifty small ops per step, whose fixed cost outweighed the arithmetic at the
 default sizes. Replicas that read identical inputs (paired data, full batches) run the
@@ -31,8 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from memcap.synthetic.folded_core import core_backward, core_forward
-from memcap.synthetic.folded_loss import ExampleLoss, loss_backward, loss_forward
 from memcap.synthetic.head_slots import HeadSlots
+from memcap.training.fused_loss import ExampleLoss, loss_backward, loss_forward
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ _PARAMETERS = (
 class _FoldedModel(torch.autograd.Function):
     """Parameters → logits (R, B, C), or with a ``loss`` → (per-replica loss, logits);
     gradients for every parameter (from the logits, or from the loss), none for the inputs.
-    The logits are computed (R, C, B): the loss's layout (:mod:`.folded_loss`)."""
+    The logits are computed (R, C, B): the loss's layout (:mod:`memcap.training.fused_loss`)."""
 
     @staticmethod
     def forward(

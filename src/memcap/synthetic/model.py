@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from memcap.synthetic.folded import folded_logits, folded_loss
-from memcap.synthetic.folded_loss import ExampleLoss
 from memcap.synthetic.head_slots import SlotCache
+from memcap.training.fused_loss import ExampleLoss
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class ReplicaMHA(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """A training step's per-replica loss Σ_b weights · loss (R,), and the outputs of
         :meth:`forward` (detached): the loss's forward and backward run inside the folded
-        step (:mod:`memcap.synthetic.folded_loss`), not as autograd ops.
+        step (:mod:`memcap.training.fused_loss`), not as autograd ops.
 
         Args:
             query, context: as :meth:`forward`.

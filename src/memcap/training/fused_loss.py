@@ -1,5 +1,6 @@
-"""The training loss inside the folded step (:mod:`memcap.synthetic.folded`), forward and
-hand-written backward, on logits laid out (R, C, B).
+"""A training loss inside a model's own one-node step (paper A's folded step,
+:mod:`memcap.synthetic.folded`; paper B's, :mod:`memcap.aot.step`), forward and hand-written
+backward, on logits laid out (R, C, B).
 
 Cross-entropy's log-softmax over C classes runs along the strided class axis, so every
 element-wise pass is vectorised over the B examples (over a last axis of C = 50 the CPU
