@@ -50,8 +50,10 @@ def core_forward(
     if position_mask is not None:  # after the products: -inf times a 0 of the one-hot is NaN
         scores.view(groups, batch, n, heads).add_(position_mask)
     weights = torch.softmax(scores, 1)
-    values = torch.bmm(context.view(groups, batch * n, width), to_values)
-    values = values.view(groups, batch, n, heads, dv)
+    # (S d_v × (d + n))((d + n) × B n): a (B n × (d + n))((d + n) × S d_v) product with few
+    # columns ran 2-4x slower in the CPU BLAS (measured at S d_v = 2 to 21); a strided view.
+    values = torch.bmm(to_values.transpose(1, 2), context.view(groups, batch * n, width).mT)
+    values = values.mT.view(groups, batch, n, heads, dv)
     mixed = (weights.view(groups, batch, n, heads, 1) * values).sum(2)
     return mixed.view(groups, batch, heads * dv), (query, context, weights, values)
 
@@ -64,8 +66,9 @@ def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     heads, dv = values.shape[3], values.shape[4]
     grad_mixed = grad_mixed.reshape(groups, batch, 1, heads, dv).contiguous()
     grad_values = weights.view(groups, batch, n, heads, 1) * grad_mixed  # (G, B, n, S, d_v)
-    flat_context_t = context.view(groups, batch * n, width).transpose(1, 2)
-    grad_to_values = torch.bmm(flat_context_t, grad_values.view(groups, batch * n, heads * dv))
+    # transposed, as in the forward: 3-7x faster than (d + n) rows against B n
+    flat_grad_values = grad_values.view(groups, batch * n, heads * dv)
+    grad_to_values = torch.bmm(flat_grad_values.mT, context.view(groups, batch * n, width)).mT
     grad_weights = grad_mixed * values if dv == 1 else (grad_mixed * values).sum(-1, True)
     # Weights of padded positions are 0, so their scores get gradient 0.
     grad_scores = torch._softmax_backward_data(
