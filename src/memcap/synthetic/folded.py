@@ -46,7 +46,8 @@ class _Fixed:
     position_mask: Tensor | None  # (G, 1, n, S): -inf on padded context positions' scores
     slots: HeadSlots
     query: Tensor  # (G, B, d + 1): a 1 appended
-    context: Tensor  # (G, B, n_max, d)
+    context: Tensor  # (G, B, n_max, d + n_max): one-hot positions appended
+    tokens: Tensor  # (G, B, n_max, d): the raw contexts, contiguous
 
 
 def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
@@ -70,7 +71,7 @@ def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
     if query.requires_grad or context.requires_grad:
         raise ValueError("folded_logits computes no gradient for its inputs; use reference_forward")
     heads = model.max_heads
-    slots, grouped_query, grouped_context = model.slot_cache.get(
+    slots, grouped_query, grouped_context, tokens = model.slot_cache.get(
         query, context, [s.heads for s in model.shapes], heads
     )
     return _Fixed(
@@ -85,6 +86,7 @@ def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
         slots=slots,
         query=grouped_query,
         context=grouped_context,
+        tokens=tokens,
     )
 
 
@@ -158,13 +160,18 @@ class _FoldedModel(torch.autograd.Function):
         slots = fixed.slots
         if slots.trivial:
             mixed, saved = core_forward(
-                fixed.query, fixed.context, to_scores, to_values, fixed.position_mask
+                fixed.query, fixed.context, fixed.tokens, to_scores, to_values, fixed.position_mask
             )
         else:
             grouped_scores = _to_slots(to_scores.view(replicas, d + 1, heads, d + n), slots)
             grouped_values = _to_slots(to_values.view(replicas, d + n, heads, dv), slots)
             mixed, saved = core_forward(
-                fixed.query, fixed.context, grouped_scores, grouped_values, fixed.position_mask
+                fixed.query,
+                fixed.context,
+                fixed.tokens,
+                grouped_scores,
+                grouped_values,
+                fixed.position_mask,
             )
             mixed = _from_slots(mixed, slots, dv).view(-1, replicas, heads * dv).transpose(0, 1)
         readout_t = readout.transpose(1, 2)  # (R, C, H d_v + 1)

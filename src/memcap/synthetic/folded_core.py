@@ -22,18 +22,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-Saved = tuple[Tensor, Tensor, Tensor, Tensor]
+Saved = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 def core_forward(
     query: Tensor,
     context: Tensor,
+    tokens: Tensor,
     to_scores: Tensor,
     to_values: Tensor,
     position_mask: Tensor | None = None,
 ) -> tuple[Tensor, Saved]:
     """Every head's mixed values (G, B, S d_v), and what :func:`core_backward` needs;
-    ``position_mask`` (G, 1, n, S) is added to the scores (-inf: a padded position)."""
+    ``tokens`` are the contexts' raw rows (G, B, n, d), contiguous (the score products read
+    them), ``position_mask`` (G, 1, n, S) is added to the scores (-inf: a padded position)."""
     groups, batch, n, width = context.shape  # width = d + n
     heads = to_scores.shape[-1] // width
     dv = to_values.shape[-1] // heads
@@ -45,7 +47,7 @@ def core_forward(
         query, per_head[..., width - n :].transpose(2, 3).reshape(groups, -1, n * heads)
     )
     scores = scores.view(groups * batch, n, heads)
-    tokens = context.view(groups * batch, n, width)[..., : width - n]
+    tokens = tokens.view(groups * batch, n, width - n)
     scores.baddbmm_(tokens, u.view(groups * batch, heads, width - n).transpose(1, 2))
     if position_mask is not None:  # after the products: -inf times a 0 of the one-hot is NaN
         scores.view(groups, batch, n, heads).add_(position_mask)
@@ -55,13 +57,13 @@ def core_forward(
     values = torch.bmm(to_values.transpose(1, 2), context.view(groups, batch * n, width).mT)
     values = values.mT.view(groups, batch, n, heads, dv)
     mixed = (weights.view(groups, batch, n, heads, 1) * values).sum(2)
-    return mixed.view(groups, batch, heads * dv), (query, context, weights, values)
+    return mixed.view(groups, batch, heads * dv), (query, context, tokens, weights, values)
 
 
 def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     """Gradients of ``to_scores`` (G, d + 1, S (d + n)) and ``to_values`` (G, d + n, S d_v)
     from that of the mixed values (G, B, S d_v)."""
-    query, context, weights, values = saved
+    query, context, tokens, weights, values = saved
     groups, batch, n, width = context.shape
     heads, dv = values.shape[3], values.shape[4]
     grad_mixed = grad_mixed.reshape(groups, batch, 1, heads, dv).contiguous()
@@ -74,7 +76,6 @@ def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     grad_scores = torch._softmax_backward_data(
         grad_weights.view(groups * batch, n, heads), weights, 1, weights.dtype
     )
-    tokens = context.view(groups * batch, n, width)[..., : width - n]
     grad_u = torch.bmm(grad_scores.transpose(1, 2), tokens)  # (G B, S, d)
     queries_t = query.transpose(1, 2)
     grad_to_scores = torch.cat(
