@@ -245,12 +245,7 @@ def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S)
         Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
     ]
     model = ReplicaTransformer(settings, [0, 1, 2])
-    with torch.no_grad():  # nonzero biases, so their paths are exercised
-        for name in ("b_q", "b_k", "b_v", "b_o"):
-            if name in model.names:
-                bias = getattr(model, name)
-                bias.normal_(generator=torch.Generator().manual_seed(1))
-                bias.mul_(getattr(model, f"{name}_mask"))  # padded entries stay zero
+    _nonzero_biases(model)
     tokens = torch.randint(6, (3, 9, S), generator=torch.Generator().manual_seed(0))
     targets = torch.randint(6, (3, 9), generator=torch.Generator().manual_seed(2))
 
@@ -307,12 +302,7 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
             Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
         ]
     model = ReplicaTransformer(group, [0, 1])
-    with torch.no_grad():  # nonzero biases, so their paths are exercised
-        for name in ("b_q", "b_k", "b_v", "b_o"):
-            if name in model.names:
-                bias = getattr(model, name)
-                bias.normal_(generator=torch.Generator().manual_seed(1))
-                bias.mul_(getattr(model, f"{name}_mask"))  # padded entries stay zero
+    _nonzero_biases(model)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(6, (2, 9, S), generator=gen)
     targets = torch.randint(6, (2, 9), generator=gen)
@@ -340,3 +330,13 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
         torch.testing.assert_close(fused[2][name], grad, msg=name)
         if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
             assert (fused[2][name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
+
+
+def _nonzero_biases(model: ReplicaTransformer) -> None:
+    """Random attention biases (padded entries stay zero), so their paths are exercised."""
+    with torch.no_grad():
+        for name in ("b_q", "b_k", "b_v", "b_o"):
+            if name in model.names:
+                bias = getattr(model, name)
+                bias.normal_(generator=torch.Generator().manual_seed(1))
+                bias.mul_(getattr(model, f"{name}_mask"))

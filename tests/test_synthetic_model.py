@@ -40,6 +40,15 @@ def _folded_case(value_dim: int, classes: int | None, shared: bool, seed: int):
     return model, query, context
 
 
+def _assert_same_gradients(got: torch.Tensor, want: torch.Tensor, model: ReplicaMHA) -> None:
+    """Two scalar losses of ``model`` have equal gradients for every parameter."""
+    params = list(model.parameters())
+    for a, b in zip(
+        torch.autograd.grad(got, params), torch.autograd.grad(want, params), strict=True
+    ):
+        torch.testing.assert_close(a, b)
+
+
 def forward_all(model: ReplicaMHA, query: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
     """The MHA layer's output at every position, (R, B, 1 + n_max, d): the plain masked
     attention (every position attends to the context tokens, none to token 0), of which
@@ -176,13 +185,7 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, s
     folded, plain = model(query, context), model.reference_forward(query, context)
     torch.testing.assert_close(folded, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
-    params = list(model.parameters())
-    for got, want in zip(
-        torch.autograd.grad((folded * weights).sum(), params),
-        torch.autograd.grad((plain * weights).sum(), params),
-        strict=True,
-    ):
-        torch.testing.assert_close(got, want)
+    _assert_same_gradients((folded * weights).sum(), (plain * weights).sum(), model)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
         model(query.requires_grad_(), context)
 
@@ -206,13 +209,7 @@ def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, sha
     torch.testing.assert_close(loss, plain_loss)
     assert not outputs.requires_grad
     scale = torch.rand(4, dtype=torch.float64, generator=g)  # replicas' losses weighed apart
-    params = list(model.parameters())
-    for got, want in zip(
-        torch.autograd.grad((loss * scale).sum(), params),
-        torch.autograd.grad((plain_loss * scale).sum(), params),
-        strict=True,
-    ):
-        torch.testing.assert_close(got, want)
+    _assert_same_gradients((loss * scale).sum(), (plain_loss * scale).sum(), model)
     with pytest.raises(ValueError, match="does not fit"):
         model.weighted_loss(
             query, context, targets, weights, "regression" if classes else "classification"
