@@ -16,8 +16,7 @@ import torch  # noqa: E402
 from memcap.assumptions import depth, figures  # noqa: E402
 from memcap.assumptions.checks import check_layer  # noqa: E402
 from memcap.assumptions.settings import AssumptionsSettings  # noqa: E402
-from memcap.devices import resolve_device  # noqa: E402
-from memcap.extract.peak_memory import peak_memory_gb, reset_peak_memory  # noqa: E402
+from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device  # noqa: E402
 from memcap.numerics import load_context_ranks  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 from memcap.provenance import array_checksum, write_provenance  # noqa: E402

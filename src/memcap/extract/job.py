@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from memcap.devices import resolve_device
+from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device, synchronize
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
@@ -36,7 +36,6 @@ from memcap.extract.images import (
 )
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, layer_name
 from memcap.extract.layers import MultiLayerExtractor, blocks_needed
-from memcap.extract.peak_memory import peak_memory_gb, reset_peak_memory, synchronize
 from memcap.extract.registry import (
     DTYPES,
     Architecture,
