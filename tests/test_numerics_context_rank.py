@@ -67,11 +67,25 @@ def test_more_tokens_than_dimensions_is_never_full_rank():
     assert not ranks.full_rank.any()
 
 
-def test_float64_contexts_take_the_direct_svd():
+def test_float64_contexts_take_the_direct_svd_where_the_gram_cannot_decide():
     contexts, expected = contexts_with_known_ranks(t=10, n=8, d=12, seed=3, dtype=np.float64)
     ranks = context_ranks(contexts)
     np.testing.assert_array_equal(ranks.rank, expected)
-    assert ranks.svd_checked == 9  # all but the zero context: τ² is below float64 Gram rounding
+    # τ² lies below the Gram matrix's rounding: the two rank-deficient nonzero contexts (#3, #7)
+    # have eigenvalues inside the band; full-rank ones stand far above it
+    assert ranks.svd_checked == 2
+    direct = np.linalg.svd(contexts, compute_uv=False)
+    np.testing.assert_allclose(ranks.sigma_min[expected == 8], direct[expected == 8, -1], rtol=1e-9)
+
+
+def test_wide_float32_contexts_are_decided_through_the_gram_matrix():
+    """n = 200, d = 300 (DINOv2-S/14's 257 × 384 in small): τ² stands ~100x above the proven
+    Gram error band, so only the contexts with an eigenvalue at the tolerance take an SVD."""
+    contexts, expected = contexts_with_known_ranks(t=10, n=200, d=300, seed=6)
+    ranks = context_ranks(contexts, chunk=4)
+    np.testing.assert_array_equal(ranks.rank, expected)
+    np.testing.assert_array_equal(ranks.rank, [np.linalg.matrix_rank(c) for c in contexts])
+    assert ranks.svd_checked == 0  # rank-deficient ones too: their zeros sit far below τ²
 
 
 def test_context_near_the_tolerance_is_rechecked_by_svd():

@@ -8,11 +8,12 @@ extraction produces them (same rule, same answers), and :func:`save_context_rank
 :func:`load_context_ranks` keep the result.
 
 Singular values come from the eigenvalues of the float64 Gram matrix E Eᵀ (or Eᵀ E when
-n > d), which resolve squared singular values to about r·eps64·σ_max² (r = min(n, d)). That
-is far below the squared tolerance for float32 contexts; an example with an eigenvalue too
-close to the squared tolerance to call (within RESOLUTION_FACTOR bands), or a tolerance that
-float64 squaring cannot resolve (float64 contexts; GRAM_RESOLUTION in
-:mod:`memcap.numerics.tolerance`), is recomputed with a direct float64 SVD.
+n > d), each within a proven band of the exact one (``gram_eigenvalue_error`` in
+:mod:`memcap.numerics.tolerance`: forming the Gram matrix plus the eigensolver, about
+r·(max(n, d) + 65)·eps64·σ_max², r = min(n, d)). An eigenvalue farther than the band from the
+squared tolerance is on the side it is computed on; an example with an eigenvalue inside the
+band (a context at the tolerance; with float64 contexts, whose tolerance lies below the band,
+every rank-deficient one) is recomputed with a direct float64 SVD.
 """
 
 from __future__ import annotations
@@ -25,12 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from memcap.numerics.tolerance import (
-    EPS64,
-    GRAM_RESOLUTION,
-    RESOLUTION_FACTOR,
-    matrix_rank_rtol,
-)
+from memcap.numerics.tolerance import gram_eigenvalue_error, matrix_rank_rtol
 
 _logger = logging.getLogger(__name__)
 
@@ -188,18 +184,16 @@ def _chunk_ranks(
     block: torch.Tensor, tau: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Ranks and extreme singular values of a (c, n, d) float64 block."""
-    c, n, d = block.shape
-    r = min(n, d)
+    _, n, d = block.shape
     gram = block @ block.transpose(1, 2) if n <= d else block.transpose(1, 2) @ block
     lam = torch.linalg.eigvalsh(gram).clamp(min=0)  # (c, r) ascending
     lam_max = lam[:, -1]
     threshold = tau * tau * lam_max
     rank = (lam > threshold[:, None]).sum(dim=1)
     s_min, s_max = lam[:, 0].sqrt(), lam_max.sqrt()
-    band = RESOLUTION_FACTOR * r * EPS64 * lam_max
+    band = gram_eigenvalue_error(n, d) * lam_max
     near = ((lam - threshold[:, None]).abs() <= band[:, None]).any(dim=1)
-    unresolvable = threshold <= GRAM_RESOLUTION * band
-    redo = torch.nonzero((near | unresolvable) & (lam_max > 0)).flatten()
+    redo = torch.nonzero(near & (lam_max > 0)).flatten()
     if redo.numel():
         s = torch.linalg.svdvals(block[redo])  # (m, r) descending
         rank[redo] = (s > tau * s[:, :1]).sum(dim=1)

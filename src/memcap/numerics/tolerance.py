@@ -14,11 +14,11 @@ import torch
 # Machine epsilon of float64, the precision every decision is made in.
 EPS64 = float(np.finfo(np.float64).eps)
 # A squared tolerance resolves through a float64 Gram matrix when it is at least this many
-# times the Gram matrix's rounding (k·eps64 for the Kruskal search, RESOLUTION_FACTOR·r·eps64
-# for the context ranks); otherwise the decision takes a direct SVD.
+# times the Gram matrix's rounding (k·eps64 for the Kruskal search); otherwise the decision
+# takes a direct SVD.
 GRAM_RESOLUTION = 1e3
-# Context eigenvalues within this many r·eps64·λ_max of the squared tolerance are re-checked
-# by a direct SVD.
+# Allowance for the symmetric eigensolver's rounding, in r·eps64·λ_max (its backward error is
+# a modest multiple of r·eps64·‖G‖₂); part of gram_eigenvalue_error.
 RESOLUTION_FACTOR = 64.0
 # Relative safety margin on σ_max brackets (float64 rounding of the SVD and eigvalsh).
 BRACKET_SLACK = 1e-10
@@ -35,6 +35,19 @@ def dtype_eps(dtype: np.dtype | torch.dtype) -> float:
 def matrix_rank_rtol(rows: int, cols: int, dtype: np.dtype | torch.dtype) -> float:
     """The numpy / torch ``matrix_rank`` relative tolerance: max(rows, cols)·eps(dtype)."""
     return max(rows, cols) * dtype_eps(dtype)
+
+
+def gram_eigenvalue_error(rows: int, cols: int) -> float:
+    """Bound, relative to λ_max, on the error of the eigenvalues of a float64 Gram matrix of a
+    ``rows`` × ``cols`` matrix E (E Eᵀ or Eᵀ E, whichever is r × r with r = min(rows, cols)).
+
+    Forming it sums m = max(rows, cols) products per entry: |ΔG| ≤ γ_{m+1}·|E||E|ᵀ entrywise,
+    so ‖ΔG‖₂ ≤ γ_{m+1}·‖E‖_F² ≤ (m + 1)·eps64·r·λ_max (γ_k ≈ k·eps64 / 2; the products of
+    float32 values are exact in float64). The eigensolver adds RESOLUTION_FACTOR·r·eps64·λ_max.
+    By Weyl's inequality every computed eigenvalue lies within the sum of the true one.
+    """
+    r, m = min(rows, cols), max(rows, cols)
+    return r * (m + 1 + RESOLUTION_FACTOR) * EPS64
 
 
 def gram_resolves(tau: float, rounding: float) -> bool:

@@ -1,0 +1,70 @@
+"""Context ranks through float64 Gram matrices (ours) vs a direct SVD of every context (naive).
+
+Ours is :func:`memcap.numerics.context_ranks`: eigenvalues of each context's float64 Gram
+matrix, an SVD only for contexts with an eigenvalue inside the proven error band around the
+tolerance. The naive way takes the float64 singular values of every context, which is what the
+rule did for DINOv2-S/14's 257 × 384 float32 contexts before the band was proven (its
+tolerance was then deemed too close to the Gram matrix's rounding). Both run on the same
+contexts in one process, one thread; ranks must agree exactly. The last line is
+``RATIO <naive seconds / ours seconds>``.
+
+    .venv/bin/python benchmarks/bench_context_rank.py                     # DINOv2-sized, random
+    .venv/bin/python benchmarks/bench_context_rank.py --contexts results/extract/dinov2-s14-pretrained/1/contexts.npy
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from memcap.numerics import context_ranks
+from memcap.numerics.tolerance import matrix_rank_rtol
+
+
+def naive_ranks(contexts: np.ndarray, chunk: int) -> np.ndarray:
+    """Ranks from the float64 singular values of every context."""
+    tau = matrix_rank_rtol(contexts.shape[1], contexts.shape[2], contexts.dtype)
+    ranks = []
+    for start in range(0, len(contexts), chunk):
+        block = torch.from_numpy(np.array(contexts[start : start + chunk], dtype=np.float64))
+        s = torch.linalg.svdvals(block)
+        ranks.append((s > tau * s[:, :1]).sum(1).numpy())
+    return np.concatenate(ranks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contexts", help="a stored (T, n, d) contexts.npy; default: random")
+    parser.add_argument("--examples", type=int, default=256, help="contexts used")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.contexts:
+        contexts = np.load(args.contexts, mmap_mode="r")[: args.examples]
+    else:  # DINOv2-S/14's shape; two tokens repeated (rank 256) in every fourth context
+        rng = np.random.default_rng(0)
+        contexts = rng.standard_normal((args.examples, 257, 384)).astype(np.float32)
+        contexts[::4, -1] = contexts[::4, 0]
+    contexts = np.ascontiguousarray(contexts)
+    timings = {"ours": [], "naive": []}
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        ours = context_ranks(contexts)
+        timings["ours"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        naive = naive_ranks(contexts, 64)
+        timings["naive"].append(time.perf_counter() - start)
+    if not np.array_equal(ours.rank, naive):
+        raise SystemExit(f"ranks differ on {int((ours.rank != naive).sum())} contexts")
+    t, n, d = contexts.shape
+    ours_s, naive_s = (float(np.median(timings[k])) for k in ("ours", "naive"))
+    print(f"{t} contexts {n} x {d} {contexts.dtype}: ranks identical, {ours.svd_checked} SVD-checked")
+    print(f"ours (Gram + band) {ours_s:.2f} s, naive (SVD of every context) {naive_s:.2f} s (medians)")
+    print(f"RATIO {naive_s / ours_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()
