@@ -248,13 +248,8 @@ def _forward(
     active: ActiveReplicas, step_loss: Callable, objective: Objective, cfg: TrainConfig
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Loss, outputs, targets and example weights of one training step of ``active``."""
-    data = active.data
     active.optimizer.zero_grad()
-    if active.stream is None:
-        inputs, targets = data.inputs, data.targets
-    else:
-        inputs, targets = data.take(active.stream.next())
-    weights = active.example_weights(cfg.batch_size)
+    inputs, targets, weights = active.batch(cfg.batch_size)
     if active.compute is not None:
         active.compute.pull()
         inputs = active.compute.inputs(inputs)
