@@ -330,6 +330,18 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
         torch.testing.assert_close(fused[2][name], grad, msg=name)
         if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
             assert (fused[2][name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
+    # the same step without autograd (the loop's gradient_step hook) sets the same gradients
+    model.zero_grad(set_to_none=True)
+    stepped = model.gradient_step(tokens, targets, weights, "classification")
+    if S == 1:
+        assert stepped is None
+        return
+    torch.testing.assert_close(stepped[0], fused[0])
+    torch.testing.assert_close(stepped[1], fused[1])
+    for name, p in model.named_parameters():
+        grad = torch.zeros_like(p) if p.grad is None else p.grad
+        assert grad.shape == p.shape, name
+        torch.testing.assert_close(grad, fused[2][name], msg=name)
 
 
 def _nonzero_biases(model: ReplicaTransformer) -> None:

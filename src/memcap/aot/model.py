@@ -18,14 +18,11 @@ heads, which add to the residual directly, and the fixed identity maps d → d_h
 multiplies those in the forward pass. Training the padded model is training each replica
 alone.
 
-Speed: with one layer the residual stream at position s depends only on the token there, so
-for all N^S inputs queries, keys and values are computed once per dictionary entry (N rows
-instead of one per example), attention scores are gathered from N×N tables, and the value
-mixing runs as batched matrix products over the grid of all inputs; a mini-batch goes
-through merged per-head matrices instead (:meth:`ReplicaTransformer.batch_logits`; a
-training step as one node with a hand-written backward: :meth:`ReplicaTransformer.weighted_loss`).
-:meth:`ReplicaTransformer.sequence_logits` is the plain per-example computation (any depth,
-every position); the fast paths match it.
+Speed: with one layer the residual at position s depends only on its token, so for all N^S
+inputs queries, keys and values are computed once per token and the scores gathered from N×N
+tables; a mini-batch goes through merged head matrices (:meth:`ReplicaTransformer.batch_logits`;
+a training step without autograd: :meth:`ReplicaTransformer.gradient_step`).
+:meth:`ReplicaTransformer.sequence_logits` (per example, any depth) is what they match.
 """
 
 from __future__ import annotations
@@ -36,6 +33,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from memcap.aot.direct import MASKED, direct_step
 from memcap.aot.merged import MergedAttention
 from memcap.aot.settings import Setting
 from memcap.aot.step import NAMES as STEP_NAMES
@@ -65,8 +63,6 @@ _SHAPES = {
     "unembed": lambda N, S, d, dh, H, L, w, D: (N, D),
     "unembed_bias": lambda N, S, d, dh, H, L, w, D: (N,),
 }
-# Parameters whose padded entries would reach the logits unmasked (see the module docstring).
-_MASKED = ("proj", "b_o")
 # Parameters of the authors' variant only.
 _AUTHORS_ONLY = ("proj", "b_q", "b_k", "b_v", "b_o", "mlp_out_bias", "unembed_bias")
 
@@ -191,7 +187,7 @@ class ReplicaTransformer(nn.Module):
     def weights(self) -> dict[str, Tensor]:
         """Every parameter with padded entries masked to zero (and the fixed identity maps)."""
         w = {name: getattr(self, name) for name in self.names}
-        for name in _MASKED:
+        for name in MASKED:  # padded entries that would reach the logits unmasked
             if name in w and (self.padded or name == "proj"):
                 w[name] = w[name] * getattr(self, f"{name}_mask")
         if "proj" in w:
@@ -252,14 +248,10 @@ class ReplicaTransformer(nn.Module):
         """Last-position logits (R, B, N) of ``tokens`` (R, B, S), through merged head matrices.
 
         One layer. With x the last residual, x̃ = (x, 1) and δ_s = x_s − x, head h scores
-        position s above the last one by δ_s^T A_h x̃ (A_h = W_K^T (W_Q | b_Q) / √d_h; the key
-        bias and the query-key-bias term are the same for every position and cancel in the
-        softmax), and the heads add Σ_h M_h x̃ + Σ_h b_O + Σ_s Σ_h a_sh M_h δ_s to the residual
-        (M_h = W_O (W_V | b_V); attention weights sum to one). Per example that is two matrix
-        products over the heads and no tensor per example, head and dimension; the D × (D+1)
-        matrices are formed once per call. Examples run along the last axis, so every
-        element-wise product sweeps contiguous memory. The paper's variant has no biases and
-        no constant coordinate.
+        position s above the last one by δ_s^T A_h x̃ (A_h = W_K^T (W_Q | b_Q) / √d_h: the key
+        bias cancels in the softmax), and the heads add Σ_h M_h x̃ + Σ_h b_O + Σ_s Σ_h a_sh
+        M_h δ_s to the residual (M_h = W_O (W_V | b_V)); :mod:`memcap.aot.merged`. The
+        paper's variant has no biases and no constant coordinate.
         """
         w = self.weights()
         out = self._merged_residual(tokens, w)
@@ -276,8 +268,7 @@ class ReplicaTransformer(nn.Module):
         """Per-replica weighted loss (R,) and logits (R, B, N) of a training step (the loop's
         hook): a classification mini-batch through merged heads (S ≥ 2) is one node with a
         hand-written backward (:class:`memcap.aot.step.MergedStep`), any other the plain one."""
-        plain = objective != "classification" or self.depth != 1 or self.S < 2
-        if plain or self._path(tokens) != "merged":
+        if not self._one_node(tokens, objective):
             outputs = self(tokens).float()
             return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
         loss = ExampleLoss(targets, weights, classification=True)
@@ -286,6 +277,15 @@ class ReplicaTransformer(nn.Module):
             tokens, self.scale, loss, self.N, *(w.get(name) for name in STEP_NAMES)
         )
         return per_replica, logits.transpose(1, 2)
+
+    def gradient_step(self, tokens: Tensor, targets: Tensor, weights: Tensor, objective: str):
+        """The loop's hook: the one-node step, gradients set (:mod:`memcap.aot.direct`) or None."""
+        if self._one_node(tokens, objective):
+            return direct_step(self, tokens, targets, weights)
+
+    def _one_node(self, tokens: Tensor, objective: str) -> bool:
+        one = objective == "classification" and self.depth == 1 and self.S >= 2
+        return one and self._path(tokens) == "merged"  # a mini-batch of S >= 2, one layer
 
     def _merged_residual(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
         """The last position's residual (R, D, B) after the heads, without their output biases."""

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from memcap.training.adam import FusedAdam
 from memcap.training.batches import BatchStream, replica_generators
 from memcap.training.config import TrainConfig
+from memcap.training.counted import counted_batches
 from memcap.training.data import ReplicaData
 from memcap.training.precision import ComputeCopy
 
@@ -65,6 +66,8 @@ class ActiveReplicas:
                 replica_generators(seeds, device),
             )
         )
+        # few distinct examples against the batch: each computed once, weighted by its count
+        self.counted = None if self.stream is None else counted_batches(data, cfg.batch_size)
         self._copied = False
         self._weights: Tensor | None = None
 
@@ -79,6 +82,15 @@ class ActiveReplicas:
                 shape = (data.replicas, batch_size)
                 self._weights = torch.full(shape, 1.0 / batch_size, device=data.sizes.device)
         return self._weights
+
+    def batch(self, batch_size: int | None) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
+        """Inputs, targets and example weights (R, B) of the next training step."""
+        if self.stream is None:
+            return self.data.inputs, self.data.targets, self.example_weights(batch_size)
+        index = self.stream.next()
+        if self.counted is not None:
+            return self.counted.take(index)
+        return *self.data.take(index), self.example_weights(batch_size)
 
     @property
     def step_model(self) -> nn.Module:
@@ -103,6 +115,8 @@ class ActiveReplicas:
         self.data = self.data.select(local)
         if self.stream is not None:
             self.stream.keep(local.tolist())
+        if self.counted is not None:
+            self.counted.select(local)
         self.index = self.index[local]
         self._weights = None
 

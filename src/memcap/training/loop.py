@@ -186,7 +186,8 @@ def _train(
         if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
             break
         loss, outputs, targets, weights = _forward(active, step_loss, objective, cfg)
-        loss.backward()
+        if loss.requires_grad:  # else the model's gradient_step has set the gradients
+            loss.backward()
         if active.compute is not None:
             active.compute.push_gradients()
         active.optimizer.step(cfg.lr * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
@@ -248,16 +249,17 @@ def _forward(
     active: ActiveReplicas, step_loss: Callable, objective: Objective, cfg: TrainConfig
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Loss, outputs, targets and example weights of one training step of ``active``."""
-    data = active.data
     active.optimizer.zero_grad()
-    if active.stream is None:
-        inputs, targets = data.inputs, data.targets
-    else:
-        inputs, targets = data.take(active.stream.next())
-    weights = active.example_weights(cfg.batch_size)
+    inputs, targets, weights = active.batch(cfg.batch_size)
     if active.compute is not None:
         active.compute.pull()
         inputs = active.compute.inputs(inputs)
+    direct = getattr(active.step_model, "gradient_step", None)
+    if direct is not None and active.compute is None and not cfg.compile:
+        # the model's step without autograd, where it has one (None: it has not)
+        stepped = direct(*inputs, targets, weights, objective)
+        if stepped is not None:
+            return stepped[0].sum(), stepped[1], targets, weights
     loss, outputs = step_loss(active.step_model, inputs, targets, weights, objective)
     return loss, outputs, targets, weights
 
