@@ -16,26 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _stage import ROOT, cached, matmul_gflops, resolve, run_tree
+
 KEYS = ["sweep", "model", "N", "d", "d_h", "H", "width", "seed"]
-
-
-def resolve(config_path: Path) -> dict:
-    """The config with the schema's defaults filled in, as the workflow validates it."""
-    import yaml
-
-    from memcap.config_schema import validate_schema
-
-    config = yaml.safe_load(config_path.read_text())
-    validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
-    return config
 
 
 def worker(config_json: str, sweep: str, table_out: str) -> None:
@@ -56,35 +44,6 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     table = result.table.assign(sweep=sweep)
     table.to_csv(table_out, index=False)
     print(json.dumps({"sweep": sweep, "cpu": cpu, "rows": len(table)}))
-
-
-def run_tree(src: Path, config_json: Path, sweeps: list[str], work: Path, tag: str) -> dict:
-    """CPU seconds per sweep of the package under ``src``; each sweep in a fresh process."""
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    out = {}
-    for sweep in sweeps:
-        table = work / f"{tag}_{sweep}.csv"
-        args = [sys.executable, __file__, "worker", str(config_json), sweep, str(table)]
-        done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{tag} {sweep} failed:\n{done.stderr[-3000:]}")
-        out[sweep] = json.loads(done.stdout.strip().splitlines()[-1])["cpu"]
-        print(f"{tag:>6} {sweep:<12} {out[sweep]:8.1f} s CPU", flush=True)
-    return out
-
-
-def matmul_gflops() -> float:
-    import torch
-
-    torch.set_num_threads(1)
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    a @ b
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * 1024**3 / best / 1e9
 
 
 def largest_difference(work: Path, sweeps: list[str]) -> tuple[float, str]:
@@ -108,17 +67,6 @@ def largest_difference(work: Path, sweeps: list[str]) -> tuple[float, str]:
     return worst, where
 
 
-def _cached(path: Path, sweeps: list[str]) -> dict | None:
-    """The other tree's timings of an earlier run (same --keep folder), if it has every sweep."""
-    if not path.exists():
-        return None
-    cpu = json.loads(path.read_text())
-    if not all(sweep in cpu for sweep in sweeps):
-        return None
-    print(f"before: reusing {path}")
-    return {sweep: cpu[sweep] for sweep in sweeps}
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(*sys.argv[2:5])
@@ -140,13 +88,13 @@ def main() -> None:
     config_json.write_text(json.dumps(config))
     print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
     if args.before is not None:
-        before = _cached(work / "before_cpu.json", sweeps) or run_tree(
-            args.before / "src", config_json, sweeps, work, "before"
+        before = cached(work / "before_cpu.json", sweeps) or run_tree(
+            __file__, args.before / "src", config_json, sweeps, work, "before"
         )
         (work / "before_cpu.json").write_text(json.dumps(before))
     if args.before_only:
         return
-    ours = run_tree(ROOT / "src", config_json, sweeps, work, "ours")
+    ours = run_tree(__file__, ROOT / "src", config_json, sweeps, work, "ours")
     if args.before is None:
         print(f"total {sum(ours.values()):.1f} s CPU")
         return

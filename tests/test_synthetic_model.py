@@ -5,6 +5,7 @@ import pytest
 import torch
 from train_configs import train_config
 
+from memcap.synthetic import folded, folded_core, folded_core_head_major
 from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
@@ -47,6 +48,13 @@ def _assert_same_gradients(got: torch.Tensor, want: torch.Tensor, model: Replica
         torch.autograd.grad(got, params), torch.autograd.grad(want, params), strict=True
     ):
         torch.testing.assert_close(a, b)
+
+
+@pytest.fixture(params=[folded_core, folded_core_head_major], ids=["n_S", "S_n"])
+def core(request, monkeypatch):
+    """Each per-example layout in turn, whatever :func:`folded.core_for` would pick."""
+    monkeypatch.setattr(folded, "core_for", lambda slots, n: request.param)
+    return request.param
 
 
 def forward_all(model: ReplicaMHA, query: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
@@ -180,7 +188,7 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared):
+def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared, core):
     model, query, context = _folded_case(value_dim, classes, shared, seed=0)
     folded, plain = model(query, context), model.reference_forward(query, context)
     torch.testing.assert_close(folded, plain)
@@ -192,7 +200,7 @@ def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, s
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared):
+def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared, core):
     model, query, context = _folded_case(value_dim, classes, shared, seed=1)
     objective = "regression" if classes is None else "classification"
     g = torch.Generator().manual_seed(2)
@@ -214,6 +222,14 @@ def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, sha
         model.weighted_loss(
             query, context, targets, weights, "regression" if classes else "classification"
         )
+
+
+def test_core_for_picks_head_major_for_few_heads_or_long_contexts():
+    assert folded.core_for(2, 16) is folded_core_head_major  # the context size sweep
+    assert folded.core_for(48, 16) is folded_core_head_major
+    assert folded.core_for(8, 8) is folded_core_head_major
+    assert folded.core_for(21, 8) is folded_core  # the heads sweep
+    assert folded.core_for(2, 4) is folded_core
 
 
 def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():

@@ -13,8 +13,10 @@ matmul.
 
 Layout: scores, attention weights and values are (n, S) per example, position-major, so
 the softmax, the mixing and their backward are contiguous passes vectorised over the heads
-(measured at the default sizes: the mixing 2x faster than over head-major values, the
-scores 1.7x faster than as (S × d)(d × n) products).
+(measured at the heads sweep's sizes, n = 8 and S = 21: the mixing 2x faster than over
+head-major values, the scores 1.7x faster than as (S × d)(d × n) products). With few heads
+or long contexts the head-major layout (:mod:`memcap.synthetic.folded_core_head_major`, same
+interface) is faster; :func:`memcap.synthetic.folded.core_for` picks.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def core_forward(
 ) -> tuple[Tensor, Saved]:
     """Every head's mixed values (G, B, S d_v), and what :func:`core_backward` needs;
     ``tokens`` are the contexts' raw rows (G, B, n, d), contiguous (the score products read
-    them), ``position_mask`` (G, 1, n, S) is added to the scores (-inf: a padded position)."""
+    them), ``position_mask`` (G, S, n) is added to the scores (-inf: a padded position)."""
     groups, batch, n, width = context.shape  # width = d + n
     heads = to_scores.shape[-1] // width
     dv = to_values.shape[-1] // heads
@@ -50,7 +52,7 @@ def core_forward(
     tokens = tokens.view(groups * batch, n, width - n)
     scores.baddbmm_(tokens, u.view(groups * batch, heads, width - n).transpose(1, 2))
     if position_mask is not None:  # after the products: -inf times a 0 of the one-hot is NaN
-        scores.view(groups, batch, n, heads).add_(position_mask)
+        scores.view(groups, batch, n, heads).add_(position_mask.transpose(1, 2)[:, None])
     weights = torch.softmax(scores, 1)
     # (S d_v × (d + n))((d + n) × B n): a (B n × (d + n))((d + n) × S d_v) product with few
     # columns ran 2-4x slower in the CPU BLAS (measured at S d_v = 2 to 21); a strided view.

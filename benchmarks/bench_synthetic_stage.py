@@ -1,0 +1,111 @@
+"""The whole default synthetic stage (paper A's sweeps), CPU seconds per sweep: this code vs
+another tree.
+
+Every sweep of ``config.yaml``'s ``synthetic`` section runs as the rule runs it
+(``workflow/scripts/run_synthetic_sweep.py``): its own process, one thread,
+``time.process_time()`` around :func:`memcap.synthetic.sweep.run_sweep` (so a sweep pays its
+own one-off costs, certification included, as a Snakemake job does). ``--before PATH`` runs the
+same resolved config through the package of another checkout (``PATH/src``, e.g.
+``git worktree add /tmp/synth_before 9953d94``), sweep by sweep, and compares the replicas'
+memorized counts (training is chaotic at float-rounding level, so a changed summation order
+may move a few). Prints one line per sweep, the totals, how many replicas' counts differ and
+by how much at most, the machine's single-thread float32 1024² matmul GFLOP/s, and
+``RATIO before/ours`` of the stage's CPU seconds.
+
+    .venv/bin/python benchmarks/bench_synthetic_stage.py --before /tmp/synth_before
+    .venv/bin/python benchmarks/bench_synthetic_stage.py --sweeps context_size   # ours only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _stage import ROOT, cached, matmul_gflops, resolve, run_tree
+
+KEYS = ["sweep", "H", "n", "d_h", "context", "task", "T", "seed"]
+
+
+def worker(config_json: str, sweep: str, table_out: str) -> None:
+    """Run one sweep in this process and print its CPU seconds as JSON."""
+    import torch
+
+    from memcap.synthetic.settings import StageSettings, sweep_spec
+    from memcap.synthetic.sweep import run_sweep
+
+    torch.set_num_threads(1)
+    config = json.loads(Path(config_json).read_text())
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, config["seed"])
+    spec = sweep_spec(section, sweep)
+    start = time.process_time()
+    result = run_sweep(spec, stage, torch.device("cpu"))
+    cpu = time.process_time() - start
+    result.table.to_csv(table_out, index=False)
+    print(json.dumps({"sweep": sweep, "cpu": cpu, "rows": len(result.table)}))
+
+
+def memorized_differences(work: Path, sweep: str) -> tuple[int, int, int]:
+    """Replicas of ``sweep``, how many memorized a different count in the two trees, and the
+    largest |difference|."""
+    import pandas as pd
+
+    ours = pd.read_csv(work / f"ours_{sweep}.csv")
+    before = pd.read_csv(work / f"before_{sweep}.csv")
+    both = ours.merge(before, on=KEYS, suffixes=("", "_before"), validate="one_to_one")
+    if len(both) != len(ours) or len(both) != len(before):
+        raise RuntimeError(f"{sweep}: the two trees' replicas differ")
+    gap = (both["memorized"] - both["memorized_before"]).abs()
+    return len(both), int((gap > 0).sum()), int(gap.max())
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(*sys.argv[2:5])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    parser.add_argument("--before", type=Path, help="another checkout to compare against")
+    parser.add_argument("--sweeps", nargs="*", help="default: every sweep of the config")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the tables here; --before's timings found here are reused"
+    )
+    parser.add_argument("--before-only", action="store_true", help="time only --before")
+    args = parser.parse_args()
+    config = resolve(args.config)
+    sweeps = args.sweeps or list(config["synthetic"]["sweeps"])
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_synthetic_stage_"))
+    work.mkdir(parents=True, exist_ok=True)
+    config_json = work / "config.json"
+    config_json.write_text(json.dumps(config))
+    print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
+    if args.before is not None:
+        before = cached(work / "before_cpu.json", sweeps) or run_tree(
+            __file__, args.before / "src", config_json, sweeps, work, "before"
+        )
+        (work / "before_cpu.json").write_text(json.dumps(before))
+    if args.before_only:
+        return
+    ours = run_tree(__file__, ROOT / "src", config_json, sweeps, work, "ours")
+    if args.before is None:
+        print(f"total {sum(ours.values()):.1f} s CPU")
+        return
+    print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}  memorized differs")
+    for sweep in sweeps:
+        ratio = before[sweep] / ours[sweep]
+        replicas, differ, worst = memorized_differences(work, sweep)
+        print(
+            f"{sweep:<12} {before[sweep]:9.1f} {ours[sweep]:8.1f} {ratio:6.2f}"
+            f"  {differ}/{replicas} (max {worst})"
+        )
+    total_before, total_ours = sum(before.values()), sum(ours.values())
+    print(f"{'total':<12} {total_before:9.1f} {total_ours:8.1f}")
+    print(f"RATIO {total_before / total_ours:.2f}")
+
+
+if __name__ == "__main__":
+    main()
