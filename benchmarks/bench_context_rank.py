@@ -8,8 +8,9 @@ tolerance was then deemed too close to the Gram matrix's rounding). Both run on 
 contexts in one process, one thread; ranks must agree exactly. The last line is
 ``RATIO <naive seconds / ours seconds>``.
 
-    .venv/bin/python benchmarks/bench_context_rank.py                     # DINOv2-sized, random
-    .venv/bin/python benchmarks/bench_context_rank.py --contexts results/extract/dinov2-s14-pretrained/1/contexts.npy
+    .venv/bin/python benchmarks/bench_context_rank.py  # DINOv2-sized, random
+    .venv/bin/python benchmarks/bench_context_rank.py \
+        --contexts results/extract/dinov2-s14-pretrained/1/contexts.npy
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ def main() -> None:
         raise SystemExit(f"ranks differ on {int((ours.rank != naive).sum())} contexts")
     t, n, d = contexts.shape
     ours_s, naive_s = (float(np.median(timings[k])) for k in ("ours", "naive"))
-    print(f"{t} contexts {n} x {d} {contexts.dtype}: ranks identical, {ours.svd_checked} SVD-checked")
-    print(f"ours (Gram + band) {ours_s:.2f} s, naive (SVD of every context) {naive_s:.2f} s (medians)")
+    print(f"{t} contexts {n} x {d} {contexts.dtype}: ranks identical,", end=" ")
+    print(f"{ours.svd_checked} SVD-checked")
+    print(f"ours (Gram + band) {ours_s:.2f} s,", end=" ")
+    print(f"naive (SVD of every context) {naive_s:.2f} s (medians)")
     print(f"RATIO {naive_s / ours_s:.2f}")
 
 

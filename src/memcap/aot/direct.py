@@ -10,16 +10,11 @@ itself, through the masks of padded entries: the same numbers as the autograd st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from memcap.aot.step import NAMES, step_backward, step_forward
 from memcap.training.fused_loss import ExampleLoss
-
-if TYPE_CHECKING:
-    from memcap.aot.model import ReplicaTransformer
 
 # Parameters that ReplicaTransformer.weights multiplies by a fixed mask (where it has one).
 MASKED = ("proj", "b_o")
@@ -27,10 +22,12 @@ MASKED = ("proj", "b_o")
 
 @torch.no_grad()
 def direct_step(
-    model: ReplicaTransformer, tokens: Tensor, targets: Tensor, weights: Tensor
+    model: nn.Module, tokens: Tensor, targets: Tensor, weights: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Per-replica weighted cross-entropy (R,) and logits (R, B, N) of ``tokens`` (R, B, S);
-    sets the ``grad`` of every parameter of ``model`` (that of the summed loss)."""
+    sets the ``grad`` of every parameter of ``model``, a
+    :class:`~memcap.aot.model.ReplicaTransformer` (that of the summed loss; typed as a module
+    since the model imports this one)."""
     w = model.weights()
     loss = ExampleLoss(targets, weights, classification=True)
     per_replica, logits, saved = step_forward(
