@@ -1,13 +1,16 @@
-"""What the whole-stage benchmarks share: the resolved config, one process per sweep, the
-machine's matmul speed, and the other tree's cached timings."""
+"""What the whole-stage benchmarks share: their options, the resolved config, one process
+per sweep, the machine's matmul speed, and the other tree's cached timings."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +69,49 @@ def cached(path: Path, sweeps: list[str]) -> dict | None:
         return None
     print(f"before: reusing {path}")
     return {sweep: cpu[sweep] for sweep in sweeps}
+
+
+@dataclass(frozen=True)
+class StageTimings:
+    """Both trees' CPU seconds per sweep, and the folder holding their tables."""
+
+    before: dict
+    ours: dict
+    sweeps: list[str]
+    work: Path
+
+
+def time_stage(script: str, section: str, description: str) -> StageTimings | None:
+    """Parse the stage benchmarks' options, time ``--before`` and this tree sweep by sweep.
+
+    None when there is nothing to compare (``--before-only``, or no ``--before``: ours is
+    timed and its total printed)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    parser.add_argument("--before", type=Path, help="another checkout to compare against")
+    parser.add_argument("--sweeps", nargs="*", help="default: every sweep of the config")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the tables here; --before's timings found here are reused"
+    )
+    parser.add_argument("--before-only", action="store_true", help="time only --before")
+    args = parser.parse_args()
+    config = resolve(args.config)
+    sweeps = args.sweeps or list(config[section]["sweeps"])
+    work = args.keep or Path(tempfile.mkdtemp(prefix=f"bench_{section}_stage_"))
+    work.mkdir(parents=True, exist_ok=True)
+    config_json = work / "config.json"
+    config_json.write_text(json.dumps(config))
+    print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
+    before = None
+    if args.before is not None:
+        before = cached(work / "before_cpu.json", sweeps) or run_tree(
+            script, args.before / "src", config_json, sweeps, work, "before"
+        )
+        (work / "before_cpu.json").write_text(json.dumps(before))
+    if args.before_only:
+        return None
+    ours = run_tree(script, ROOT / "src", config_json, sweeps, work, "ours")
+    if before is None:
+        print(f"total {sum(ours.values()):.1f} s CPU")
+        return None
+    return StageTimings(before, ours, sweeps, work)

@@ -14,14 +14,12 @@ per sweep, the totals, the largest accuracy difference, the machine's single-thr
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _stage import ROOT, cached, matmul_gflops, resolve, run_tree
+from _stage import time_stage
 
 KEYS = ["sweep", "model", "N", "d", "d_h", "H", "width", "seed"]
 
@@ -71,33 +69,10 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(*sys.argv[2:5])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
-    parser.add_argument("--before", type=Path, help="another checkout to compare against")
-    parser.add_argument("--sweeps", nargs="*", help="default: every sweep of the config")
-    parser.add_argument(
-        "--keep", type=Path, help="keep the tables here; --before's timings found here are reused"
-    )
-    parser.add_argument("--before-only", action="store_true", help="time only --before")
-    args = parser.parse_args()
-    config = resolve(args.config)
-    sweeps = args.sweeps or list(config["aot"]["sweeps"])
-    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_aot_stage_"))
-    work.mkdir(parents=True, exist_ok=True)
-    config_json = work / "config.json"
-    config_json.write_text(json.dumps(config))
-    print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
-    if args.before is not None:
-        before = cached(work / "before_cpu.json", sweeps) or run_tree(
-            __file__, args.before / "src", config_json, sweeps, work, "before"
-        )
-        (work / "before_cpu.json").write_text(json.dumps(before))
-    if args.before_only:
+    timings = time_stage(__file__, "aot", __doc__.splitlines()[0])
+    if timings is None:
         return
-    ours = run_tree(__file__, ROOT / "src", config_json, sweeps, work, "ours")
-    if args.before is None:
-        print(f"total {sum(ours.values()):.1f} s CPU")
-        return
+    before, ours, sweeps, work = timings.before, timings.ours, timings.sweeps, timings.work
     print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}")
     for sweep in sweeps:
         ratio = before[sweep] / ours[sweep]
