@@ -27,6 +27,7 @@ from memcap.numerics.search import (
     START_QUANTILE,
     OrderingSearch,
     SearchHint,
+    next_test,
 )
 from memcap.numerics.tolerance import BRACKET_SLACK, EPS64
 
@@ -66,11 +67,7 @@ class Window:
 
     def next_test(self) -> tuple[int, bool] | None:
         """(point, is a dependence test) in the window, or None when both were run there."""
-        t = min(max(self.point, self.lo + 1), self.hi)
-        for dep in (self.dependence, not self.dependence):
-            if (t, dep) not in self.tested:
-                return t, dep
-        return None
+        return next_test(self.point, self.lo, self.hi, self.tested, self.dependence)
 
     def record(self, t: int, dep: bool, j: int, n: int) -> None:
         """Narrow the window after the test (t, dep) broke down at J (n + 1: not up to n).

@@ -219,17 +219,19 @@ class OrderingSearch:
         return (info if info > 0 else n + 1), factor
 
 
-def next_test(t: int, lo: int, hi: int, tested: set[tuple[int, bool]]) -> tuple[int, bool] | None:
+def next_test(
+    t: int, lo: int, hi: int, tested: set[tuple[int, bool]], dependence_first: bool = False
+) -> tuple[int, bool] | None:
     """The test to run near the suggested point t, as (point, is a dependence test), or None
     when the window (lo, hi] is closed or both tests were run at the point.
 
     Points are kept in the window; a point already tested for independence gets a dependence
-    test.
+    test (``dependence_first``: the other way round).
     """
     if lo >= hi:
         return None
     t = min(max(t, lo + 1), hi)
-    for dep in (False, True):
+    for dep in (dependence_first, not dependence_first):
         if (t, dep) not in tested:
             return t, dep
     return None
