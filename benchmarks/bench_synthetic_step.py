@@ -46,23 +46,20 @@ import torch
 import yaml
 
 from memcap.synthetic.head_slots import head_slots
-from memcap.synthetic.settings import StageSettings, sweep_spec
-from memcap.synthetic.sweep import Replica, batched_model, sweep_groups
+from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
+from memcap.synthetic.sweep import batched_model, sweep_groups
 from memcap.training.loop import train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def needed_flops(members: list[Replica], stage: StageSettings, examples: int) -> float:
-    """FLOPs one training step of ``members`` needs (the docstring's formula)."""
-    d, dv = stage.d, stage.value_dim
-    total = 0.0
-    for replica in members:
-        s = replica.setting
-        classes = stage.classes if s.task == "classification" else 1
-        per_head = 4 * d * s.head_dim + 4 * s.n * d + 4 * d * dv
-        total += 3 * examples * (s.heads * per_head + 2 * d * classes)
-    return total
+    """FLOPs one training step of ``members`` needs on batches of ``examples`` (the
+    docstring's formula: :meth:`memcap.synthetic.buckets.StepCost.needed`)."""
+    return sum(
+        step_cost(stage, r.setting.task, eval_every=1).needed(step_shape(r, examples))
+        for r in members
+    )
 
 
 def matmul_flops(repeats: int = 20) -> float:
