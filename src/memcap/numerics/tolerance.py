@@ -44,7 +44,8 @@ def gram_eigenvalue_error(rows: int, cols: int) -> float:
     Forming it sums m = max(rows, cols) products per entry: |ΔG| ≤ γ_{m+1}·|E||E|ᵀ entrywise,
     so ‖ΔG‖₂ ≤ γ_{m+1}·‖E‖_F² ≤ (m + 1)·eps64·r·λ_max (γ_k ≈ k·eps64 / 2; the products of
     float32 values are exact in float64). The eigensolver adds RESOLUTION_FACTOR·r·eps64·λ_max.
-    By Weyl's inequality every computed eigenvalue lies within the sum of the true one.
+    By Weyl's inequality every computed eigenvalue lies within the sum of the two of the
+    exact one.
     """
     r, m = min(rows, cols), max(rows, cols)
     return r * (m + 1 + RESOLUTION_FACTOR) * EPS64
