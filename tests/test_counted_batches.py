@@ -7,7 +7,7 @@ import memcap.training.active as active_module
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task, fixed_sample
-from memcap.training.counted import counted_batches
+from memcap.training.counted import _first_seen, _row_keys, counted_batches
 from memcap.training.loop import ReplicaData, example_correct, train_replicas
 
 
@@ -73,3 +73,24 @@ def test_training_with_counted_batches_matches_the_drawn_batches(monkeypatch):
     torch.testing.assert_close(
         torch.tensor(counted.batch_accuracy), torch.tensor(drawn.batch_accuracy)
     )
+
+
+def _first_seen_reference(rows: torch.Tensor) -> tuple[list, list]:
+    seen: dict[tuple, int] = {}
+    for row in rows.tolist():
+        seen.setdefault(tuple(row), len(seen))
+    return list(seen), [seen[tuple(row)] for row in rows.tolist()]
+
+
+def test_distinct_rows_in_order_of_first_appearance_whatever_the_values():
+    g = torch.Generator().manual_seed(0)
+    small = torch.randint(0, 5, (300, 3), generator=g)  # 1-D keys
+    negative = small - 2  # unique over rows
+    huge = small * 2**40  # keys past int64: unique over rows
+    for rows in (small, negative, huge):
+        distinct, row_of = _first_seen(rows)
+        want_rows, want_of = _first_seen_reference(rows)
+        assert [tuple(r) for r in distinct.tolist()] == want_rows
+        assert row_of.tolist() == want_of
+    assert _row_keys(small) is not None
+    assert _row_keys(negative) is None and _row_keys(huge) is None

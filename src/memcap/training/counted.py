@@ -80,14 +80,33 @@ def counted_batches(data: ReplicaData, batch: int | None) -> CountedBatches | No
 def _first_seen(rows: Tensor) -> tuple[Tensor, Tensor]:
     """Distinct rows (U, K) of ``rows`` (T, K) in order of first appearance, and the distinct
     row of each. (Not sorted: a model may read sorted inputs as its whole input table.)"""
-    distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    keys = _row_keys(rows)
+    if keys is None:
+        inverse = torch.unique(rows, dim=0, return_inverse=True)[1]
+    else:  # a 1-D unique: ~30x faster than unique over rows (2^14 rows: 30 -> 1 ms)
+        inverse = torch.unique(keys, return_inverse=True)[1]
     positions = torch.arange(rows.shape[0], device=rows.device)
-    first = positions.new_full((distinct.shape[0],), rows.shape[0])
+    first = positions.new_full((int(inverse.max()) + 1,), rows.shape[0])
     first = first.scatter_reduce_(0, inverse, positions, "amin")
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.shape[0], device=order.device)
-    return distinct[order], rank[inverse]
+    return rows[first[order]], rank[inverse]
+
+
+def _row_keys(rows: Tensor) -> Tensor | None:
+    """One integer per row (T, K), equal for equal rows only: the row read as a mixed-radix
+    number whose digits range over each column's values; None where a value is negative or
+    the keys would not fit in int64."""
+    if rows.numel() == 0 or int(rows.min()) < 0:
+        return None
+    weights, total = [], 1
+    for base in reversed((rows.amax(0) + 1).tolist()):
+        weights.append(total)
+        total *= base
+    if total > torch.iinfo(torch.int64).max:
+        return None
+    return (rows * torch.tensor(weights[::-1], device=rows.device)).sum(1)
 
 
 def _rows(data: ReplicaData) -> Tensor:
