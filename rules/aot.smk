@@ -1,6 +1,8 @@
 """AoT stage: paper B's attention-only-transformer memorization sweeps.
 
-One job per sweep trains every setting x seed as batched models (memcap.aot.sweep);
+One job trains every sweep, each setting x seed as batched models (memcap.aot.sweep), in one
+process: the sweeps are seconds to a minute of CPU each and torch's import costs ~2.5 s a
+process (docs/aot.md, "Speed"); editing any sweep reruns the job.
 summarize_aot merges the tables and fits the scaling laws; plot_aot draws every sweep with
 chance, both lower bounds and the fit into results/aot/figures/{sweep}.png (one import of the
 plotting stack for all sweeps). Functions: rules/aot_functions.smk and rules/common.smk.
@@ -12,29 +14,27 @@ AOT_CATEGORY = "Attention-only transformers"
 include: "aot_functions.smk"
 
 
-rule train_aot_sweep:
+rule train_aot:
     output:
-        table="results/aot/{sweep}.csv",
-        provenance="results/aot/{sweep}_provenance.json",
+        tables=aot_sweep_tables(),
+        provenance=expand("results/aot/{sweep}_provenance.json", sweep=aot_sweeps()),
     log:
-        "logs/train_aot_sweep/{sweep}.log",
+        "logs/train_aot/train_aot.log",
     benchmark:
-        benchmark_file("train_aot_sweep")
-    wildcard_constraints:
-        sweep="|".join(aot_sweeps()),
+        benchmark_file("train_aot")
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=aot_sweep_mem_mb,
+        mem_mb=aot_mem_mb,
         gpu=gpu_request,
     params:
         stage=aot_stage,
-        spec=aot_sweep_spec,
+        specs=aot_sweep_specs,
         seed=config["seed"],
         device=config["device"],
     script:
-        "../workflow/scripts/train_aot_sweep.py"
+        "../workflow/scripts/train_aot.py"
 
 
 rule summarize_aot:

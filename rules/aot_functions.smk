@@ -20,16 +20,19 @@ def aot_stage(wildcards):
     return {key: value for key, value in config["aot"].items() if key != "sweeps"}
 
 
-def aot_sweep_spec(wildcards):
-    """One validated sweep: editing another sweep does not rerun this one."""
-    return config["aot"]["sweeps"][wildcards.sweep]
+def aot_sweep_specs(wildcards):
+    """Every validated sweep by name, in config order."""
+    return {sweep: config["aot"]["sweeps"][sweep] for sweep in aot_sweeps()}
 
 
-def aot_sweep_tables(wildcards):
+def aot_sweep_tables(wildcards=None):
     """One table per configured sweep."""
     return expand("results/aot/{sweep}.csv", sweep=aot_sweeps())
 
 
-def aot_sweep_mem_mb(wildcards):
-    """Memory of a sweep job from its largest batched replica group."""
-    return aot_settings.sweep_memory_mb(config["aot"], wildcards.sweep)
+def aot_mem_mb(wildcards):
+    """Memory of the aot job: its largest batched replica group (sweeps run one by one)."""
+    return max(
+        (aot_settings.sweep_memory_mb(config["aot"], sweep) for sweep in aot_sweeps()),
+        default=1000,
+    )

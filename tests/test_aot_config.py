@@ -131,7 +131,7 @@ def test_dry_run_of_the_aot_targets(tmp_path):
     cmd += ["--directory", str(tmp_path), "--configfile", str(ROOT / "configs/test.yaml")]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr + done.stdout
-    for rule in ("train_aot_sweep", "summarize_aot", "plot_aot"):
+    for rule in ("train_aot", "summarize_aot", "plot_aot"):
         assert rule in done.stdout
 
 

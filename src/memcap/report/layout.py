@@ -42,9 +42,6 @@ def figure_entries(kind: str, jobs: Jobs, caption_dir: str | Path) -> list[dict[
     """One entry per file of a figure kind: path, output, caption file, category, labels,
     wildcards."""
     entry = layout_table()["figures"][kind]
-    selected = list(jobs[entry["over"]])
-    if entry.get("once"):
-        selected = [{}] if selected else []
     return [
         {
             "path": entry["pattern"].format(**job),
@@ -54,16 +51,24 @@ def figure_entries(kind: str, jobs: Jobs, caption_dir: str | Path) -> list[dict[
             "labels": {k: v.format(**job) for k, v in entry["labels"].items()},
             "wildcards": dict(job),
         }
-        for job in selected
+        for job in _selected(entry, jobs)
     ]
 
 
 def benchmark_files(jobs: Jobs) -> dict[str, list[str]]:
-    """Benchmark file of every compute job the config asks for, by rule."""
+    """Benchmark file of every compute job the config asks for, by rule (``once``: one job
+    for the whole list)."""
     return {
-        rule: [entry["pattern"].format(**job) for job in jobs[entry["over"]]]
+        rule: [entry["pattern"].format(**job) for job in _selected(entry, jobs)]
         for rule, entry in layout_table()["benchmarks"].items()
     }
+
+
+def _selected(entry: Mapping[str, Any], jobs: Jobs) -> list[Mapping[str, str]]:
+    """The jobs of a layout entry: one per item of its ``over`` list, or a single one
+    (``once``) while that list is not empty."""
+    selected = list(jobs[entry["over"]])
+    return ([{}] if selected else []) if entry.get("once") else selected
 
 
 def report_layout(
