@@ -433,10 +433,12 @@ def _output_differences(local: Path, cluster: Path) -> list[str]:
     return differences
 
 
-# What differs between two runs of the same report: its creation time, wall times ('12.3 s',
-# '4 min 05 s', '1 h 02 min') and the peak RSS printed beside each wall time.
+# What differs between two runs of the same report: its creation time, the jobs' time span
+# ('2026-11-24 09:58 to 10:02 UTC': the end without its date), wall times
+# ('12.3 s', '4 min 05 s', '1 h 02 min') and the peak RSS printed beside each wall time.
 REPORT_TIMES = (
     (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"), "<datetime>"),
+    (re.compile(r"\b\d{2}:\d{2} UTC\b"), "<time> UTC"),
     (re.compile(r"\d+ h \d+ min|\d+ min \d+ s|\d+(\.\d+)? s\b"), "<duration>"),
     (re.compile(r"(<duration></td>\s*<td[^>]*>)[^<]*(</td>)"), r"\1<rss>\2"),
 )
