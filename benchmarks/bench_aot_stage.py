@@ -1,8 +1,9 @@
 """The whole default AoT stage (paper B's sweeps), CPU seconds per sweep: this code vs another tree.
 
-Every sweep of ``config.yaml``'s ``aot`` section runs as the rule runs it: its own process, one
-thread, ``time.process_time()`` around :func:`memcap.aot.sweep.run_sweep` (so a sweep pays its
-own one-off costs, as a Snakemake job does). ``--before PATH`` runs the same resolved config
+Every sweep of ``config.yaml``'s ``aot`` section runs in its own process, one thread,
+``time.process_time()`` around :func:`memcap.aot.sweep.run_sweep` (so a sweep pays its own
+one-off costs; imports are not counted: the rule ``train_aot`` imports once for every sweep,
+docs/aot.md times the jobs themselves). ``--before PATH`` runs the same resolved config
 through the package of another checkout (``PATH/src``, e.g. ``git worktree add /tmp/aot_before
 f88e9b3``), sweep by sweep, and compares the per-setting accuracies of the two. Prints one line
 per sweep, the totals, the largest accuracy difference, the machine's single-thread float32
