@@ -16,7 +16,7 @@ include: "aot_functions.smk"
 
 rule train_aot:
     output:
-        tables=aot_sweep_tables(),
+        tables=expand("results/aot/{sweep}.csv", sweep=aot_sweeps()),
         provenance=expand("results/aot/{sweep}_provenance.json", sweep=aot_sweeps()),
     log:
         "logs/train_aot/train_aot.log",

@@ -25,7 +25,7 @@ def aot_sweep_specs(wildcards):
     return {sweep: config["aot"]["sweeps"][sweep] for sweep in aot_sweeps()}
 
 
-def aot_sweep_tables(wildcards=None):
+def aot_sweep_tables(wildcards):
     """One table per configured sweep."""
     return expand("results/aot/{sweep}.csv", sweep=aot_sweeps())
 

@@ -290,7 +290,7 @@ def _check_setting(key: str, s: Setting) -> None:
 
 
 def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
-    """Rough peak memory of one sweep job: its largest padded replica group's activations."""
+    """Rough peak memory of one sweep: its largest padded replica group's activations."""
     spec, seeds = section["sweeps"][name], section["seeds"]
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
