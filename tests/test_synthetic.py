@@ -222,10 +222,17 @@ def test_saturation_table_aggregates_heads_and_seeds():
 
 
 def test_late_loss_drop_and_the_under_trained_flag():
-    from memcap.synthetic.sweep import late_loss_drop
+    from memcap.training.plateau import late_loss_drop, still_learning
 
     curve = np.array([[4.0, 4.0], [2.0, 1.0], [1.0, 1.0], [1.0, 1.0], [0.5, 1.0]])
     np.testing.assert_allclose(late_loss_drop(curve), [0.5, 0.0])
+    # Each replica's own evaluations: the second left after two (its tail is rows 1-2: 1.0
+    # to 1.0), the first's last fifth of three evaluations is rows 2-3 (1.0 to 1.0).
+    np.testing.assert_allclose(late_loss_drop(curve, np.array([3, 2])), [0.0, 0.0])
+    np.testing.assert_allclose(late_loss_drop(curve[:, ::-1], np.array([2, 4])), [0.0, 0.5])
+    learning = still_learning(curve, np.array([4, 4]), np.array([False, False]))
+    assert learning.tolist() == [True, False]
+    assert not still_learning(curve, np.array([4, 4]), np.array([True, False])).any()
     rows = {"sweep": "heads", "swept": "H", "value": 1, "H": 1, "n": 2, "d_h": 2}
     rows |= {"context": "shared", "task": "classification", "bound": 2, "certified": 1}
     rows |= {"certified_trained": 1}

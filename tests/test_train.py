@@ -76,7 +76,7 @@ def test_early_stop_and_best_state_are_kept():
     cfg = train_config(steps=3000, lr=3e-2, eval_every=20)
     result = train_replicas(model, data, "classification", cfg, seeds)
     assert (result.accuracy == 1.0).all()
-    assert result.steps_run < cfg.steps
+    assert (result.steps_run < cfg.steps).all()
     assert (result.fit_step > 0).all()
     again = evaluate(model, data, "classification", None)
     np.testing.assert_array_equal(again["memorized"].numpy(), result.memorized)

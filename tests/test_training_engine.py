@@ -12,6 +12,7 @@ from train_configs import train_config
 from memcap.training.adam import FusedAdam
 from memcap.training.config import TrainConfig
 from memcap.training.loop import ReplicaData, evaluate, train_replicas
+from memcap.training.plateau import still_learning
 
 
 class ReplicaMLP(nn.Module):
@@ -76,7 +77,45 @@ def test_every_replica_fitted_ends_training_when_they_leave():
     cfg = train_config(steps=2000, lr=3e-2, eval_every=20, early_stop=False, leave_when_fit=True)
     _, _, result = _train(cfg, seeds, sizes)
     assert (result.accuracy == 1.0).all()
-    assert result.steps_run < cfg.steps
+    assert (result.steps_run < cfg.steps).all()
+
+
+def test_extra_budgets_train_only_the_replicas_still_learning():
+    # Replicas 0 and 2 fit their few examples; 1 and 3 fit neither 256 nor 64 random labels
+    # within one budget at a constant rate, their loss still falling.
+    seeds, sizes = [0, 1, 2, 3], [6, 256, 10, 64]
+    cfg = train_config(steps=100, lr=1e-2, eval_every=10, early_stop=False, schedule="constant")
+    _, _, once = _train(cfg, seeds, sizes)
+    learning = still_learning(once.loss_curve, once.evaluations, once.fit_step >= 0)
+    assert learning.any() and not learning.all()
+    model, data, more = _train(TrainConfig(**{**cfg.__dict__, "extra_rounds": 2}), seeds, sizes)
+    # The others stopped with one budget: results and curves as without extra budgets.
+    stopped = ~learning
+    np.testing.assert_array_equal(more.steps_run[stopped], cfg.steps)
+    np.testing.assert_array_equal(more.evaluations[stopped], cfg.steps // cfg.eval_every)
+    for field in ("memorized", "loss", "fit_step"):
+        np.testing.assert_array_equal(getattr(more, field)[stopped], getattr(once, field)[stopped])
+    rows = cfg.steps // cfg.eval_every + 1
+    np.testing.assert_array_equal(more.loss_curve[:rows], once.loss_curve)
+    # Those still learning trained on (the kept state never memorizes less) and ran a
+    # further budget at least, their own curve as long as their evaluations.
+    assert (more.steps_run[learning] >= 2 * cfg.steps).all()
+    assert (more.steps_run[learning] <= 3 * cfg.steps).all()
+    np.testing.assert_array_equal(more.evaluations, more.steps_run // cfg.eval_every)
+    assert (more.memorized[learning] >= once.memorized[learning]).all()
+    assert (more.memorized[learning] > once.memorized[learning]).any()
+    # A replica that stopped after a budget has a flat curve from then on.
+    stop = np.flatnonzero(learning & (more.steps_run < 3 * cfg.steps))
+    for r in stop:
+        own = more.loss_curve[more.evaluations[r] :, r]
+        assert (own == own[0]).all()
+    again = evaluate(model, data, "classification", None)
+    np.testing.assert_array_equal(again["memorized"].numpy(), more.memorized)
+
+
+def test_extra_budgets_are_refused_with_last_batch_accuracy():
+    with pytest.raises(ValueError, match="last batches"):
+        train_config(extra_rounds=1, last_batches=3)
 
 
 def test_leaving_needs_a_select_function_for_models_with_buffers():

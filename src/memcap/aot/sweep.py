@@ -179,7 +179,7 @@ def _train_group(
                 "cross_entropy": kl + entropy if objective == "distribution" else float("nan"),
                 "loss": float(result.loss[r]),
                 "fit_step": int(result.fit_step[r]),
-                "steps_run": result.steps_run,
+                "steps_run": int(result.steps_run[r]),
                 "chance": float(bounds.chance(s.N)),
                 "bound_ours": float(bounds.our_lower_bound(s.N, s.T0, s.H, s.d_h, s.d)),
                 "bound_previous": float(bounds.previous_lower_bound(s.N, s.T0, s.H, s.d)),

@@ -282,7 +282,7 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
             where = sorted({f"{r.sweep} {r.swept}={r.value}" for r in flagged.itertuples()})
             section.notes.append(
                 f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
-                f"training loss still falling at the step budget): {', '.join(where)}."
+                f"training loss still falling at the end of its last budget): {', '.join(where)}."
             )
     summary_path = inputs.table(stage, "summary")
     if summary_path is not None and stage == "aot":

@@ -8,8 +8,9 @@ fitted at ≥ 99% accuracy) is reported beside it. Certified capacities are maxi
 too; since the datasets of a grid are nested that is their value at the largest T.
 
 A setting is flagged ``under_trained`` when the replica that sets its capacity did not fit
-its data and its training loss still fell by more than ``UNDER_TRAINED_DROP`` over the last
-fifth of its evaluations: more steps would likely have memorized more.
+its data and its training loss still fell by more than ``STILL_FALLING`` (5%) over the last
+fifth of its evaluations (:mod:`memcap.training.plateau`; with ``train.extra_rounds`` such
+replicas have already trained further budgets): more steps would likely have memorized more.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from collections.abc import Iterable
 import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
+from memcap.training.plateau import STILL_FALLING
 
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
 QUANTITIES = ("capacity", "certified", "certified_trained")
 FIT_ACCURACY = 0.99
-UNDER_TRAINED_DROP = 0.05
 
 
 def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -49,7 +50,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 # Every example of the largest T memorized: the true capacity may be larger.
                 "censored": bool(best["memorized"] == group["T"].max()),
                 "under_trained": bool(
-                    best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > UNDER_TRAINED_DROP
+                    best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
                 ),
             }
         )

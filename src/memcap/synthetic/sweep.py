@@ -21,7 +21,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -43,6 +42,7 @@ from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
 from memcap.training.config import TrainConfig
 from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.plateau import late_loss_drop
 from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def _train_group(
     task = members[0].setting.task
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     result = train_replicas(model, data, task, cfg, batch_seeds, select_mha_replicas)
-    still_falling = late_loss_drop(result.loss_curve)
+    still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     attention, embedded = _trained_attention(model, data)
     rows, saturation_rows = [], []
     for r, replica in enumerate(members):
@@ -202,7 +202,7 @@ def _train_group(
                 "saturation": float(per_head.mean()),
                 "loss": float(result.loss[r]),
                 "fit_step": int(result.fit_step[r]),
-                "steps_run": result.steps_run,
+                "steps_run": int(result.steps_run[r]),
                 "steps": cfg.steps,
                 "recipe": spec.recipe,
                 "late_loss_drop": float(still_falling[r]),
@@ -212,18 +212,6 @@ def _train_group(
             {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
         ]
     return rows, saturation_rows
-
-
-def late_loss_drop(curve: np.ndarray, tail: float = 0.2) -> np.ndarray:
-    """(R,) relative fall of the training loss over the last ``tail`` of the evaluations.
-
-    ``curve`` is (evaluations, R) from :class:`~memcap.training.loop.TrainResult`. A replica
-    stopped early (fitted) has a flat tail; one whose loss still fell by several percent when
-    the step budget ran out is under-trained.
-    """
-    start = curve[max(0, int(round((1.0 - tail) * (len(curve) - 1))))]
-    end = curve[-1]
-    return np.where(start > 0, (start - end) / np.maximum(start, 1e-12), 0.0)
 
 
 def select_mha_replicas(model: ReplicaMHA, index: torch.Tensor) -> None:

@@ -5,6 +5,8 @@ torch, so config checks stay light), :mod:`~memcap.training.loop` (the replica-b
 training loop), :mod:`~memcap.training.data` (the replicas' training sets),
 :mod:`~memcap.training.batches` (per-replica mini-batch streams),
 :mod:`~memcap.training.active` (the replicas still training; fitted ones leaving),
+:mod:`~memcap.training.plateau` (whether a replica's loss still fell late: extra budgets and
+the under-trained flag),
 :mod:`~memcap.training.precision` (float32, TF32, bfloat16 compute),
 :mod:`~memcap.training.adam` (Adam through the fused kernel),
 :mod:`~memcap.training.fused_loss` (the loss inside a model's own one-node step),

@@ -46,6 +46,11 @@ class TrainConfig:
     # replicas that memorized all their examples leave the batch at an evaluation (their
     # memorized count cannot grow; the state kept until then is reported)
     leave_when_fit: bool = False
+    # budgets of ``steps`` more (warm-up and decay again) for replicas that have not fitted and
+    # whose loss still fell by more than 5% over their last fifth of evaluations
+    # (memcap.training.plateau); the others stop with the budget they had
+    extra_rounds: int = 0
+    extra_lr_frac: float = 0.1  # peak learning rate of an extra budget, as a fraction of lr
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.eval_every < 1 or self.lr_period < 1:
@@ -62,8 +67,13 @@ class TrainConfig:
             raise ValueError("batch_size must be positive or None (full batch)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
-        if self.leave_when_fit and self.last_batches:
-            raise ValueError("leave_when_fit drops the last batches of fitted replicas")
+        if self.extra_rounds < 0:
+            raise ValueError("extra_rounds must be non-negative")
+        if self.last_batches and (self.leave_when_fit or self.extra_rounds):
+            raise ValueError(
+                "the last batches' accuracy needs every replica to run the same steps "
+                "(no leave_when_fit, no extra_rounds)"
+            )
 
 
 def with_overrides(train: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict:

@@ -8,9 +8,10 @@ the per-replica losses performs exactly R independent Adam steps, in one batched
 
 Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train through
 :func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`: its
-precision (:mod:`~memcap.training.precision`), ``compile`` (``torch.compile`` of the step)
-and ``leave_when_fit`` (:mod:`~memcap.training.active`). The host reads the device at
-evaluations only.
+precision (:mod:`~memcap.training.precision`), ``compile`` (``torch.compile`` of the step),
+``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_rounds``: further budgets for
+the replicas still learning when a budget ends (:mod:`~memcap.training.plateau`). The host
+reads the device at evaluations only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from memcap.training.active import ActiveReplicas, SelectReplicas
 from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData, gather_rows
+from memcap.training.plateau import still_learning
 from memcap.training.precision import matmul_precision
 
 _logger = logging.getLogger(__name__)
@@ -47,8 +49,9 @@ class TrainResult:
     kl: np.ndarray  # mean KL(target || model); NaN unless the objective is distribution
     fit_step: np.ndarray  # first step with 100% memorized, -1 if never
     batch_accuracy: np.ndarray  # mean training-batch accuracy of the last cfg.last_batches steps
-    steps_run: int  # optimizer steps actually taken (early stop may end sooner)
-    loss_curve: np.ndarray  # (evaluations, R) training loss at each evaluation
+    steps_run: np.ndarray  # optimizer steps each replica took (early stop, leaving: fewer)
+    loss_curve: np.ndarray  # (1 + evaluations, R) loss at the start and at each evaluation
+    evaluations: np.ndarray  # evaluations each replica took part in: its curve's length - 1
 
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:
@@ -164,23 +167,94 @@ def train_replicas(
 def _train(
     model: nn.Module, active: ActiveReplicas, objective: Objective, cfg: TrainConfig
 ) -> TrainResult:
-    """:func:`train_replicas` on ``active``; the host waits for the device at evaluations
-    only (the early-stop flag and the progress bar are read there)."""
-    data = active.data
-    replicas = data.replicas
-    best = {name: p.detach().clone() for name, p in model.named_parameters()}
-    best_metrics = evaluate(model, data, objective, cfg.regression_tol)
-    fit_step = torch.where(best_metrics["accuracy"] >= 1.0, 0, -1)
-    current_loss = best_metrics["loss"].clone()  # a replica that left keeps its last loss
-    batch_correct = torch.zeros(replicas, device=data.sizes.device)
-    batch_count = 0
-    curve = [current_loss.cpu().numpy().copy()]  # on the CPU, .numpy() shares memory
-    all_fit = bool((fit_step >= 0).all())
-    if cfg.leave_when_fit and not all_fit:
-        _leave(active, best_metrics["accuracy"])
+    """:func:`train_replicas` on ``active``, one budget and then the extra ones; the host
+    waits for the device at evaluations only (the early-stop flag and the progress bar)."""
+    run = _Run.start(model, evaluate(model, active.data, objective, cfg.regression_tol))
+    if cfg.leave_when_fit and not run.all_fit(active):
+        _leave(active, run.best_metrics["accuracy"])
     step_loss = _compiled(active) if cfg.compile else _step_loss
-    step = 0
-    progress = tqdm(range(cfg.steps), desc=f"train {replicas} replicas", mininterval=5.0)
+    for budget in range(1 + cfg.extra_rounds):
+        if budget and not _keep_learning(active, run):
+            break
+        _train_budget(active, run, step_loss, objective, cfg, budget)
+    _restore_best(model, run.best)
+    _logger.info("trained %d replicas for up to %d steps", len(run.steps_run), run.steps_run.max())
+    metrics = run.best_metrics
+    batch_accuracy = (run.batch_correct / max(run.batch_count, 1)).cpu().numpy()
+    return TrainResult(
+        accuracy=metrics["accuracy"].cpu().numpy(),
+        memorized=metrics["memorized"].round().long().cpu().numpy(),
+        loss=metrics["loss"].cpu().numpy(),
+        kl=metrics["kl"].cpu().numpy(),
+        fit_step=run.fit_step.cpu().numpy(),
+        batch_accuracy=batch_accuracy if run.batch_count else np.full(len(batch_accuracy), np.nan),
+        steps_run=run.steps_run,
+        loss_curve=np.stack(run.curve),
+        evaluations=run.evaluations,
+    )
+
+
+@dataclass
+class _Run:
+    """What a training run keeps across its budgets, for every replica (length R)."""
+
+    best: dict[str, Tensor]  # each replica's best parameters so far
+    best_metrics: dict[str, Tensor]  # their evaluation
+    fit_step: Tensor  # first step at 100% memorized, -1 if never
+    current_loss: Tensor  # loss at each replica's latest evaluation (kept after it left)
+    batch_correct: Tensor  # right examples of the last batches
+    curve: list[np.ndarray]  # current_loss at the start and after every evaluation
+    evaluations: np.ndarray  # evaluations each replica took part in
+    steps_run: np.ndarray  # steps each replica took
+    batch_count: int = 0
+
+    @classmethod
+    def start(cls, model: nn.Module, metrics: dict[str, Tensor]) -> _Run:
+        """The run before its first step: ``metrics`` of the initial ``model``."""
+        replicas = len(metrics["loss"])
+        return cls(
+            best={name: p.detach().clone() for name, p in model.named_parameters()},
+            best_metrics=metrics,
+            fit_step=torch.where(metrics["accuracy"] >= 1.0, 0, -1),
+            current_loss=metrics["loss"].clone(),
+            batch_correct=torch.zeros_like(metrics["loss"]),
+            curve=[metrics["loss"].cpu().numpy().copy()],  # on the CPU, .numpy() shares memory
+            evaluations=np.zeros(replicas, int),
+            steps_run=np.zeros(replicas, int),
+        )
+
+    def all_fit(self, active: ActiveReplicas) -> bool:
+        """Whether every replica still training has fitted (a host read)."""
+        return bool((self.fit_step[active.index] >= 0).all())
+
+
+def _keep_learning(active: ActiveReplicas, run: _Run) -> bool:
+    """Keep the replicas still learning for another budget; False if there are none."""
+    fitted = run.fit_step.cpu().numpy() >= 0
+    learning = still_learning(np.stack(run.curve), run.evaluations, fitted)
+    staying = torch.as_tensor(learning, device=active.index.device)[active.index]
+    if not bool(staying.any()):
+        return False
+    if not bool(staying.all()):
+        active.keep(staying.nonzero().squeeze(1))
+    return True
+
+
+def _train_budget(
+    active: ActiveReplicas,
+    run: _Run,
+    step_loss: Callable,
+    objective: Objective,
+    cfg: TrainConfig,
+    budget: int,
+) -> None:
+    """Budget ``budget`` (0: the first) of ``cfg.steps`` steps, with its own warm-up and decay
+    from ``lr`` (extra budgets: ``lr · extra_lr_frac``), for the replicas of ``active``."""
+    done = budget * cfg.steps  # steps the active replicas took in earlier budgets
+    peak = cfg.lr * (cfg.extra_lr_frac if budget else 1.0)
+    best_metrics = run.best_metrics
+    all_fit = run.all_fit(active)
+    progress = tqdm(range(cfg.steps), desc=f"train {len(active.index)} replicas", mininterval=5.0)
     for step in progress:
         # with leaving, every replica fitted means none is left to train
         if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
@@ -190,40 +264,32 @@ def _train(
             loss.backward()
         if active.compute is not None:
             active.compute.push_gradients()
-        active.optimizer.step(cfg.lr * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
+        active.optimizer.step(peak * lr_multiplier(step, cfg))  # torch's LambdaLR, step by step
         if step >= cfg.steps - cfg.last_batches:
             right = example_correct(outputs.detach(), targets, objective, cfg.regression_tol)
-            batch_correct += (right * weights).sum(1)
-            batch_count += 1
+            run.batch_correct += (right * weights).sum(1)
+            run.batch_count += 1
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             index = active.index
             metrics = evaluate(active.model, active.data, objective, cfg.regression_tol)
-            current_loss[index] = metrics["loss"]
-            curve.append(current_loss.cpu().numpy().copy())
+            run.current_loss[index] = metrics["loss"]
+            run.curve.append(run.current_loss.cpu().numpy().copy())
+            on_host = index.cpu().numpy()
+            run.evaluations[on_host] += 1
+            run.steps_run[on_host] = done + step + 1
             kept = {key: value[index] for key, value in best_metrics.items()}
             improved = _improved(metrics, kept, cfg.best_by)
-            _keep_best(active.model, best, improved, index)
+            _keep_best(active.model, run.best, improved, index)
             for key in best_metrics:
                 best_metrics[key][index] = torch.where(improved, metrics[key], kept[key])
-            newly_fit = (fit_step[index] < 0) & (metrics["accuracy"] >= 1.0)
-            fit_step[index] = torch.where(newly_fit, step + 1, fit_step[index])
-            all_fit = bool((fit_step >= 0).all())
+            newly_fit = (run.fit_step[index] < 0) & (metrics["accuracy"] >= 1.0)
+            run.fit_step[index] = torch.where(newly_fit, done + step + 1, run.fit_step[index])
+            all_fit = run.all_fit(active)
             if cfg.leave_when_fit and not all_fit and step + 1 < cfg.steps:
                 _leave(active, metrics["accuracy"])
-            progress.set_postfix(fit=int((fit_step >= 0).sum()), loss=float(current_loss.mean()))
-    _restore_best(model, best)
-    _logger.info("trained %d replicas for %d steps", replicas, step + 1)
-    batch_accuracy = (batch_correct / batch_count).cpu().numpy() if batch_count else None
-    return TrainResult(
-        accuracy=best_metrics["accuracy"].cpu().numpy(),
-        memorized=best_metrics["memorized"].round().long().cpu().numpy(),
-        loss=best_metrics["loss"].cpu().numpy(),
-        kl=best_metrics["kl"].cpu().numpy(),
-        fit_step=fit_step.cpu().numpy(),
-        batch_accuracy=np.full(replicas, np.nan) if batch_accuracy is None else batch_accuracy,
-        steps_run=step + 1,
-        loss_curve=np.stack(curve),
-    )
+            progress.set_postfix(
+                fit=int((run.fit_step >= 0).sum()), loss=float(run.current_loss.mean())
+            )
 
 
 def _step_loss(
