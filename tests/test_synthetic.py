@@ -167,6 +167,26 @@ def test_grouping_does_not_change_results():
     np.testing.assert_allclose(masked["loss"], grouped["loss"], rtol=1e-3, atol=1e-5)
 
 
+def test_extra_budgets_extend_only_replicas_still_learning_in_a_sweep():
+    tables = {}
+    for rounds in (0, 2):
+        section = _tiny_section(["examples"])
+        section["sweeps"]["heads"]["tasks"] = ["classification"]
+        section["train"].update(schedule="constant", steps=60, extra_rounds=rounds)
+        spec = sweep_spec(section, "heads")
+        result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
+        tables[rounds] = result.table
+    once, more = tables[0], tables[2]
+    extended = more["steps_run"] > more["steps"]
+    assert extended.any() and not extended.all()
+    assert (once["steps_run"] <= once["steps"]).all()
+    # Extended: unfitted with the loss still falling after one budget; the rest unchanged.
+    assert (once.loc[extended, "accuracy"] < 1).all()
+    assert (once.loc[extended, "late_loss_drop"] > 0.05).all()
+    pd.testing.assert_frame_equal(once[~extended], more[~extended])
+    assert (more.loc[extended, "memorized"] >= once.loc[extended, "memorized"]).all()
+
+
 def _summary_rows() -> pd.DataFrame:
     rows = []
     for heads in (1, 2, 3):

@@ -35,7 +35,8 @@ class ActiveReplicas:
         data: every replica's training set.
         cfg: optimisation settings (batching, precision).
         seeds: one mini-batch seed per replica.
-        select: compacts the model's buffers; needed when it has any and replicas leave.
+        select: compacts the model's buffers; needed when it has any and replicas leave
+            (fitted, or not learning when a budget ends).
     """
 
     def __init__(
@@ -46,10 +47,11 @@ class ActiveReplicas:
         seeds: Sequence[int],
         select: SelectReplicas | None,
     ) -> None:
-        if cfg.leave_when_fit and select is None and any(True for _ in model.buffers()):
+        leaving = cfg.leave_when_fit or cfg.extra_rounds > 0
+        if leaving and select is None and any(True for _ in model.buffers()):
             raise ValueError(
-                "leave_when_fit needs a select function for a model with buffers (their "
-                "replica axis must shrink with the parameters')"
+                "leave_when_fit and extra_rounds need a select function for a model with "
+                "buffers (their replica axis must shrink with the parameters')"
             )
         self.model, self.data, self.select = model, data, select
         self.index = torch.arange(data.replicas, device=data.sizes.device)  # original positions
