@@ -149,6 +149,12 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "holds": [True, False],
         }
     ).to_csv(synthetic / "laws.csv", index=False)
+    pd.DataFrame(
+        {
+            "sweep": ["heads"] * 3, "swept": ["H"] * 3, "value": [1, 2, 2],
+            "steps": [100] * 3, "steps_run": [100, 100, 300],
+        }
+    ).to_csv(synthetic / "summary.csv", index=False)  # fmt: skip
     aot_figure = _png(root / "results" / "aot" / "figures" / "heads.png", 2.0)
     stage_files = {
         "assumptions": StageFiles(tables={"summary": str(assumptions / "summary.csv")}),
@@ -161,7 +167,8 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         ),
         "synthetic": StageFiles(
             tables={
-                name: str(synthetic / f"{name}.csv") for name in ("fits", "capacity", "laws")
+                name: str(synthetic / f"{name}.csv")
+                for name in ("fits", "capacity", "laws", "summary")
             },
             figures=synthetic_figures,
         ),
@@ -245,6 +252,8 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "Memorized vs heads." in text
     assert "6.8" in text and "0.991" in text  # the fits table
     assert "1 of 1 settings memorized every example" in text  # censored capacity
+    assert "1 of 3 replicas were still learning" in text  # extra budgets
+    assert "(up to 300 steps): heads H=2." in text
     # Paper A's laws checked, the failing one named in a note.
     assert "The paper's laws, checked on this run" in text and "-13% at 16" in text
     assert "Not reproduced in this run: flat in d_h beyond n (head_dim, shared context" in text

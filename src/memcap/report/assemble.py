@@ -287,7 +287,24 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     summary_path = inputs.table(stage, "summary")
     if summary_path is not None and stage == "aot":
         section.notes += _aot_recipes(pd.read_csv(summary_path))
+    if summary_path is not None and stage == "synthetic":
+        section.notes += _extra_budgets(pd.read_csv(summary_path))
     return section
+
+
+def _extra_budgets(summary: pd.DataFrame) -> list[str]:
+    """A note on the replicas that trained beyond one budget (``train.extra_rounds``)."""
+    if not {"steps_run", "steps"} <= set(summary.columns):
+        return []
+    longer = summary[summary["steps_run"] > summary["steps"]]
+    if longer.empty:
+        return []
+    where = sorted({f"{r.sweep} {r.swept}={r.value}" for r in longer.itertuples()})
+    return [
+        f"{len(longer)} of {len(summary)} replicas were still learning when their step budget "
+        f"ended and trained further budgets (up to {int(longer['steps_run'].max()):,} steps): "
+        f"{', '.join(where)}."
+    ]
 
 
 def _laws(laws: pd.DataFrame) -> tuple[Table, list[str]]:
