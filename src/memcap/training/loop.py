@@ -180,14 +180,18 @@ def _train(
     _restore_best(model, run.best)
     _logger.info("trained %d replicas for up to %d steps", len(run.steps_run), run.steps_run.max())
     metrics = run.best_metrics
-    batch_accuracy = (run.batch_correct / max(run.batch_count, 1)).cpu().numpy()
+    batch_accuracy = (
+        (run.batch_correct / run.batch_count).cpu().numpy()
+        if run.batch_count
+        else np.full(len(run.steps_run), np.nan)
+    )
     return TrainResult(
         accuracy=metrics["accuracy"].cpu().numpy(),
         memorized=metrics["memorized"].round().long().cpu().numpy(),
         loss=metrics["loss"].cpu().numpy(),
         kl=metrics["kl"].cpu().numpy(),
         fit_step=run.fit_step.cpu().numpy(),
-        batch_accuracy=batch_accuracy if run.batch_count else np.full(len(batch_accuracy), np.nan),
+        batch_accuracy=batch_accuracy,
         steps_run=run.steps_run,
         loss_curve=np.stack(run.curve),
         evaluations=run.evaluations,
