@@ -31,7 +31,15 @@ fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed
 fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p / needed)
 is the whole step's RATIO if everything but these products took no time.
 
+Where the step's time goes: one more run of each model under ``torch.profiler`` gives the
+CPU time of its BLAS calls (bmm, baddbmm, mm, addmm: every product the step runs, needed or
+not); the rest of the step's time (its median unprofiled time minus that) is everything
+else: element-wise passes (softmaxes, the loss, the mixing), copies, Adam, dispatch and
+Python. ``SPLIT`` prints both beside the 30% budget (needed FLOPs / (0.3 · matmul FLOP/s)):
+a step meets it only if the two together fit in it.
+
     .venv/bin/python benchmarks/bench_synthetic_step.py --steps 50 --threads 1
+    .venv/bin/python benchmarks/bench_synthetic_step.py configs/test.yaml --steps 2  # smoke
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from torch.profiler import ProfilerActivity, profile
 
 from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
@@ -53,12 +62,14 @@ from memcap.training.loop import train_replicas
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def needed_flops(members: list[Replica], stage: StageSettings, examples: int) -> float:
-    """FLOPs one training step of ``members`` needs on batches of ``examples`` (the
-    docstring's formula: :meth:`memcap.synthetic.buckets.StepCost.needed`)."""
+BLAS_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::baddbmm_", "aten::mm", "aten::addmm"})
+
+
+def needed_flops(members: list[Replica], stage: StageSettings) -> float:
+    """FLOPs one full-batch training step of ``members`` needs (the docstring's formula:
+    :meth:`memcap.synthetic.buckets.StepCost.needed`)."""
     return sum(
-        step_cost(stage, r.setting.task, eval_every=1).needed(step_shape(r, examples))
-        for r in members
+        step_cost(stage, r.setting.task, eval_every=1).needed(step_shape(r, None)) for r in members
     )
 
 
@@ -105,9 +116,9 @@ def product_seconds(examples: int, heads: int, n: int, d: int) -> float:
 def primitive_seconds(members: list[Replica], data, stage: StageSettings) -> tuple[float, float]:
     """F_p and t_p (docstring) of one batched model: the per-example products of its real
     heads, timed padded, per head count and stacked over replicas with identical inputs."""
-    examples, n, d = members[0].examples, data.inputs[1].shape[2], stage.d
+    examples, n, d = data.inputs[1].shape[1:3] + (stage.d,)  # padded to the longest T
     heads = [r.setting.heads for r in members]
-    flops = sum(4.0 * examples * h * n * d for h in heads)
+    flops = sum(4.0 * r.examples * r.setting.heads * n * d for r in members)
     padded = product_seconds(examples * len(heads), max(heads), n, d)
     per_count = sum(product_seconds(examples * heads.count(h), h, n, d) for h in sorted(set(heads)))
     slots = head_slots(*data.inputs, heads, max(heads))
@@ -121,14 +132,48 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     if old:
         model.forward = model.reference_forward
         model.weighted_loss = None  # the loop's own loss, through autograd
-    cfg = dataclasses.replace(stage.train_config(spec, members[0].examples), steps=steps)
+    cfg = dataclasses.replace(  # exactly ``steps`` steps: no extra budgets, nobody leaves
+        stage.train_config(spec, members[0].examples),
+        steps=steps,
+        extra_rounds=0,
+        leave_when_fit=False,
+    )
     start = time.process_time()
     train_replicas(model, data, members[0].setting.task, cfg, seeds)
     return time.process_time() - start
 
 
+def blas_seconds(spec, stage, members, datasets, steps: int) -> float:
+    """CPU seconds per step of the BLAS calls in one profiled training run (docstring)."""
+    with profile(activities=[ProfilerActivity.CPU]) as run:
+        train_seconds(spec, stage, members, datasets, steps, False)
+    events = run.key_averages()
+    return sum(e.self_cpu_time_total for e in events if e.key in BLAS_OPS) / 1e6 / steps
+
+
+def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[str, float]:
+    """One batched model's needed FLOPs, old and new seconds per step (medians), its BLAS
+    seconds per step and its per-example products' F_p and t_p."""
+    times = {way: [] for way in ("old", "new")}
+    for _ in range(repeats):
+        for way in times:
+            seconds = train_seconds(spec, stage, members, datasets, steps, way == "old")
+            times[way].append(seconds / steps)
+    data = batched_model(spec, stage, members, datasets, torch.device("cpu"))[1]
+    p_flops, p_seconds = primitive_seconds(members, data, stage)
+    return {
+        "needed": needed_flops(members, stage),
+        "old": statistics.median(times["old"]),
+        "new": statistics.median(times["new"]),
+        "blas": blas_seconds(spec, stage, members, datasets, steps),
+        "p_flops": p_flops,
+        "p_seconds": p_seconds,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", default="config.yaml", help="workflow config")
     parser.add_argument("--steps", type=int, default=50, help="training steps per model")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--repeats", type=int, default=3, help="timings per way (median)")
@@ -136,7 +181,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from snakemake.utils import validate  # fills the schema's defaults
 
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config = yaml.safe_load((ROOT / args.config).read_text())
     validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
     section = config["synthetic"]
     stage = StageSettings.from_config(section, config["seed"])
@@ -146,39 +191,42 @@ def main() -> None:
         for old in (True, False):
             train_seconds(spec, stage, members, datasets, 2, old)
     matmul = [matmul_flops()]
-    needed = new_total = old_total = primitive_flops = primitive_total = 0.0
-    print(f"heads sweep of config.yaml, {args.steps} steps per model, {args.threads} thread(s)")
-    print("T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s  products ms")
+    print(f"heads sweep of {args.config}, {args.steps} steps per model, {args.threads} thread(s)")
+    print(
+        "T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s  products ms"
+        "  BLAS ms"
+    )
+    total = dict.fromkeys(("needed", "old", "new", "blas", "p_flops", "p_seconds"), 0.0)
     for members in groups.values():
-        examples = members[0].examples
-        times = {way: [] for way in ("old", "new")}
-        for _ in range(args.repeats):
-            for way in times:
-                seconds = train_seconds(spec, stage, members, datasets, args.steps, way == "old")
-                times[way].append(seconds / args.steps)
-        old, new = (statistics.median(times[way]) for way in ("old", "new"))
-        flops = needed_flops(members, stage, examples)
-        data = batched_model(spec, stage, members, datasets, torch.device("cpu"))[1]
-        p_flops, p_seconds = primitive_seconds(members, data, stage)
-        primitive_flops, primitive_total = primitive_flops + p_flops, primitive_total + p_seconds
-        needed, new_total, old_total = needed + flops, new_total + new, old_total + old
+        row = model_row(spec, stage, members, datasets, args.steps, args.repeats)
+        total = {key: total[key] + row[key] for key in total}
         print(
-            f"{examples:<5} {len(members):>8}  {flops / 1e6:17.1f}  {1e3 * old:11.2f}  "
-            f"{1e3 * new:11.2f}  {flops / new / 1e9:11.2f}  {1e3 * p_seconds:11.2f}"
+            f"{max(r.examples for r in members):<5} {len(members):>8}  "
+            f"{row['needed'] / 1e6:17.1f}  {1e3 * row['old']:11.2f}  {1e3 * row['new']:11.2f}  "
+            f"{row['needed'] / row['new'] / 1e9:11.2f}  {1e3 * row['p_seconds']:11.2f}  "
+            f"{1e3 * row['blas']:7.2f}"
         )
     matmul.append(matmul_flops())
     peak = statistics.median(matmul)
+    needed, primitive = total["needed"], total["p_flops"] / total["p_seconds"]
     print(f"matmul 1024x1024 float32: {peak / 1e9:.1f} GFLOP/s")
-    print(f"sweep step (all models): old {1e3 * old_total:.2f} ms, new {1e3 * new_total:.2f} ms")
-    achieved = {"old": needed / old_total / 1e9, "new": needed / new_total / 1e9}
-    print(f"achieved: old {achieved['old']:.2f}, new {achieved['new']:.2f} GFLOP/s")
+    old, new, blas = (1e3 * total[key] for key in ("old", "new", "blas"))
+    print(f"sweep step (all models): old {old:.2f} ms, new {new:.2f} ms")
     print(
-        f"per-example products: {primitive_flops / needed:.3f} of the needed FLOPs, "
-        f"{primitive_flops / primitive_total / 1e9:.2f} GFLOP/s in {1e3 * primitive_total:.2f} ms"
+        f"achieved: old {needed / total['old'] / 1e9:.2f}, "
+        f"new {needed / total['new'] / 1e9:.2f} GFLOP/s"
     )
-    print(f"CEILING {primitive_flops / primitive_total / peak:.3f}")
-    print(f"BOUND {needed / primitive_total / peak:.3f}")
-    print(f"RATIO {needed / new_total / peak:.3f}")
+    print(
+        f"per-example products: {total['p_flops'] / needed:.3f} of the needed FLOPs, "
+        f"{primitive / 1e9:.2f} GFLOP/s in {1e3 * total['p_seconds']:.2f} ms"
+    )
+    print(
+        f"SPLIT BLAS {blas:.2f} ms, the rest {new - blas:.2f} ms, "
+        f"30% budget {1e3 * needed / (0.3 * peak):.2f} ms per sweep step"
+    )
+    print(f"CEILING {primitive / peak:.3f}")
+    print(f"BOUND {needed / total['p_seconds'] / peak:.3f}")
+    print(f"RATIO {needed / total['new'] / peak:.3f}")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,12 @@ def time_model(spec, stage, members, device, warmup: int, steps: int) -> dict:
 
     def train(count: int) -> float:
         short = dataclasses.replace(
-            cfg, steps=count, eval_every=count, early_stop=False, leave_when_fit=False
+            cfg,
+            steps=count,
+            eval_every=count,
+            early_stop=False,
+            leave_when_fit=False,
+            extra_rounds=0,
         )
         _sync(device)
         start = time.perf_counter()
