@@ -32,11 +32,13 @@ fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p
 is the whole step's RATIO if everything but these products took no time.
 
 Where the step's time goes: one more run of each model under ``torch.profiler`` gives the
-CPU time of its BLAS calls (bmm, baddbmm, mm, addmm: every product the step runs, needed or
-not); the rest of the step's time (its median unprofiled time minus that) is everything
-else: element-wise passes (softmaxes, the loss, the mixing), copies, Adam, dispatch and
-Python. ``SPLIT`` prints both beside the 30% budget (needed FLOPs / (0.3 · matmul FLOP/s)):
-a step meets it only if the two together fit in it.
+CPU time of its ops by kind: BLAS calls (bmm, baddbmm, mm, addmm: every product the step
+runs, needed or not), element-wise math (softmaxes, the loss's exponentials, the mixing's
+multiplies and sums, every other computing op), copies (copy, cat, index_select and other
+ops that only move or fill memory) and the optimizer (fused Adam); what the median
+unprofiled step takes beyond these is the rest: Python, dispatch, views and autograd's
+bookkeeping. ``SPLIT`` prints them beside the 30% budget (needed FLOPs / (0.3 · matmul
+FLOP/s)): a step meets it only if they all fit in it together.
 
     .venv/bin/python benchmarks/bench_synthetic_step.py --steps 50 --threads 1
     .venv/bin/python benchmarks/bench_synthetic_step.py configs/test.yaml --steps 2  # smoke
@@ -63,6 +65,55 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 BLAS_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::baddbmm_", "aten::mm", "aten::addmm"})
+COPY_OPS = frozenset(
+    "aten::" + name
+    for name in (
+        "copy_", "cat", "index_select", "index_add_", "clone", "fill_", "zero_", "zeros",
+        "new_zeros", "constant_pad_nd", "_to_copy", "contiguous", "empty", "empty_like",
+        "empty_strided", "stack",
+    )
+)  # fmt: skip
+VIEW_OPS = frozenset(
+    "aten::" + name
+    for name in (
+        "view",
+        "reshape",
+        "_reshape_alias",
+        "_unsafe_view",
+        "transpose",
+        "permute",
+        "t",
+        "as_strided",
+        "slice",
+        "select",
+        "narrow",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "alias",
+        "detach",
+        "matmul",
+        "pad",
+        "to",
+        "resolve_conj",
+        "resolve_neg",
+        "lift_fresh",
+    )
+)  # fmt: skip (matmul, pad and to only dispatch to the ops counted under their own names)
+KINDS = ("BLAS", "element-wise", "copies", "Adam")
+
+
+def op_kind(name: str) -> str | None:
+    """The SPLIT kind of a profiled op (docstring), None for what counts as the rest."""
+    if name in BLAS_OPS:
+        return "BLAS"
+    if name in COPY_OPS:
+        return "copies"
+    if "adam" in name or name.startswith("aten::_foreach"):
+        return "Adam"
+    if name.startswith("aten::") and name not in VIEW_OPS:
+        return "element-wise"
+    return None
 
 
 def needed_flops(members: list[Replica], stage: StageSettings) -> float:
@@ -143,17 +194,21 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     return time.process_time() - start
 
 
-def blas_seconds(spec, stage, members, datasets, steps: int) -> float:
-    """CPU seconds per step of the BLAS calls in one profiled training run (docstring)."""
+def kind_seconds(spec, stage, members, datasets, steps: int) -> dict[str, float]:
+    """CPU seconds per step of each kind of op (:func:`op_kind`) in one profiled run."""
     with profile(activities=[ProfilerActivity.CPU]) as run:
         train_seconds(spec, stage, members, datasets, steps, False)
-    events = run.key_averages()
-    return sum(e.self_cpu_time_total for e in events if e.key in BLAS_OPS) / 1e6 / steps
+    seconds = dict.fromkeys(KINDS, 0.0)
+    for event in run.key_averages():
+        kind = op_kind(event.key)
+        if kind is not None:
+            seconds[kind] += event.self_cpu_time_total / 1e6 / steps
+    return seconds
 
 
 def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[str, float]:
-    """One batched model's needed FLOPs, old and new seconds per step (medians), its BLAS
-    seconds per step and its per-example products' F_p and t_p."""
+    """One batched model's needed FLOPs, old and new seconds per step (medians), the new
+    step's seconds per kind of op (:data:`KINDS`) and its per-example products' F_p and t_p."""
     times = {way: [] for way in ("old", "new")}
     for _ in range(repeats):
         for way in times:
@@ -165,7 +220,7 @@ def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[
         "needed": needed_flops(members, stage),
         "old": statistics.median(times["old"]),
         "new": statistics.median(times["new"]),
-        "blas": blas_seconds(spec, stage, members, datasets, steps),
+        **kind_seconds(spec, stage, members, datasets, steps),
         "p_flops": p_flops,
         "p_seconds": p_seconds,
     }
@@ -194,9 +249,9 @@ def main() -> None:
     print(f"heads sweep of {args.config}, {args.steps} steps per model, {args.threads} thread(s)")
     print(
         "T     replicas  needed MFLOP/step  old ms/step  new ms/step  new GFLOP/s  products ms"
-        "  BLAS ms"
+        "  | ms: BLAS  element-wise  copies  Adam  rest"
     )
-    total = dict.fromkeys(("needed", "old", "new", "blas", "p_flops", "p_seconds"), 0.0)
+    total = dict.fromkeys(("needed", "old", "new", *KINDS, "p_flops", "p_seconds"), 0.0)
     for members in groups.values():
         row = model_row(spec, stage, members, datasets, args.steps, args.repeats)
         total = {key: total[key] + row[key] for key in total}
@@ -204,13 +259,16 @@ def main() -> None:
             f"{max(r.examples for r in members):<5} {len(members):>8}  "
             f"{row['needed'] / 1e6:17.1f}  {1e3 * row['old']:11.2f}  {1e3 * row['new']:11.2f}  "
             f"{row['needed'] / row['new'] / 1e9:11.2f}  {1e3 * row['p_seconds']:11.2f}  "
-            f"{1e3 * row['blas']:7.2f}"
+            f"| {1e3 * row['BLAS']:8.2f}  {1e3 * row['element-wise']:12.2f}  "
+            f"{1e3 * row['copies']:6.2f}  {1e3 * row['Adam']:4.2f}  "
+            f"{1e3 * (row['new'] - sum(row[kind] for kind in KINDS)):4.2f}"
         )
     matmul.append(matmul_flops())
     peak = statistics.median(matmul)
     needed, primitive = total["needed"], total["p_flops"] / total["p_seconds"]
     print(f"matmul 1024x1024 float32: {peak / 1e9:.1f} GFLOP/s")
-    old, new, blas = (1e3 * total[key] for key in ("old", "new", "blas"))
+    old, new = 1e3 * total["old"], 1e3 * total["new"]
+    kinds = {kind: 1e3 * total[kind] for kind in KINDS}
     print(f"sweep step (all models): old {old:.2f} ms, new {new:.2f} ms")
     print(
         f"achieved: old {needed / total['old'] / 1e9:.2f}, "
@@ -220,8 +278,9 @@ def main() -> None:
         f"per-example products: {total['p_flops'] / needed:.3f} of the needed FLOPs, "
         f"{primitive / 1e9:.2f} GFLOP/s in {1e3 * total['p_seconds']:.2f} ms"
     )
+    split = ", ".join(f"{kind} {ms:.2f} ms" for kind, ms in kinds.items())
     print(
-        f"SPLIT BLAS {blas:.2f} ms, the rest {new - blas:.2f} ms, "
+        f"SPLIT {split}, the rest {new - sum(kinds.values()):.2f} ms; "
         f"30% budget {1e3 * needed / (0.3 * peak):.2f} ms per sweep step"
     )
     print(f"CEILING {primitive / peak:.3f}")
