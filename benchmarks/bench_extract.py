@@ -22,9 +22,13 @@ from memcap.extract.registry import create_model
 
 
 def full_depth_layer(model: torch.nn.Module, images: torch.Tensor, layer: int) -> torch.Tensor:
-    """Run the whole ViT and keep block ``layer``'s output through a forward hook."""
+    """Run the whole ViT and keep layer ``layer`` through a hook: block ``layer``'s output, or
+    for layer 0 the embeddings (the first block's input)."""
     kept: list[torch.Tensor] = []
-    hook = model.blocks[layer - 1].register_forward_hook(lambda _m, _a, out: kept.append(out))
+    if layer == 0:
+        hook = model.blocks[0].register_forward_pre_hook(lambda _m, args: kept.append(args[0]))
+    else:
+        hook = model.blocks[layer - 1].register_forward_hook(lambda _m, _a, out: kept.append(out))
     try:
         model.forward_features(images)
     finally:
@@ -35,7 +39,9 @@ def full_depth_layer(model: torch.nn.Module, images: torch.Tensor, layer: int) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="vit_base_patch16_224", help="timm ViT name")
-    parser.add_argument("--layer", type=int, default=1, help="block whose output is wanted")
+    parser.add_argument(
+        "--layer", type=int, default=1, help="block whose output is wanted (0: the embeddings)"
+    )
     parser.add_argument("--examples", type=int, default=32, help="images per run")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
@@ -45,6 +51,8 @@ def main() -> None:
     raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.examples}}
     entry = model_entry(raw, 0, 0)
     loaded = create_model(entry)
+    if not 0 <= args.layer <= loaded.depth:
+        parser.error(f"--layer {args.layer}: {args.model} has layers 0 to {loaded.depth}")
     batches = list(prepare_inputs(entry, loaded, loaded.max_tokens, args.batch_size).batches)
     ours = LayerExtractor(loaded.module, loaded.width, args.layer, seed=0).eval()
 

@@ -1,0 +1,30 @@
+"""benchmarks/bench_extract.py compares the same layer both ways (tiny random ViT, 2 images)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(layer: int) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, str(ROOT / "benchmarks" / "bench_extract.py"),
+        "--model", "vit_tiny_patch16_224", "--layer", str(layer),
+        "--examples", "2", "--batch-size", "2", "--threads", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_layer_zero_is_the_embeddings_on_both_paths():
+    run = _run(0)
+    assert run.returncode == 0, run.stderr
+    assert "outputs equal (allclose): True" in run.stdout
+    assert run.stdout.splitlines()[-1].startswith("RATIO")
+
+
+def test_a_layer_beyond_the_depth_is_refused_by_name():
+    run = _run(13)
+    assert run.returncode == 2 and "--layer 13" in run.stderr and "0 to 12" in run.stderr
