@@ -1,0 +1,37 @@
+"""The CPU benchmarks run end to end at their smallest real sizes and print their ratio (or,
+for the stage timers, their total): a change to the code they drive cannot break them
+silently. Sizes are far too small for the ratios to mean anything; docs/ records real runs."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RUNS = {
+    "bench_aot.py": "--heads 1,3 --batch 16 --N 10 --d 4 --repeats 1 --threads 1",
+    "bench_context_rank.py": "--examples 8 --repeats 1",
+    "bench_kruskal.py": "--T 100 --d 32 --n 16 --samples 20 --repeats 1 --workers 1 --threads 1",
+    "bench_kruskal_device.py": "--d 16 --T 32 --samples 10 --repeats 1 --device cpu",
+    "bench_training.py": "--steps 5 --examples 8 --threads 1",
+    "bench_aot_stage.py": "--config configs/test.yaml",
+    "bench_synthetic_stage.py": "--config configs/test.yaml",
+}
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_benchmark_runs_and_reports(script):
+    command = [sys.executable, str(ROOT / "benchmarks" / script), *RUNS[script].split()]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    last = run.stdout.strip().splitlines()[-1]
+    if script.endswith("_stage.py"):
+        assert re.fullmatch(r"total [\d.]+ s CPU", last)
+    else:
+        assert re.fullmatch(r"RATIO( [\w/]+)? [\d.]+", last), last
+        assert float(last.split()[-1]) > 0
