@@ -279,7 +279,7 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
             )
         if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
             flagged = capacity[capacity["under_trained"].astype(bool)]
-            where = sorted({f"{r.sweep} {r.swept}={r.value}" for r in flagged.itertuples()})
+            where = _settings(flagged)
             section.notes.append(
                 f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
                 f"training loss still falling at the end of its last budget): {', '.join(where)}."
@@ -292,6 +292,11 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     return section
 
 
+def _settings(rows: pd.DataFrame) -> list[str]:
+    """The distinct swept settings of ``rows``, named "sweep swept=value", sorted."""
+    return sorted({f"{r.sweep} {r.swept}={r.value}" for r in rows.itertuples()})
+
+
 def _extra_budgets(summary: pd.DataFrame) -> list[str]:
     """A note on the replicas that trained beyond one budget (``train.extra_rounds``)."""
     if not {"steps_run", "steps"} <= set(summary.columns):
@@ -299,7 +304,7 @@ def _extra_budgets(summary: pd.DataFrame) -> list[str]:
     longer = summary[summary["steps_run"] > summary["steps"]]
     if longer.empty:
         return []
-    where = sorted({f"{r.sweep} {r.swept}={r.value}" for r in longer.itertuples()})
+    where = _settings(longer)
     return [
         f"{len(longer)} of {len(summary)} replicas were still learning when their step budget "
         f"ended and trained further budgets (up to {int(longer['steps_run'].max()):,} steps): "
