@@ -73,33 +73,15 @@ COPY_OPS = frozenset(
         "empty_strided", "stack",
     )
 )  # fmt: skip
+# matmul, pad and to only dispatch to the ops counted under their own names
 VIEW_OPS = frozenset(
     "aten::" + name
     for name in (
-        "view",
-        "reshape",
-        "_reshape_alias",
-        "_unsafe_view",
-        "transpose",
-        "permute",
-        "t",
-        "as_strided",
-        "slice",
-        "select",
-        "narrow",
-        "unsqueeze",
-        "squeeze",
-        "expand",
-        "alias",
-        "detach",
-        "matmul",
-        "pad",
-        "to",
-        "resolve_conj",
-        "resolve_neg",
-        "lift_fresh",
+        "view", "reshape", "_reshape_alias", "_unsafe_view", "transpose", "permute", "t",
+        "as_strided", "slice", "select", "narrow", "unsqueeze", "squeeze", "expand", "alias",
+        "detach", "matmul", "pad", "to", "resolve_conj", "resolve_neg", "lift_fresh",
     )
-)  # fmt: skip (matmul, pad and to only dispatch to the ops counted under their own names)
+)  # fmt: skip
 KINDS = ("BLAS", "element-wise", "copies", "Adam")
 
 

@@ -1,21 +1,13 @@
 """benchmarks/bench_extract.py compares the same layer both ways (tiny random ViT, 2 images)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_runs import run_benchmark
 
 
-def _run(layer: int) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable, str(ROOT / "benchmarks" / "bench_extract.py"),
-        "--model", "vit_tiny_patch16_224", "--layer", str(layer),
+def _run(layer: int):
+    return run_benchmark(
+        "bench_extract.py", "--model", "vit_tiny_patch16_224", "--layer", str(layer),
         "--examples", "2", "--batch-size", "2", "--threads", "1",
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    )  # fmt: skip
 
 
 def test_layer_zero_is_the_embeddings_on_both_paths():

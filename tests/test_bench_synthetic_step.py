@@ -1,21 +1,15 @@
 """benchmarks/bench_synthetic_step.py runs end to end on the CPU (tiny config, two steps)."""
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_runs import run_benchmark
 
 
 def test_step_benchmark_prints_every_model_and_its_ratio_split_and_bound():
-    command = [
-        sys.executable, str(ROOT / "benchmarks" / "bench_synthetic_step.py"), "configs/test.yaml",
-        "--steps", "2", "--repeats", "1",
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    run = subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    run = run_benchmark(
+        "bench_synthetic_step.py", "configs/test.yaml", "--steps", "2", "--repeats", "1"
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     rows = [line.split() for line in lines if re.match(r"\d+ +\d+ ", line)]
     assert len(rows) == 2  # configs/test.yaml's heads sweep: one model per task
@@ -24,7 +18,9 @@ def test_step_benchmark_prints_every_model_and_its_ratio_split_and_bound():
     blas, elementwise, copies, adam, rest, budget = map(float, re.findall(r"(-?[\d.]+) ms", split))
     assert min(blas, elementwise, copies, adam, budget) > 0
     assert rest > -(blas + elementwise + copies + adam)  # profiled op times run a little long
-    value = {line.split()[0]: float(line.split()[1]) for line in lines if line[:1].isupper()
-             and line.split()[0] in ("CEILING", "BOUND", "RATIO")}  # fmt: skip
+    value = {
+        name: float(next(line for line in lines if line.startswith(f"{name} ")).split()[1])
+        for name in ("CEILING", "BOUND", "RATIO")
+    }
     assert value["CEILING"] > 0 and value["BOUND"] > value["CEILING"]  # products < all needed
     assert 0 <= value["RATIO"] < value["BOUND"]

@@ -2,15 +2,10 @@
 for the stage timers, their total): a change to the code they drive cannot break them
 silently. Sizes are far too small for the ratios to mean anything; docs/ records real runs."""
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_runs import run_benchmark
 
 RUNS = {
     "bench_aot.py": "--heads 1,3 --batch 16 --N 10 --d 4 --repeats 1 --threads 1",
@@ -25,9 +20,7 @@ RUNS = {
 
 @pytest.mark.parametrize("script", sorted(RUNS))
 def test_benchmark_runs_and_reports(script):
-    command = [sys.executable, str(ROOT / "benchmarks" / script), *RUNS[script].split()]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    run = run_benchmark(script, *RUNS[script].split())
     assert run.returncode == 0, run.stderr[-2000:]
     last = run.stdout.strip().splitlines()[-1]
     if script.endswith("_stage.py"):

@@ -1,23 +1,18 @@
 """benchmarks/paper_a_grid.py runs end to end on the CPU (tiny config, a few steps)."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_runs import run_benchmark
 
 
 def test_grid_benchmark_writes_every_sweeps_timing_and_the_grid_total(tmp_path):
     out = tmp_path / "grid.json"
-    command = [
-        sys.executable, str(ROOT / "benchmarks" / "paper_a_grid.py"), "configs/test.yaml",
+    run = run_benchmark(
+        "paper_a_grid.py", "configs/test.yaml",
         "--max-steps", "2", "--warmup", "1", "--sweeps", "context_size", "head_dim",
         "--max-padding", "0.2", "--group-by", "--models-per-sweep", "1", "--out", str(out),
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["device"] == "cpu" and report["precision"] == "float32"
     assert report["max_padding"] == 0.2 and report["group_by"] == []
