@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from memcap.capacity.ceiling import at_ceiling, ceiling, ceiling_reading
 from memcap.capacity.certified import (
     certified_capacity_curve,
     certified_capacity_from_attention,
@@ -104,6 +105,9 @@ def test_real_capacity_rows_follow_the_bound_and_the_ceiling():
     assert all(r["T"] == 25 and r["T_total"] == 30 and r["d_h"] == 3 for r in rows)
     assert [r["certified"] for r in rows] == [r["bound"] for r in rows] == [3, 5, 7, 9]
     assert all(r["certified"] <= r["ceiling"] for r in rows)
+    # a shared context caps the rank at H(n−1)+1, below min(T, H·d): the rows measure the data
+    assert [r["ceiling"] for r in rows] == [8, 16, 24, 25]
+    assert not any(r["at_ceiling"] for r in rows)
     narrow = real_capacity_rows(queries, contexts, 2, head_dim=2, max_examples=None, seed=1)
     assert all(math.isnan(r["bound"]) for r in narrow)  # Theorem 1 needs d_h >= n
 
@@ -139,4 +143,42 @@ def test_summary_puts_the_identifying_columns_first():
     ]
     table = summarize(frames)
     assert list(table.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    assert table.columns[-1] == "at_ceiling"  # new columns come after every existing one
     assert len(table) == 4 and table["model"].tolist() == ["a", "a", "b", "b"]
+
+
+def test_rows_at_ceiling_are_flagged_and_the_flag_comes_last():
+    rng = np.random.default_rng(4)
+    queries, contexts = rng.random((20, 4)), rng.random((20, 3, 4))
+    rows = real_capacity_rows(queries, contexts, 6, head_dim=None, max_examples=None, seed=0)
+    assert list(rows[0]) == [
+        "H", "certified", "T", "T_total", "n", "d", "d_h", "bound", "ceiling", "last_kept",
+        "first_dropped", "at_ceiling",
+    ]  # fmt: skip
+    # random contexts fill min(T, H·d): 4, 8, 12, 16, then T = 20
+    assert [r["certified"] for r in rows] == [r["ceiling"] for r in rows] == [4, 8, 12, 16, 20, 20]
+    assert all(r["at_ceiling"] for r in rows)
+
+
+def test_repeated_examples_keep_the_rank_below_its_ceiling():
+    rng = np.random.default_rng(6)
+    queries, contexts = rng.random((10, 6)), rng.random((10, 3, 6))
+    twice = real_capacity_rows(
+        np.concatenate([queries, queries]), np.concatenate([contexts, contexts]), 4, None, None, 0
+    )
+    # identical examples give identical rows of Z: rank 10 where T = 20 ≤ H·d
+    assert [r["certified"] for r in twice] == [6, 10, 10, 10]
+    assert [r["at_ceiling"] for r in twice] == [True, False, False, False]
+
+
+def test_ceiling_reading_says_what_a_rank_at_its_ceiling_reports():
+    assert ceiling(100, 2, 30) == 60 and ceiling(50, 2, 30) == 50
+    assert at_ceiling(60, 100, 2, 30) and not at_ceiling(59, 100, 2, 30)
+    assert ceiling_reading(50, 50, 2, 30) == "at ceiling: needs T > H·d to say more"
+    assert ceiling_reading(60, 60, 2, 30) == "at ceiling: needs T > H·d to say more"  # T = H·d
+    full = ceiling_reading(60, 100, 2, 30)
+    assert full.startswith("at ceiling: Z has full column rank H·d = 60")
+    assert "the readout's limit, not a property of the data" in full
+    assert ceiling_reading(41, 100, 2, 30) == (
+        "below its ceiling 60: a measurement of the embeddings"
+    )

@@ -2,13 +2,15 @@
 
 The capacity stage's computation: for H = 1 … max_heads (nested heads, one random draw) the
 certified capacity rank(Z) of :mod:`memcap.capacity.certified` on the queries and contexts
-one extraction job wrote, beside Theorem 1's H(n−1)+1 and the ceiling min(T, H·d).
+one extraction job wrote, beside Theorem 1's H(n−1)+1 and the ceiling min(T, H·d), which no
+embeddings can exceed (:mod:`memcap.capacity.ceiling`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from memcap.capacity.ceiling import at_ceiling, ceiling
 from memcap.capacity.certified import ArrayLike, certified_capacity_curve
 from memcap.theory import theory_bound
 
@@ -33,7 +35,8 @@ def real_capacity_rows(
 
     Returns:
         One record per H: certified capacity, the sizes, the singular values at the rank's
-        edge, the ceiling min(T, H·d) and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d).
+        edge, the ceiling min(T, H·d) and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d);
+        last ``at_ceiling`` (certified = ceiling: the row reports the sizes, not the data).
     """
     total, n, d = contexts.shape
     index = subsample(total, max_examples, seed)
@@ -53,9 +56,10 @@ def real_capacity_rows(
             "d": d,
             "d_h": dh,
             "bound": float(theory_bound(h, n)) if dh >= n and n <= d else float("nan"),
-            "ceiling": min(examples, h * d),
+            "ceiling": ceiling(examples, h, d),
             "last_kept": r.last_kept,
             "first_dropped": r.first_dropped,
+            "at_ceiling": at_ceiling(r.rank, examples, h, d),
         }
         for h, r in zip(heads, ranks, strict=True)
     ]

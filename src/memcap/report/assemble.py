@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from memcap.capacity.ceiling import ceiling_reading
 from memcap.provenance import library_versions
 from memcap.report import loaders
 from memcap.report.captions import FigureSpec, describe_figure
@@ -229,7 +230,11 @@ def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
 
 
 def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
-    """The layer's certified capacity per H beside H(n−1)+1 and the bound the verdicts allow."""
+    """The layer's certified capacity per H beside H(n−1)+1 and the bound the verdicts allow.
+
+    Where the examples used are known, each row also says whether it measures the embeddings
+    or sits at its ceiling min(T, H·d), which bounds the rank whatever the embeddings.
+    """
     ev = section.verdicts.evidence
     rows = capacity[
         (capacity["model"].astype(str) == ev.model) & (capacity["layer"].astype(str) == ev.layer)
@@ -243,6 +248,9 @@ def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
         section.capacity_saturated = bool((rows["certified"] >= rows["T"]).all())
     table[f"H(n−1)+1, n = {ev.n}"] = heads * (ev.n - 1) + 1
     table["bound Theorem 1 grants here"] = [section.verdicts.theorem.bound(int(h)) for h in heads]
+    if "T" in rows:
+        sizes = zip(rows["certified"], rows["T"], heads, strict=True)
+        table["reading"] = [ceiling_reading(int(c), int(t), int(h), ev.d) for c, t, h in sizes]
     section.capacity = Table.from_frame(table)
 
 

@@ -1,0 +1,51 @@
+"""The report's certified-capacity table says, row by row, which ranks sit at their ceiling."""
+
+import pandas as pd
+
+from memcap.report.assemble import _add_capacity
+from memcap.report.context import LayerSection
+from memcap.report.verdicts import LayerEvidence, layer_verdicts
+
+EVIDENCE = LayerEvidence(
+    model="bert",
+    layer="0",
+    T=100,
+    n=4,
+    d=30,
+    samples=200,
+    context_full_rank_frac=1.0,
+    kruskal_p_n=1.0,
+    general_position_p_d=1.0,
+    kruskal_rank_estimate=30,
+    contexts_checked=100,
+    worst_margin=5.0,
+    profile={2: 1.0, 4: 1.0, 30: 1.0},
+)
+
+
+def _section(capacity: pd.DataFrame) -> LayerSection:
+    section = LayerSection(layer_verdicts(EVIDENCE))
+    _add_capacity(section, capacity)
+    return section
+
+
+def test_each_row_says_whether_it_measures_the_embeddings():
+    # H = 1..4 on T = 100 examples of d = 30: ceilings 30, 60, 90, 100
+    capacity = pd.DataFrame(
+        {"model": "bert", "layer": 0, "H": [1, 2, 3, 4], "certified": [30, 59, 90, 100],
+         "T": 100, "n": 4, "d": 30}
+    )  # fmt: skip
+    section = _section(capacity)
+    assert section.capacity is not None and section.capacity.columns[-1] == "reading"
+    readings = [row[-1] for row in section.capacity.rows]
+    assert readings[0].startswith("at ceiling: Z has full column rank H·d = 30")
+    assert readings[1] == "below its ceiling 60: a measurement of the embeddings"
+    assert "the readout's limit, not a property of the data" in readings[2]
+    assert readings[3] == "at ceiling: needs T > H·d to say more"
+    assert not section.capacity_saturated
+
+
+def test_a_table_without_the_examples_used_gets_no_reading():
+    capacity = pd.DataFrame({"model": "bert", "layer": "0", "H": [1, 2], "certified": [5, 9]})
+    section = _section(capacity)
+    assert section.capacity is not None and "reading" not in section.capacity.columns
