@@ -108,6 +108,18 @@ def _check_weights(entry: ModelEntry) -> None:
 
 def _check_tokenizer(entry: ModelEntry) -> None:
     key = f"{entry.key}.tokenizer"
+    if entry.bos and entry.kind != "decoder":
+        raise ConfigError(
+            f"{entry.key}.bos",
+            f"bos: true asks a BOS token of a {entry.family} model; only decoders take one",
+            "remove the bos key (encoders start with [CLS], ViTs with the class token)",
+        )
+    if entry.bos and entry.tokenizer == BYTE_BPE:
+        raise ConfigError(
+            f"{entry.key}.bos",
+            f"bos: true, but the {BYTE_BPE} substitute defines no BOS token",
+            "set bos: auto or false, or name a tokenizer that defines one",
+        )
     if entry.kind == "vit":
         if entry.tokenizer is not None:
             raise ConfigError(key, "a ViT takes images, not tokens", "remove the tokenizer key")

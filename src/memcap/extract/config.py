@@ -75,6 +75,7 @@ class ModelEntry:
     n: int | None = None  # None: family default (see job.resolve_n)
     query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
     tokenizer: str | None = None  # None: the model's own; else a named substitute
+    bos: bool | None = None  # decoders: prepend the tokenizer's BOS token; None: auto
     gguf_file: str | None = None  # GGUF file name inside the weights directory / hub repo
     precision: str = "float32"  # forward dtype; stored vectors are float32 whatever it is
     device_map: str | None = None  # accelerate placement (e.g. "auto") for very large models

