@@ -11,6 +11,7 @@ from memcap.capacity.ceiling import at_ceiling, ceiling, ceiling_reading
 from memcap.capacity.certified import (
     certified_capacity_curve,
     certified_capacity_from_attention,
+    input_precision,
     numerical_rank,
     saturation,
 )
@@ -80,6 +81,9 @@ def test_numerical_rank_reports_its_edge():
     assert rank.last_kept == pytest.approx(1e-3)
     assert rank.first_dropped == pytest.approx(1e-20)
     assert numerical_rank(torch.zeros(3, 4)).rank == 0
+    rounded = torch.diag(torch.tensor([1.0, 1e-3, 1e-9], dtype=torch.float64))
+    assert numerical_rank(rounded).rank == 3
+    assert numerical_rank(rounded, input_eps=input_precision(np.zeros(1, np.float32))).rank == 2
 
 
 def test_saturation_counts_examples_with_a_near_one_hot_weight():
@@ -169,6 +173,33 @@ def test_repeated_examples_keep_the_rank_below_its_ceiling():
     # identical examples give identical rows of Z: rank 10 where T = 20 ≤ H·d
     assert [r["certified"] for r in twice] == [6, 10, 10, 10]
     assert [r["at_ceiling"] for r in twice] == [True, False, False, False]
+
+
+def _layer_norm(examples: int, n: int, d: int, affine: bool):
+    """float32 contexts and queries like a LayerNorm's output: every token on one hyperplane."""
+    rng = np.random.default_rng(8)
+    tokens = rng.standard_normal((examples, n + 1, d)).astype(np.float32)
+    tokens = (tokens - tokens.mean(-1, keepdims=True)) / tokens.std(-1, keepdims=True)
+    if affine:  # γ ⊙ z + β: Σ_i x_i / γ_i is the same constant for every token
+        tokens = tokens * rng.uniform(0.5, 1.5, d) + rng.standard_normal(d)
+    tokens = tokens.astype(np.float32)
+    return tokens[:, 0], tokens[:, 1:]
+
+
+@pytest.mark.parametrize(("affine", "expected"), [(False, [7, 14, 21]), (True, [8, 15, 22])])
+def test_layer_norm_hyperplane_keeps_the_rank_below_its_ceiling(affine, expected):
+    # E_t u = c·1 for all t (u = 1/γ): every head's block loses a direction, and with c ≠ 0
+    # the blocks share one: rank(Z) = H(d−1) without bias, H(d−1)+1 with it, below H·d.
+    queries, contexts = _layer_norm(100, 4, 8, affine)
+    rows = real_capacity_rows(queries, contexts, 3, head_dim=None, max_examples=None, seed=0)
+    assert [r["certified"] for r in rows] == expected
+    assert [r["ceiling"] for r in rows] == [8, 16, 24]
+    assert [r["at_ceiling"] for r in rows] == [affine, False, False]
+    # float32 rounding leaves the lost direction at ~1e-8 of σ_max: treated as exact inputs,
+    # the rank would count it and sit at the ceiling
+    exact = certified_capacity_curve(queries, contexts, [1, 2, 3], 4, seed=0)
+    assert [r.rank for r in exact] == [8, 16, 24]
+    assert all(r["first_dropped"] < 1e-6 < r["last_kept"] for r in rows[1:])
 
 
 def test_ceiling_reading_says_what_a_rank_at_its_ceiling_reports():

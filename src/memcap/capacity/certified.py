@@ -20,7 +20,10 @@ Used by the synthetic stage (random and trained attention) and by the capacity s
 attention on real embeddings). Pure functions, no I/O.
 
 Ranks are numerical: singular values of Z in float64 above ``σ_max · max(T, H·d) · ε`` (ε the
-float64 machine epsilon; NumPy's ``matrix_rank`` default) count.
+float64 machine epsilon; NumPy's ``matrix_rank`` default) count. Inputs known only to a relative
+precision ε_in (embeddings stored in float32: ε_in = 1.19e-7) also drop singular values below
+``ε_in · ‖Z‖_F``: rounding the inputs moves Z by about that much in norm, so by Weyl's
+inequality such a singular value could be rounding alone (see ``input_eps``).
 """
 
 from __future__ import annotations
@@ -45,12 +48,14 @@ class Rank:
     first_dropped: float  # σ_{rank+1} / σ_max (0 when no singular value was dropped)
 
 
-def numerical_rank(matrix: Tensor, rtol: float | None = None) -> Rank:
+def numerical_rank(matrix: Tensor, rtol: float | None = None, input_eps: float = 0.0) -> Rank:
     """Rank of a 2-D matrix from its float64 singular values.
 
     Args:
         matrix: (rows, cols).
         rtol: relative tolerance; default ``max(rows, cols) · ε_float64``.
+        input_eps: relative precision of the data the matrix was computed from; singular
+            values below ``input_eps · ‖matrix‖_F`` do not count either.
     """
     singular = torch.linalg.svdvals(matrix.to(torch.float64))
     if singular.numel() == 0 or float(singular[0]) == 0.0:
@@ -58,6 +63,7 @@ def numerical_rank(matrix: Tensor, rtol: float | None = None) -> Rank:
     if rtol is None:
         rtol = max(matrix.shape) * torch.finfo(torch.float64).eps
     relative = singular / singular[0]
+    rtol = max(rtol, input_eps * float(relative.norm()))  # ‖M‖_F / σ_max from the same values
     rank = int((relative > rtol).sum())
     dropped = float(relative[rank]) if rank < relative.numel() else 0.0
     return Rank(rank, float(relative[rank - 1]), dropped)
@@ -98,6 +104,7 @@ def certified_capacity_curve(
     head_dim: int,
     seed: int = 0,
     device: torch.device | None = None,
+    input_eps: float = 0.0,
 ) -> list[Rank]:
     """Certified capacity for each head count in ``heads``, the heads nested (one draw).
 
@@ -105,7 +112,8 @@ def certified_capacity_curve(
     memory-mapped array too large for memory in float64. Nested heads make the rank
     non-decreasing in H and it cannot exceed T: once it reaches T, larger H get rank T
     without another SVD (their ``last_kept`` is NaN). ``device`` (default CPU) computes Z
-    and its singular values there.
+    and its singular values there. ``input_eps`` is the inputs' relative precision
+    (:func:`input_precision`; 0 treats them as exact), see :func:`numerical_rank`.
     """
     if not heads or min(heads) < 1 or head_dim < 1:
         raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
@@ -127,7 +135,8 @@ def certified_capacity_curve(
         if ranks and max(r.rank for r in ranks.values()) == examples:
             ranks[h] = Rank(examples, float("nan"), 0.0)
         else:
-            ranks[h] = numerical_rank(features[:, :h].reshape(examples, h * d))
+            z = features[:, :h].reshape(examples, h * d)
+            ranks[h] = numerical_rank(z, input_eps=input_eps)
     return [ranks[h] for h in heads]
 
 
@@ -150,6 +159,14 @@ def saturation(attention: Tensor, threshold: float = 0.99) -> Tensor:
     if threshold < 0.5:
         raise ValueError("threshold must be at least 0.5")
     return (attention > threshold).sum(-1).to(torch.float64).mean(0)
+
+
+def input_precision(*arrays: ArrayLike) -> float:
+    """The largest machine epsilon of the arrays' floating dtypes (float32: 1.19e-7)."""
+    return max(
+        float(torch.finfo(a.dtype).eps if isinstance(a, Tensor) else np.finfo(a.dtype).eps)
+        for a in arrays
+    )
 
 
 def _float64(x: ArrayLike) -> Tensor:

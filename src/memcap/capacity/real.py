@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from memcap.capacity.ceiling import at_ceiling, ceiling
-from memcap.capacity.certified import ArrayLike, certified_capacity_curve
+from memcap.capacity.certified import ArrayLike, certified_capacity_curve, input_precision
 from memcap.theory import theory_bound
 
 
@@ -44,7 +44,10 @@ def real_capacity_rows(
         queries, contexts = np.asarray(queries[index]), np.asarray(contexts[index])
     dh = n if head_dim is None else head_dim
     heads = list(range(1, max_heads + 1))
-    ranks = certified_capacity_curve(queries, contexts, heads, dh, seed)
+    # The embeddings are rounded to their stored dtype (float32): Z's singular values at that
+    # level could be rounding alone and do not count.
+    precision = input_precision(queries, contexts)
+    ranks = certified_capacity_curve(queries, contexts, heads, dh, seed, input_eps=precision)
     examples = len(index)
     return [
         {
