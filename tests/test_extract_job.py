@@ -89,6 +89,22 @@ def test_provenance_records_the_run(results):
     assert vit["random_attention_checksum"] is None
 
 
+def test_provenance_names_the_architecture_and_every_input(results):
+    facts = {"vit": (False, "additive"), "bert": (False, "additive"), "gpt2": (True, "additive")}
+    for family, (causal, positions) in facts.items():
+        provenance = results[family, 1][2]
+        assert (provenance["causal"], provenance["positions"]) == (causal, positions), family
+        assert len(provenance["example_inputs"]) == provenance["T"] == 48
+    assert results["gpt2", "random_attention"][2]["causal"] is False  # bidirectional head
+    vit, bert, gpt2 = (results[family, 0][2] for family in ("vit", "bert", "gpt2"))
+    assert vit["example_inputs"][0].startswith("2 x 2 mosaic: photograph '")
+    assert vit["example_tokens_head"] is None and vit["bos_prepended"] is False
+    assert bert["example_inputs"][0].startswith("document ")
+    assert [row[0] for row in bert["example_tokens_head"]] == [101] * 48  # [CLS]
+    assert gpt2["bos_token_id"] is None and gpt2["bos_prepended"] is False  # byte-bpe: no BOS
+    assert np.shape(gpt2["example_tokens_head"]) == (48, 4)
+
+
 @pytest.mark.parametrize("family", ["bert", "gpt2"])
 def test_layer_zero_is_the_models_hidden_states_zero(results, family):
     entry = ENTRIES[family]

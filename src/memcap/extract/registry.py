@@ -29,7 +29,13 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # Parameter names of learned position tables added to the token / patch embeddings: timm's
 # pos_embed; transformers' position_embedding(s) (ViT, DINOv2, CLIP, BERT), wpe (GPT-2) and
 # embed_positions (OPT).
-_POSITION_TABLES = ("pos_embed", "position_embedding", "wpe", "embed_positions")
+_POSITION_TABLES = (
+    "pos_embed",
+    "position_embedding",
+    "position_embeddings",
+    "wpe",
+    "embed_positions",
+)
 # transformers config fields of rotary-position models (rope_parameters since transformers 5).
 _ROTARY_FIELDS = ("rope_parameters", "rope_theta", "rotary_dim", "rotary_pct")
 
