@@ -52,6 +52,7 @@ rule take_layer_checks:
         profile_table="results/assumptions/{model}/{layer}/kruskal_profile.csv",
         profile_summary="results/assumptions/{model}/{layer}/kruskal.json",
         profile_figure=figure_report("kruskal_profile"),
+        failures="results/assumptions/{model}/{layer}/failures.csv",
     log:
         "logs/take_layer_checks/{model}/{layer}.log",
     wildcard_constraints:

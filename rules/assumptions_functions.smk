@@ -10,6 +10,7 @@ LAYER_CHECK_FILES = (
     "kruskal_profile.csv",
     "kruskal.json",
     "kruskal_profile.png",
+    "failures.csv",
 )
 
 

@@ -40,14 +40,25 @@ for layer, queries_path, ranks_path, provenance_path in zip(
     log.info("layer %s: queries %s, %d contexts", layer, queries.shape, len(ranks.rank))
     samples = settings.samples if detail else settings.depth_samples
     checks = check_layer(
-        queries, ranks, int(extraction["n"]), settings, samples, device, snakemake.threads
+        queries,
+        ranks,
+        int(extraction["n"]),
+        settings,
+        samples,
+        device,
+        snakemake.threads,
+        extraction=extraction,
+        layer=layer,
     )
     log.info("layer %s: context ranks %s", layer, json.dumps(checks.context))
     log.info(
-        "layer %s: P(n) = %s, Kruskal rank ≈ %s",
+        "layer %s: P(n) = %s (%s), Kruskal rank ≈ %s; contexts %s; applies to %s examples",
         layer,
         checks.kruskal["p_n"],
+        checks.kruskal["outcome_n"],
         checks.kruskal["estimate"],
+        checks.context["outcome"],
+        checks.kruskal["applies_examples"],
     )
     rows.append(
         depth.depth_row(
@@ -68,6 +79,7 @@ for layer, queries_path, ranks_path, provenance_path in zip(
         "extraction": extraction,
     }
     checks.context_table.to_csv(out / "context_rank.csv", index=False)
+    checks.failures.to_csv(out / "failures.csv", index=False)
     write_provenance(
         out / "context_rank.json",
         check="context_rank",

@@ -1,8 +1,8 @@
 """The depth profile of one model: every audited layer's assumption checks in one table.
 
 Detail layers and depth rows are checked by the same functions, depth rows with fewer
-orderings. Each row says whether Theorem 1 applies at the layer, by the report's own verdicts
-(:mod:`memcap.report.verdicts`).
+orderings. Each row says whether Theorem 1 applies at the layer, by the stage's outcomes
+(:mod:`memcap.assumptions.verdicts`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from memcap.assumptions.summary import summary_row
-from memcap.report.loaders import evidence_from_summary
-from memcap.report.verdicts import LayerEvidence, Verdict, layer_verdicts
+from memcap.numerics import Outcome
 
 ROLES = ("detail", "depth")
 # The contracted columns of depth.csv, in order; the columns of summary.csv follow them.
@@ -40,16 +39,6 @@ DEPTH_COLUMNS = (
 _DEPTH_ONLY = set(DEPTH_COLUMNS[7:])
 
 
-def theorem1_verdict(evidence: LayerEvidence) -> Verdict:
-    """The report's reading of Theorem 1 at the layer's own n (pass, fail or inconclusive)."""
-    return layer_verdicts(evidence).theorem.verdict
-
-
-def theorem1_applies(evidence: LayerEvidence) -> bool:
-    """The report's criterion: Theorem 1's bound applies at the layer's own n (verdict pass)."""
-    return theorem1_verdict(evidence) is Verdict.PASS
-
-
 def depth_row(
     model: str,
     layer: str,
@@ -61,7 +50,6 @@ def depth_row(
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
     summary = summary_row(model, layer, context, kruskal)
-    (evidence,) = evidence_from_summary(pd.DataFrame([summary]))
     row = {
         "model": model,
         "layer": layer,
@@ -76,8 +64,8 @@ def depth_row(
         "kruskal_upper": kruskal["upper_bound"],
         "dependent_bound": kruskal.get("dependent_bound_n", np.nan),
         "context_full_rank_fraction": context["full_rank_frac"],
-        "theorem1_applies": theorem1_applies(evidence),
-        "theorem1": theorem1_verdict(evidence).value,
+        "theorem1_applies": summary["theorem1_outcome"] == Outcome.APPLIES.value,
+        "theorem1": summary["theorem1_outcome"],
     }
     return row | {key: value for key, value in summary.items() if key not in row}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memcap.numerics import KruskalProfile, kruskal_profile
+from memcap.numerics import ContextRanks, KruskalBand, KruskalProfile, kruskal_band, kruskal_profile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +18,7 @@ class AssumptionsSettings:
     samples: int = 500  # random orderings S per detail layer
     depth_samples: int = 100  # random orderings S per depth row (check_assumptions)
     seed: int = 0  # seed of the orderings
+    scaling: str = "equilibrate"  # equilibrate | none (paper A's raw rule) for every decision
     rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
     context_rtol: float | None = None  # context tolerance; None = max(n, d)·eps
     near_duplicate_cosine: float = 0.999  # |cosine| counted as a near-duplicate pair
@@ -32,19 +33,35 @@ class AssumptionsSettings:
         names = {field.name for field in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in section.items() if key in names})
 
-    def profile(
+    def band(
         self, queries: np.ndarray, samples: int, device: Any, workers: int, progress: bool = False
-    ) -> KruskalProfile:
-        """The Kruskal profile of ``queries`` from ``samples`` orderings, with these settings."""
+    ) -> KruskalBand:
+        """The Kruskal profiles of ``queries`` at the tolerance and a decade either side, from
+        ``samples`` orderings, with these settings."""
+        return kruskal_band(
+            queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling,
+            **self._options(device, workers, progress),
+        )  # fmt: skip
+
+    def raw(self, queries: np.ndarray, samples: int, device: Any, workers: int) -> KruskalProfile:
+        """Paper A's rule: the profile on the stored values at the tolerance."""
         return kruskal_profile(
-            queries,
-            samples,
-            seed=self.seed,
-            rtol=self.rtol,
-            near_duplicate_cosine=self.near_duplicate_cosine,
-            device=device,
-            method=self.method,
-            search=self.kruskal_search,
-            progress=progress,
-            workers=workers,
-        )
+            queries, samples, self.seed, rtol=self.rtol, scaling="none",
+            **self._options(device, workers, False),
+        )  # fmt: skip
+
+    def deciding(self, ranks: ContextRanks) -> ContextRanks:
+        """The context ranks taken with this scaling (the stored values' twin for none)."""
+        if self.scaling == ranks.scaling or ranks.raw is None:
+            return ranks
+        return ranks.raw
+
+    def _options(self, device: Any, workers: int, progress: bool) -> dict[str, Any]:
+        return {
+            "near_duplicate_cosine": self.near_duplicate_cosine,
+            "device": device,
+            "method": self.method,
+            "search": self.kruskal_search,
+            "progress": progress,
+            "workers": workers,
+        }

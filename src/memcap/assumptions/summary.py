@@ -8,6 +8,14 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.assumptions.verdicts import (
+    BAND_COLUMNS,
+    evidence_from_row,
+    layer_verdicts,
+    verdict_columns,
+)
+from memcap.numerics import Outcome
+
 # The contracted columns of results/assumptions/summary.csv, in order; extras follow them.
 SUMMARY_COLUMNS = (
     "model",
@@ -26,10 +34,11 @@ SUMMARY_COLUMNS = (
 def summary_row(
     model: str, layer: str, context: Mapping[str, Any], kruskal: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """One row of summary.csv: the contracted columns, then certificates and margins."""
+    """One row of summary.csv: the contracted columns, then certificates and margins, the
+    band, paper A's raw rule, the failure analysis and the stage's outcomes."""
     best = min(kruskal["certificates"], key=lambda c: c["size"], default=None)
     n_interval = kruskal.get("p_n_interval", [math.nan, math.nan])
-    return {
+    row = {
         "model": model,
         "layer": layer,
         "T": kruskal["T"],
@@ -59,7 +68,36 @@ def summary_row(
         "rtol_contexts": context["rtol"],
         "kruskal_route": kruskal["route"],
         "kruskal_seconds": kruskal["seconds"],
+    } | band_columns(context, kruskal)
+    return row | verdict_columns(layer_verdicts(evidence_from_row(row)))
+
+
+def band_columns(context: Mapping[str, Any], kruskal: Mapping[str, Any]) -> dict[str, Any]:
+    """The band, paper A's raw rule and the failure analysis of one layer, as columns."""
+    band, raw = kruskal.get("band", {}), kruskal.get("paper_a", {})
+    counts = context.get("outcome_counts", {})
+    columns = {
+        "scaling": kruskal.get("scaling", "none"),
+        "context_band_outcome": context.get("outcome"),
+        "context_median_margin": context.get("median_margin"),
+        "contexts_proved_deficient": context.get("proved_deficient"),
+        "kruskal_band_outcome_n": kruskal.get("outcome_n"),
+        "general_position_band_outcome_d": kruskal.get("outcome_d"),
     }
+    columns |= {f"contexts_{o.slug}": counts.get(o.value, 0) for o in Outcome}
+    columns |= {column: band.get(key) for key, column in BAND_COLUMNS.items()}
+    columns |= {
+        "paper_a_p_n": raw.get("p_n"),
+        "paper_a_p_d": raw.get("p_d"),
+        "paper_a_estimate": raw.get("estimate"),
+        "paper_a_context_full_rank_frac": context.get("paper_a", {}).get("full_rank_frac"),
+        "ill_conditioning": kruskal.get("ill_conditioning", ""),
+        "failure_mechanisms": kruskal.get("failure_mechanisms", ""),
+        "structural": kruskal.get("structural", ""),
+        "applies_examples": kruskal.get("applies_examples"),
+        "applies_subset": kruskal.get("subset", ""),
+    }
+    return columns
 
 
 def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -1,7 +1,12 @@
 """Assumption 2: the numerical rank of every context matrix E_t (n × d), streamed.
 
 The rank follows the numpy / torch ``matrix_rank`` rule: singular values above
-rtol·σ_max count, with rtol = max(n, d)·eps(stored dtype) by default (configurable). Contexts
+rtol·σ_max count, with rtol = max(n, d)·eps(stored dtype) by default (configurable), taken by
+default on each context equilibrated (:mod:`memcap.numerics.equilibrate`: its rows and its
+coordinates scaled so that the decision does not depend on units; a context's rank is a
+property of that matrix alone, so its own balance is the invariant one), and beside it on the
+stored values (``raw``, paper A's rule). Every context also counts its exact proofs of rank
+deficiency: rows equal to an earlier row, and zero rows. Contexts
 are read in chunks from a (T, n, d) array — typically ``np.load(path, mmap_mode="r")`` — so
 memory stays bounded by the chunk; :class:`ContextRankStream` takes the same chunks as an
 extraction produces them (same rule, same answers), and :func:`save_context_ranks` /
@@ -13,11 +18,14 @@ n > d), each within a proven band of the exact one (``gram_eigenvalue_error`` in
 r·(max(n, d) + 65)·eps64·σ_max², r = min(n, d)). An eigenvalue farther than the band from the
 squared tolerance is on the side it is computed on; an example with an eigenvalue inside the
 band (a context at the tolerance; with float64 contexts, whose tolerance lies below the band,
-every rank-deficient one) is recomputed with a direct float64 SVD.
+every rank-deficient one) is recomputed with a direct float64 SVD; so is, on the deciding
+scaling, every context not clearly a decade above the tolerance, whose σ_min then places it in
+the band of :mod:`memcap.numerics.band`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +34,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from memcap.numerics.band import BAND_FACTOR
+from memcap.numerics.equilibrate import check_scaling, scaled_for_rank
 from memcap.numerics.tolerance import gram_eigenvalue_error, matrix_rank_rtol
 
 _logger = logging.getLogger(__name__)
@@ -44,6 +54,11 @@ class ContextRanks:
         n, d: context size and dimension.
         rtol: relative tolerance used.
         svd_checked: examples recomputed with a direct SVD.
+        scaling: equilibrate or none (the values the decision was taken on).
+        repeated_rows: (T,) rows of each context equal to an earlier row (bitwise, as stored).
+        zero_rows: (T,) zero rows of each context.
+        raw: the same contexts decided on the stored values (paper A's rule), when
+            ``scaling`` is equilibrate.
     """
 
     rank: np.ndarray
@@ -54,6 +69,10 @@ class ContextRanks:
     d: int
     rtol: float
     svd_checked: int
+    scaling: str = "none"
+    repeated_rows: np.ndarray | None = None
+    zero_rows: np.ndarray | None = None
+    raw: ContextRanks | None = None
 
     @property
     def full_rank(self) -> np.ndarray:
@@ -72,6 +91,7 @@ def context_ranks(
     contexts: np.ndarray,
     *,
     rtol: float | None = None,
+    scaling: str = "equilibrate",
     chunk: int = 64,
     device: str | torch.device = "cpu",
     progress: bool = False,
@@ -81,6 +101,8 @@ def context_ranks(
     Args:
         contexts: (T, n, d) array; a memory map is read chunk by chunk.
         rtol: relative tolerance; None = max(n, d)·eps(stored dtype).
+        scaling: equilibrate (default; each context balanced first, ``raw`` beside it) or
+            none (the stored values only).
         chunk: examples per chunk (memory ≈ chunk·n·d·8 bytes, twice).
         device: torch device for the Gram matrices and eigenvalues.
         progress: show a progress bar over chunks.
@@ -88,7 +110,9 @@ def context_ranks(
     if contexts.ndim != 3:
         raise ValueError(f"expected a (T, n, d) array, got shape {contexts.shape}")
     t, n, d = contexts.shape
-    stream = ContextRankStream(n, d, rtol=rtol, dtype=contexts.dtype, device=device)
+    stream = ContextRankStream(
+        n, d, rtol=rtol, scaling=scaling, dtype=contexts.dtype, device=device
+    )
     for start in tqdm(range(0, t, chunk), disable=not progress, mininterval=5, desc="contexts"):
         stream.add(contexts[start : start + chunk])
     return stream.result()
@@ -100,6 +124,8 @@ class ContextRankStream:
     Args:
         n, d: context size and dimension.
         rtol: relative tolerance; None = max(n, d)·eps(``dtype``).
+        scaling: equilibrate (each context balanced; the stored values' ranks kept as
+            ``raw``) or none.
         dtype: the dtype the contexts are stored in (sets the default tolerance).
         device: torch device for the Gram matrices and eigenvalues.
     """
@@ -110,31 +136,42 @@ class ContextRankStream:
         d: int,
         *,
         rtol: float | None = None,
+        scaling: str = "equilibrate",
         dtype: np.dtype | type = np.float32,
         device: str | torch.device = "cpu",
     ) -> None:
         self.n, self.d = n, d
         self.tau = float(rtol) if rtol is not None else matrix_rank_rtol(n, d, np.dtype(dtype))
+        self.scaling = check_scaling(scaling)
         self.device = torch.device(device)
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._raw = (
+            ContextRankStream(n, d, rtol=self.tau, scaling="none", device=device)
+            if scaling != "none"
+            else None
+        )
         self._checked = 0
 
     def add(self, contexts: np.ndarray | torch.Tensor) -> None:
-        """Rank the (c, n, d) ``contexts``, in float64 (values as stored)."""
+        """Rank the (c, n, d) ``contexts``, in float64 (values as stored, or balanced)."""
         if isinstance(contexts, torch.Tensor):
-            block = contexts.detach().to(self.device, torch.float64)
+            stored = contexts.detach().to(self.device)
         else:
-            block = torch.from_numpy(np.array(contexts, dtype=np.float64)).to(self.device)
-        if tuple(block.shape[1:]) != (self.n, self.d):
-            raise ValueError(f"contexts {tuple(block.shape)} are not (c, {self.n}, {self.d})")
-        r, s_min, s_max, n_checked = _chunk_ranks(block, self.tau)
-        self._parts.append(tuple(x.cpu().numpy() for x in (r, s_min, s_max)))
+            stored = torch.from_numpy(np.asarray(contexts)).to(self.device)
+        if tuple(stored.shape[1:]) != (self.n, self.d):
+            raise ValueError(f"contexts {tuple(stored.shape)} are not (c, {self.n}, {self.d})")
+        if self._raw is not None:
+            self._raw.add(stored)
+        block = scaled_for_rank(stored, self.scaling)
+        r, s_min, s_max, n_checked = _chunk_ranks(block, self.tau, self.scaling != "none")
+        repeated, zero = exact_row_defects(stored)
+        self._parts.append(tuple(x.cpu().numpy() for x in (r, s_min, s_max, repeated, zero)))
         self._checked += n_checked
 
     def result(self) -> ContextRanks:
         """The ranks of every context added, in order."""
-        rank, s_min, s_max = (
-            np.concatenate([part[i] for part in self._parts] or [np.empty(0)]) for i in range(3)
+        rank, s_min, s_max, repeated, zero = (
+            np.concatenate([part[i] for part in self._parts] or [np.empty(0)]) for i in range(5)
         )
         if self._checked:
             _logger.info("%d of %d contexts re-checked with a direct SVD", self._checked, len(rank))
@@ -147,43 +184,68 @@ class ContextRankStream:
             d=self.d,
             rtol=self.tau,
             svd_checked=self._checked,
+            scaling=self.scaling,
+            repeated_rows=repeated.astype(np.int64),
+            zero_rows=zero.astype(np.int64),
+            raw=self._raw.result() if self._raw is not None else None,
         )
+
+
+_ARRAYS = ("rank", "sigma_min", "sigma_max", "tolerance", "repeated_rows", "zero_rows")
 
 
 def save_context_ranks(path: str | Path, ranks: ContextRanks) -> None:
-    """Write ``ranks`` to an ``.npz`` file (arrays and sizes)."""
+    """Write ``ranks`` (and its ``raw`` twin, keys prefixed ``raw_``) to an ``.npz`` file."""
+    arrays = _npz_arrays(ranks, "")
+    if ranks.raw is not None:
+        arrays |= _npz_arrays(ranks.raw, "raw_")
     with Path(path).open("wb") as handle:
-        np.savez(
-            handle,
-            rank=ranks.rank,
-            sigma_min=ranks.sigma_min,
-            sigma_max=ranks.sigma_max,
-            tolerance=ranks.tolerance,
-            sizes=np.array([ranks.n, ranks.d, ranks.svd_checked]),
-            rtol=np.array(ranks.rtol),
-        )
+        np.savez(handle, **arrays)
 
 
 def load_context_ranks(path: str | Path) -> ContextRanks:
     """Inverse of :func:`save_context_ranks`."""
     with np.load(path) as data:
-        n, d, checked = (int(x) for x in data["sizes"])
-        return ContextRanks(
-            rank=data["rank"],
-            sigma_min=data["sigma_min"],
-            sigma_max=data["sigma_max"],
-            tolerance=data["tolerance"],
-            n=n,
-            d=d,
-            rtol=float(data["rtol"]),
-            svd_checked=checked,
-        )
+        arrays = dict(data)
+    raw = _from_npz(arrays, "raw_") if "raw_rank" in arrays else None
+    return dataclasses.replace(_from_npz(arrays, ""), raw=raw)
+
+
+def _npz_arrays(ranks: ContextRanks, prefix: str) -> dict[str, np.ndarray]:
+    arrays = {name: getattr(ranks, name) for name in _ARRAYS if getattr(ranks, name) is not None}
+    arrays["sizes"] = np.array([ranks.n, ranks.d, ranks.svd_checked])
+    arrays["rtol"] = np.array(ranks.rtol)
+    arrays["scaling"] = np.array(ranks.scaling)
+    return {prefix + name: value for name, value in arrays.items()}
+
+
+def _from_npz(arrays: dict[str, np.ndarray], prefix: str) -> ContextRanks:
+    n, d, checked = (int(x) for x in arrays[prefix + "sizes"])
+    return ContextRanks(
+        **{name: arrays.get(prefix + name) for name in _ARRAYS},
+        n=n,
+        d=d,
+        rtol=float(arrays[prefix + "rtol"]),
+        svd_checked=checked,
+        scaling=str(arrays.get(prefix + "scaling", "none")),
+    )
+
+
+def exact_row_defects(block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per (n, d) context of a (c, n, d) block: rows equal to an earlier row, and zero rows.
+
+    Either proves the context rank-deficient whatever the tolerance (compared as stored).
+    """
+    zero = (block == 0).all(dim=-1).sum(dim=-1)  # (c,)
+    distinct = torch.tensor([torch.unique(rows, dim=0).shape[0] for rows in block])
+    return block.shape[1] - distinct.to(block.device), zero
 
 
 def _chunk_ranks(
-    block: torch.Tensor, tau: float
+    block: torch.Tensor, tau: float, band: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """Ranks and extreme singular values of a (c, n, d) float64 block."""
+    """Ranks and extreme singular values of a (c, n, d) float64 block; with ``band``, every
+    context not clearly a decade above the tolerance gets an exact σ_min too."""
     _, n, d = block.shape
     gram = block @ block.transpose(1, 2) if n <= d else block.transpose(1, 2) @ block
     lam = torch.linalg.eigvalsh(gram).clamp(min=0)  # (c, r) ascending
@@ -191,8 +253,10 @@ def _chunk_ranks(
     threshold = tau * tau * lam_max
     rank = (lam > threshold[:, None]).sum(dim=1)
     s_min, s_max = lam[:, 0].sqrt(), lam_max.sqrt()
-    band = gram_eigenvalue_error(n, d) * lam_max
-    near = ((lam - threshold[:, None]).abs() <= band[:, None]).any(dim=1)
+    error = gram_eigenvalue_error(n, d) * lam_max
+    near = ((lam - threshold[:, None]).abs() <= error[:, None]).any(dim=1)
+    if band:
+        near |= lam[:, 0] <= (BAND_FACTOR * tau) ** 2 * lam_max + error
     redo = torch.nonzero(near & (lam_max > 0)).flatten()
     if redo.numel():
         s = torch.linalg.svdvals(block[redo])  # (m, r) descending

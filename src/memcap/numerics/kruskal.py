@@ -1,14 +1,17 @@
 """Kruskal-rank profile of a set of query vectors: P(k) for every k from one pass.
 
 P(k) is the fraction of uniformly random k-subsets of the T queries that are linearly
-independent under the ``matrix_rank`` tolerance (:mod:`memcap.numerics.tolerance`). The first
+independent under the ``matrix_rank`` tolerance (:mod:`memcap.numerics.tolerance`), by
+default on the equilibrated set (:mod:`memcap.numerics.equilibrate`: every coordinate and
+every query scaled so that the decision does not depend on units). The first
 k entries of a uniformly random ordering form a uniformly random k-subset, and σ_min/σ_max of a
 prefix can only fall as it grows (Cauchy interlacing), so each of S sampled orderings has one
 number m (prefix k is independent exactly when k ≤ m) and P(k) = #{m ≥ k} / S for every k.
 
 The algorithm (derivations and measured figures: docs/kruskal.md):
 
-1. Set-up (torch, on ``device``): scale the set to float64 by a power of two, take its SVD,
+1. Set-up (torch, on ``device``): equilibrate the set (unless ``scaling="none"``), scale it
+   to float64 by a power of two, take its SVD,
    check all pairs (:mod:`~memcap.numerics.pairs`), compute the spectral cap
    (:mod:`~memcap.numerics.spectral`) and the shared prefix problem
    (:mod:`~memcap.numerics.prefix`).
@@ -42,6 +45,7 @@ import numpy as np
 import torch
 
 from memcap.numerics.certificates import Certificate, certificates
+from memcap.numerics.equilibrate import scaled_for_rank
 from memcap.numerics.pairs import PairStats, pair_statistics
 from memcap.numerics.prefix import prepare
 from memcap.numerics.sampling import sample_prefixes
@@ -67,6 +71,7 @@ class KruskalProfile:
         m: (S,) leading-independent lengths of the sampled orderings.
         T, d: number and dimension of the queries.
         rtol: relative tolerance used (σ_min > rtol·σ_max means independent).
+        scaling: equilibrate (decided on the balanced set) or none (on the stored values).
         route: gram (shifted Cholesky in float64) or qr (Householder QR + exact SVDs).
         search: where the Gram route searched: host (one ordering at a time) or device
             (batched over orderings in torch); the m are the same.
@@ -90,6 +95,7 @@ class KruskalProfile:
     pairs: PairStats
     certificates: tuple[Certificate, ...] = field(default_factory=tuple)
     seconds: float = 0.0
+    scaling: str = "none"
 
     @property
     def samples(self) -> int:
@@ -115,6 +121,7 @@ def kruskal_profile(
     seed: int = 0,
     *,
     rtol: float | None = None,
+    scaling: str = "equilibrate",
     near_duplicate_cosine: float = 0.999,
     device: str | torch.device = "cpu",
     method: str = "auto",
@@ -129,6 +136,9 @@ def kruskal_profile(
         samples: number S of random orderings.
         seed: seed of the orderings.
         rtol: relative tolerance; None = max(k, d)·eps(dtype), the matrix_rank rule.
+        scaling: equilibrate (default: every coordinate and every query scaled first, so the
+            result does not change with the units of either) or none (paper A's rule on the
+            stored values).
         near_duplicate_cosine: pairs with |cosine| at least this are counted as near-duplicates
             (a diagnostic; numerically dependent pairs are certificates whatever this is).
         device: torch device for the set-up and the QR route.
@@ -152,7 +162,7 @@ def kruskal_profile(
     kmax = min(t, d)
     tau = float(rtol) if rtol is not None else matrix_rank_rtol(kmax, d, data.dtype)
     device = torch.device(device)
-    scaled = scaled_float64(data).to(device)
+    scaled = scaled_float64(scaled_for_rank(data, scaling)).to(device)
     _, singular, vh = torch.linalg.svd(scaled, full_matrices=False)
     route = choose_route(method, tau, kmax)
     where = choose_search(search, device)
@@ -180,11 +190,12 @@ def kruskal_profile(
         pairs=pairs,
         certificates=tuple(certs),
         seconds=time.perf_counter() - start,
+        scaling=scaling,
     )
     _logger.info(
-        "Kruskal profile T=%d d=%d S=%d route=%s (%s search): estimate %d, bounds [%d, %d] "
-        "in %.1f s", t, d, samples, route, profile.search, profile.estimate, profile.lower_bound,
-        upper, profile.seconds,
+        "Kruskal profile T=%d d=%d S=%d rtol=%.2e (%s) route=%s (%s search): estimate %d, "
+        "bounds [%d, %d] in %.1f s", t, d, samples, tau, scaling, route, profile.search,
+        profile.estimate, profile.lower_bound, upper, profile.seconds,
     )  # fmt: skip
     return profile
 

@@ -1,8 +1,8 @@
-"""The HTML report: stage outputs in, verdicts decided, one self-contained page out.
+"""The HTML report: stage outputs in (the assumptions stage's outcomes among them), one
+self-contained page out.
 
-The public names are imported on first use (PEP 562), so a stage that needs only the verdicts
-or the layout table (the assumption checks, the Snakefile) does not import Jinja2 and the page
-assembly.
+The public names are imported on first use (PEP 562), so a caller that needs only the layout
+table (the Snakefile) does not import Jinja2 and the page assembly.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ _PUBLIC = {
     "build_context": "memcap.report.assemble",
     "write_report": "memcap.report.assemble",
     "render_html": "memcap.report.render",
-    "Verdict": "memcap.report.verdicts",
-    "layer_verdicts": "memcap.report.verdicts",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from memcap.assumptions.verdicts import MIN_SUBSETS, Outcome
 from memcap.capacity.ceiling import ceiling_reading
 from memcap.provenance import library_versions
 from memcap.report import loaders
@@ -30,7 +31,6 @@ from memcap.report.depth import depth_strips, theorem_gaps, theorem_span
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.timings import rule_timings, run_span
-from memcap.report.verdicts import MIN_SUBSETS, Verdict, layer_verdicts
 
 _logger = logging.getLogger(__name__)
 
@@ -206,8 +206,9 @@ def _assumption_sections(
         layer_figures[key] = _figures(layer.figures, inputs.config)
     capacity = loaders.read_table(inputs.table("capacity", "real"))
     sections = []
-    for ev in loaders.evidence_from_summary(summary, profiles):
-        section = LayerSection(layer_verdicts(ev), layer_figures.get((ev.model, ev.layer), []))
+    for verdicts in loaders.verdicts_from_summary(summary, profiles):
+        ev = verdicts.evidence
+        section = LayerSection(verdicts, layer_figures.get((ev.model, ev.layer), []))
         if capacity is not None:
             _add_capacity(section, capacity)
         section.limitations = _layer_caveats(section, models.get(ev.model))
@@ -394,8 +395,10 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
     records["report"] = [{"versions": library_versions(REPORT_PACKAGES)}]
     paper_a = _scaling_section(inputs, "synthetic")
     paper_b = _scaling_section(inputs, "aot")
-    undecided = sum(layer.verdicts.theorem.verdict is Verdict.INCONCLUSIVE for layer in layers)
-    _logger.info("%d model x layer checks, %d undecided", len(layers), undecided)
+    undecided = sum(layer.verdicts.theorem.outcome is not Outcome.APPLIES for layer in layers)
+    _logger.info(
+        "%d model x layer checks, %d where Theorem 1 does not apply", len(layers), undecided
+    )
     return ReportContext(
         title=inputs.title,
         generated_utc=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M"),

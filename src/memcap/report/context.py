@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.assumptions.verdicts import LayerVerdicts, Outcome
 from memcap.report.loaders import ModelInfo, VersionRow
 from memcap.report.timings import RuleTiming, RunSpan, StageCost, stage_costs
-from memcap.report.verdicts import LayerVerdicts, Verdict
 
 STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
@@ -58,14 +58,10 @@ class Comparison:
     Attributes:
         table: one line per kind × layer × weights × model; its last column cites notes.
         notes: the numbered notes (models, data sets, likely reasons, paper A's remarks).
-        agree_high: both P at least this agree ("independent").
-        agree_low: both P at most this agree ("dependent").
     """
 
     table: Table
     notes: tuple[str, ...]
-    agree_high: float
-    agree_low: float
 
 
 def _plain(value: Any) -> Any:
@@ -112,10 +108,10 @@ class DepthSection:
 
 @dataclass(frozen=True)
 class StripCell:
-    """One layer of a depth strip: Theorem 1's verdict there, and the layer card's anchor."""
+    """One layer of a depth strip: Theorem 1's outcome there, and the layer card's anchor."""
 
     layer: str
-    verdict: Verdict
+    verdict: Outcome
     anchor: str
 
 
@@ -168,10 +164,10 @@ class ReportContext:
 
     @property
     def verdict_counts(self) -> dict[str, int]:
-        """How many layers Theorem 1 applies to (pass), not (fail), or undecided."""
-        counts = {v.value: 0 for v in Verdict}
+        """How many layers Theorem 1 applies to, does not, is too close to call or untested at."""
+        counts = {o.value: 0 for o in Outcome}
         for layer in self.layers:
-            counts[layer.verdicts.theorem.verdict.value] += 1
+            counts[layer.verdicts.theorem.outcome.value] += 1
         return counts
 
     @property

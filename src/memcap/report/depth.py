@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from memcap.assumptions.verdicts import Outcome
 from memcap.report.context import DepthStrip, LayerSection, StripCell
 from memcap.report.loaders import layer_order, layer_ranges
-from memcap.report.verdicts import Verdict
 
 NEVER = "never"
 NONE = "—"
@@ -36,15 +36,20 @@ def theorem_span(table: pd.DataFrame) -> tuple[str, str]:
 def theorem_gaps(table: pd.DataFrame) -> str:
     """Numbered layers after the first where Theorem 1 does not apply, with the verdict.
 
-    E.g. "3 (fail)" or "10, 11 (inconclusive); 12 (fail)"; "—" when there are none. Tables
-    without the ``theorem1`` verdict column count every such layer as "fail".
+    E.g. "3 (does not apply)" or "10, 11 (too close to call); 12 (does not apply)"; "—" when
+    there are none. Tables without the ``theorem1`` outcome column count every such layer as
+    "does not apply".
     """
     rows = _numbered(table).assign(layer=lambda t: t["layer"].astype(int)).sort_values("layer")
     applies = rows["theorem1_applies"].astype(str).str.lower() == "true"
     if not applies.any():
         return NONE
     after = rows[(rows["layer"] > rows.loc[applies, "layer"].min()) & ~applies]
-    verdicts = after["theorem1"] if "theorem1" in after else pd.Series("fail", after.index)
+    verdicts = (
+        after["theorem1"]
+        if "theorem1" in after
+        else pd.Series(Outcome.DOES_NOT_APPLY.value, after.index)
+    )
     groups: list[tuple[str, list[str]]] = []
     for layer, verdict in zip(after["layer"], verdicts.astype(str), strict=True):
         if groups and groups[-1][0] == verdict:
@@ -63,10 +68,10 @@ def depth_strips(layers: Sequence[LayerSection]) -> list[DepthStrip]:
     for model, sections in by_model.items():
         ordered = sorted(sections, key=lambda s: layer_order(s.verdicts.evidence.layer))
         cells = tuple(
-            StripCell(s.verdicts.evidence.layer, s.verdicts.theorem.verdict, s.anchor)
+            StripCell(s.verdicts.evidence.layer, s.verdicts.theorem.outcome, s.anchor)
             for s in ordered
         )
-        applies = [c.layer for c in cells if c.verdict is Verdict.PASS]
+        applies = [c.layer for c in cells if c.verdict is Outcome.APPLIES]
         where = f"applies at {layer_ranges(applies)}" if applies else "applies at no audited layer"
         strips.append(DepthStrip(model, cells, where))
     return strips

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.assumptions.verdicts import LayerVerdicts, evidence_from_row, verdicts_from_columns
 from memcap.extract.audit import audit_verdict
-from memcap.report.verdicts import LayerEvidence
 
 _logger = logging.getLogger(__name__)
 
@@ -142,55 +141,21 @@ def read_table(path: str | Path | None) -> pd.DataFrame | None:
     return pd.read_csv(path)
 
 
-def _optional_float(row: Mapping[str, Any], *keys: str) -> float | None:
-    value = _first(row, *keys)
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def _optional_int(row: Mapping[str, Any], *keys: str) -> int | None:
-    value = _optional_float(row, *keys)
-    return None if value is None else int(value)
-
-
-def evidence_from_summary(
+def verdicts_from_summary(
     summary: pd.DataFrame, profiles: Mapping[tuple[str, str], pd.DataFrame] | None = None
-) -> list[LayerEvidence]:
-    """One :class:`LayerEvidence` per row of the assumptions summary, with its P(k) profile."""
+) -> list[LayerVerdicts]:
+    """The assumptions stage's outcomes, one per row of its summary, with the P(k) profile."""
     profiles = profiles or {}
-    evidence = []
+    verdicts = []
     for row in summary.to_dict("records"):
-        key = (str(row["model"]), str(row["layer"]))
-        profile = profiles.get(key)
-        bounds = _profile_column(profile, "dependent_bound")
-        bound_n = _optional_float(row, "kruskal_dependent_bound_n")
-        if bound_n is not None:
-            bounds.setdefault(int(row["n"]), bound_n)
-        certificate = row.get("kruskal_certificate")
-        evidence.append(
-            LayerEvidence(
-                model=key[0],
-                layer=key[1],
-                T=int(row["T"]),
-                n=int(row["n"]),
-                d=int(row["d"]),
-                samples=int(row["samples"]),
-                context_full_rank_frac=float(row["context_full_rank_frac"]),
-                kruskal_p_n=float(row["kruskal_p_n"]),
-                general_position_p_d=float(row["general_position_p_d"]),
-                kruskal_rank_estimate=_optional_int(row, "kruskal_rank_estimate"),
-                contexts_checked=_optional_int(row, "contexts_checked"),
-                worst_margin=_optional_float(row, "context_worst_margin"),
-                rank_upper_bound=_optional_int(row, "kruskal_rank_upper_bound"),
-                certificate=certificate if isinstance(certificate, str) else "",
-                duplicate_pairs=_optional_int(row, "duplicate_pairs"),
-                profile=_profile_column(profile, "p_full_rank"),
-                dependent_bounds=bounds,
-            )
+        profile = profiles.get((str(row["model"]), str(row["layer"])))
+        evidence = evidence_from_row(
+            row,
+            _profile_column(profile, "p_full_rank"),
+            _profile_column(profile, "dependent_bound"),
         )
-    return evidence
+        verdicts.append(verdicts_from_columns(evidence, row))
+    return verdicts
 
 
 def _profile_column(profile: pd.DataFrame | None, column: str) -> dict[int, float]:

@@ -20,7 +20,7 @@ import yaml
 from memcap.extract.config import FAMILY_KINDS
 from memcap.report.context import Comparison, Table
 from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
-from memcap.report.verdicts import LayerEvidence
+from memcap.assumptions.verdicts import LayerEvidence
 
 PAPER_A_FILE = Path(__file__).with_name("paper_a_real.yaml")
 LAYER_NAMES = {"0": "embeddings", "1": "block 1", "random_attention": "random attention"}
@@ -31,15 +31,14 @@ COLUMNS = (
     "this run's model",
     "n: paper / ours",
     "paper P(n)",
-    "our P(n)",
+    "our P(n), paper A's rule",
     "paper P(d)",
-    "our P(d)",
-    "our Kruskal estimate",
+    "our P(d), paper A's rule",
+    "our Kruskal estimate, paper A's rule",
     "reading",
+    "our outcome at n (equilibrated)",
     "notes",
 )
-AGREE_HIGH = 0.99  # both at least this: both say "independent"
-AGREE_LOW = 0.01  # both at most this: both say "dependent"
 NOT_IN_RUN = "not in this run"
 
 
@@ -55,10 +54,9 @@ def weights_class(model: ModelInfo) -> str:
 
 
 def _same(paper: float, ours: float) -> bool:
-    """Both say "independent" (>= AGREE_HIGH) or both say "dependent" (<= AGREE_LOW)."""
-    return (ours >= AGREE_HIGH and paper >= AGREE_HIGH) or (
-        ours <= AGREE_LOW and paper <= AGREE_LOW
-    )
+    """Both say "every sampled subset independent" (P = 1) or both do not (P < 1): the
+    criterion the outcomes use."""
+    return (paper >= 1.0) == (ours >= 1.0)
 
 
 def reading(
@@ -144,7 +142,7 @@ def comparison_table(
         where = "; ".join(f"{m}: {layer_ranges(ls)}" for m, ls in beyond.items())
         texts.append(f"Layers of this run that paper A did not report (the depth strip at the top "
                      f"shows them): {where}.")  # fmt: skip
-    return Comparison(Table(COLUMNS, rows), tuple(texts), AGREE_HIGH, AGREE_LOW)
+    return Comparison(Table(COLUMNS, rows), tuple(texts))
 
 
 def _paper_row(paper: Mapping[str, Any], weights: str, layer: str) -> dict[str, Any] | None:
@@ -190,7 +188,12 @@ def _row(
         cited.append(_row_note(paper, row))
     paper_p_n = None if row is None else row.get("p_n")
     paper_p_d = None if row is None else row.get("p_d")
-    text = reading(paper_p_n, ev.kruskal_p_n, paper_p_d, ev.general_position_p_d)
+    raw = {  # paper A's rule on this run's values: like with like
+        "p_n": ev.paper_a.get("p_n", ev.kruskal_p_n),
+        "p_d": ev.paper_a.get("p_d", ev.general_position_p_d),
+        "estimate": ev.paper_a.get("estimate", ev.kruskal_rank_estimate),
+    }
+    text = reading(paper_p_n, raw["p_n"], paper_p_d, raw["p_d"])
     if text.startswith("differs") and _duplicated(model):
         text += " (inputs duplicated)"
     cells = (
@@ -200,11 +203,12 @@ def _row(
         model.name,
         f"{paper['n']} / {ev.n}",
         _number(paper_p_n),
-        _number(ev.kruskal_p_n),
+        _number(raw["p_n"]),
         _number(paper_p_d),
-        _number(ev.general_position_p_d),
-        "—" if ev.kruskal_rank_estimate is None else str(ev.kruskal_rank_estimate),
+        _number(raw["p_d"]),
+        "—" if raw["estimate"] is None else str(int(raw["estimate"])),
         text,
+        ev.kruskal_outcome_n.value if ev.kruskal_outcome_n else "—",
     )
     return cells, cited
 
@@ -226,6 +230,7 @@ def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any]) -> _Line:
         _number(row.get("p_n")),
         "—",
         _number(row.get("p_d")),
+        "—",
         "—",
         "—",
         "—",

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from memcap.report.verdicts import MIN_MARGIN_DECADES, MIN_SUBSETS
+from memcap.assumptions.verdicts import BAND_DECADES, MIN_SUBSETS
 
 _logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def environment(template_dir: str | Path) -> jinja2.Environment:
     env.filters["num"] = format_number
     env.filters["mb"] = format_megabytes
     env.filters["breakable"] = breakable
-    env.globals.update(min_subsets=MIN_SUBSETS, min_margin=MIN_MARGIN_DECADES)
+    env.globals.update(min_subsets=MIN_SUBSETS, min_margin=f"{BAND_DECADES:g}")
     return env
 
 

@@ -1,0 +1,165 @@
+"""Why a layer fails, per example: the mechanism behind each failing context or query.
+
+A context fails (does not apply) on an exact proof — a row repeated or zero, n > d — or on a
+small singular value (a low-rank span). A repeated row has a cause the extraction records:
+in a model without additive position embeddings (rotary) a repeated token gives a repeated row
+at layer 0 and in an attention layer fed by it, by construction; under causal attention equal
+leading tokens keep equal states at every layer. A query fails Assumption 1 when it repeats
+another query (the class token at layer 0 is the same vector for every input), is zero, or the
+queries span fewer than n dimensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memcap.numerics import ContextRanks, Outcome
+
+# A coordinate (or a vector) whose RMS (norm) is at least this many times the median one is
+# named as an outlier when paper A's raw rule and the equilibrated rule disagree.
+OUTLIER_FACTOR = 10.0
+MAX_NAMED = 5
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing example of one check."""
+
+    example: int
+    check: str  # "context" or "query"
+    outcome: str  # the check's outcome on this example
+    mechanism: str  # one of a few categories, e.g. "repeated rows: identical leading tokens"
+    detail: str  # the example's own numbers, e.g. "3 repeated rows"
+    input: str  # the input it came from (document and window, image and crop)
+
+
+def context_mechanism(
+    ranks: ContextRanks, example: int, extraction: Mapping[str, Any], layer: str
+) -> tuple[str, str]:
+    """(mechanism, detail) of context ``example`` failing (does not apply or too close)."""
+    if ranks.n > ranks.d:
+        return "n > d", f"n = {ranks.n} > d = {ranks.d}: rank at most d"
+    zero = int(ranks.zero_rows[example]) if ranks.zero_rows is not None else 0
+    repeated = int(ranks.repeated_rows[example]) if ranks.repeated_rows is not None else 0
+    if zero:
+        return "zero rows", f"{zero} zero rows"
+    if repeated:
+        return f"repeated rows: {_repeat_cause(example, extraction, layer)}", (
+            f"{repeated} repeated rows"
+        )
+    margin = float(ranks.margin_decades[example])
+    return "low-rank span", f"rank {int(ranks.rank[example])}, margin {margin:+.2f} decades"
+
+
+def structural(extraction: Mapping[str, Any], layer: str) -> str | None:
+    """Why the contexts of this layer cannot have rank n for every input, by construction, or
+    None. A model without additive positions maps a repeated token to a repeated row at layer
+    0, and the random attention layer keeps it (it reads the layer-0 embeddings)."""
+    positions = extraction.get("positions")
+    if positions in (None, "additive") or layer not in ("0", "random_attention"):
+        return None
+    return (
+        f"a {positions}-position model adds no position to its residual stream, so at layer "
+        f"{layer} a token repeated in a window gives a repeated row of its context"
+    )
+
+
+def _repeat_cause(example: int, extraction: Mapping[str, Any], layer: str) -> str:
+    why = structural(extraction, layer)
+    if why is not None:
+        return "repeated tokens in a model without additive positions"
+    heads = extraction.get("example_tokens_head")
+    if extraction.get("causal") and heads and len(heads[example]) > 1:
+        head = heads[example]
+        if head[0] == head[1]:
+            return "identical leading tokens under causal attention"
+    return "identical token states"
+
+
+def query_duplicates(queries: np.ndarray) -> list[np.ndarray]:
+    """Groups (of two or more) of bitwise identical query vectors, first index first."""
+    _, inverse, counts = np.unique(queries, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    return [np.flatnonzero(inverse == g) for g in np.flatnonzero(counts > 1)]
+
+
+def query_failures(queries: np.ndarray, layer: str) -> dict[int, tuple[str, str]]:
+    """Per failing query (not the first of its group): (mechanism, detail)."""
+    failures: dict[int, tuple[str, str]] = {}
+    for row in np.flatnonzero(~queries.any(axis=1)):
+        failures[int(row)] = ("zero query vector", "")
+    groups = query_duplicates(queries)
+    if len(groups) == 1 and len(groups[0]) == len(queries):
+        what = (
+            "identical query vectors: the query token's state does not depend on the input "
+            f"at layer {layer} (e.g. a class token)"
+        )
+    else:
+        what = "identical query vectors"
+    for group in groups:
+        for row in group[1:]:
+            failures.setdefault(int(row), (what, f"same as example {int(group[0])}"))
+    return failures
+
+
+def all_queries_identical(queries: np.ndarray) -> bool:
+    """Whether every query is the same vector (Kruskal rank ≤ 1 by construction)."""
+    return len(queries) > 1 and bool((queries == queries[:1]).all())
+
+
+def failures(
+    queries: np.ndarray,
+    ranks: ContextRanks,
+    outcomes: Sequence[Outcome],
+    extraction: Mapping[str, Any],
+    layer: str,
+) -> list[Failure]:
+    """Every failing example of a layer: contexts not applying, then repeated or zero queries."""
+    inputs = extraction.get("example_inputs") or []
+    label = (lambda i: inputs[i]) if len(inputs) == len(outcomes) else (lambda i: "")
+    found = [
+        Failure(i, "context", o.value, *context_mechanism(ranks, i, extraction, layer), label(i))
+        for i, o in enumerate(outcomes)
+        if o is not Outcome.APPLIES
+    ]
+    found += [
+        Failure(i, "query", Outcome.DOES_NOT_APPLY.value, *why, label(i))
+        for i, why in sorted(query_failures(queries, layer).items())
+    ]
+    return found
+
+
+def mechanism_counts(found: Sequence[Failure]) -> str:
+    """The mechanisms in a few words with their counts, most frequent first."""
+    counts: dict[str, int] = {}
+    for failure in found:
+        key = f"{failure.check} ({failure.outcome}): {failure.mechanism}"
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def outliers(values: np.ndarray, what: str) -> str:
+    """Coordinates (or vectors) of ``values`` at least OUTLIER_FACTOR times the median, named:
+    "coordinate 99 (390× the median)"; "" when there are none."""
+    if values.size == 0:
+        return ""
+    median = float(np.median(values))
+    if median <= 0:
+        return ""
+    ratio = values / median
+    top = [int(i) for i in np.argsort(-ratio) if ratio[i] >= OUTLIER_FACTOR][:MAX_NAMED]
+    return ", ".join(f"{what} {i} ({ratio[i]:.0f}× the median)" for i in top)
+
+
+def ill_conditioning(queries: np.ndarray) -> str:
+    """The outlier coordinates and high-norm queries that make the raw rule's σ_max large."""
+    q = queries.astype(np.float64)
+    parts = [
+        outliers(np.sqrt((q * q).mean(axis=0)), "coordinate"),
+        outliers(np.linalg.norm(q, axis=1), "query"),
+    ]
+    return "; ".join(p for p in parts if p)

@@ -1,0 +1,112 @@
+"""Two-sided equilibration: the scaling every rank decision is made on by default.
+
+Exact linear independence (a subset of queries, the rows of a context) does not change when
+each coordinate is multiplied by a positive factor common to all vectors and each vector by
+its own: X ↦ D_r X D_c with positive diagonal D_r, D_c (one attention layer absorbs both into
+W_Q, W_K, W_V). The ``matrix_rank`` tolerance, relative to σ_max, does change: a few
+coordinates with massive activations or a few high-norm tokens make σ_max large and put
+genuinely independent vectors under rtol·σ_max. Stored float32 values carry an error relative
+to each entry (|δx_ij| ≤ eps·|x_ij|), which D_r X D_c preserves; equilibrating first turns
+that entrywise error into the normwise one the tolerance assumes, as LAPACK's ``geequ`` does
+before a rank decision.
+
+The scaling is the Sinkhorn–Knopp balance of the squared entries: D_r, D_c such that every
+nonzero row of D_r X D_c has unit 2-norm and every nonzero column the same 2-norm
+√(m'/d') (m', d' the nonzero rows and columns). For a matrix with total support (every dense
+matrix) that balanced matrix is unique, so it is the same for X and for any D_r X D_c: every
+decision taken on it is invariant under both scalings, up to the iteration's tolerance. Zero
+rows and zero columns are left at zero (a zero vector stays a proof of dependence).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+_logger = logging.getLogger(__name__)
+
+SCALINGS = ("equilibrate", "none")
+# Largest deviation of a balanced row norm² from 1 at which the iteration stops; far below the
+# float32 rounding (1.2e-7) every decision is made against.
+BALANCE_TOL = 1e-12
+MAX_ITERATIONS = 2000
+
+
+@dataclass(frozen=True)
+class Balance:
+    """A two-sided equilibration of a (…, m, d) batch.
+
+    Attributes:
+        values: the balanced float64 matrices D_r X D_c.
+        iterations: Sinkhorn–Knopp sweeps taken.
+        residual: largest |row norm² − 1| over the nonzero rows of the batch.
+    """
+
+    values: torch.Tensor
+    iterations: int
+    residual: float
+
+    @property
+    def converged(self) -> bool:
+        return self.residual <= BALANCE_TOL
+
+
+def check_scaling(scaling: str) -> str:
+    """``scaling`` itself, or a ValueError naming the choices."""
+    if scaling not in SCALINGS:
+        raise ValueError(f"scaling must be one of {SCALINGS}, not {scaling!r}")
+    return scaling
+
+
+def balance(
+    x: torch.Tensor, tol: float = BALANCE_TOL, max_iterations: int = MAX_ITERATIONS
+) -> Balance:
+    """Sinkhorn–Knopp balance of the squared entries of every (m, d) matrix of a batch.
+
+    Args:
+        x: (m, d) or (B, m, d) values (any float dtype; the result is float64).
+        tol: stop when every nonzero row norm² is within ``tol`` of 1.
+        max_iterations: at most this many sweeps (a matrix without total support converges
+            slowly; the scaling is still positive and rank-preserving, only not unique).
+    """
+    values = x.to(torch.float64)
+    squared = values * values  # (…, m, d)
+    rows_nz = squared.sum(dim=-1) > 0  # (…, m)
+    cols_nz = squared.sum(dim=-2) > 0  # (…, d)
+    m_nz = rows_nz.sum(dim=-1, keepdim=True).to(values.dtype)
+    target = m_nz / cols_nz.sum(dim=-1, keepdim=True).clamp(min=1).to(values.dtype)
+    col = target * _inverse(squared.sum(dim=-2), cols_nz)
+    residual, sweeps = float("inf"), 0
+    for sweeps in range(1, max_iterations + 1):  # noqa: B007 - the count is reported
+        row = _inverse(_apply(squared, col), rows_nz)
+        col = target * _inverse(_apply(squared.transpose(-1, -2), row), cols_nz)
+        norms = row * _apply(squared, col)
+        residual = float((norms - 1.0).abs().where(rows_nz, 0.0).max()) if norms.numel() else 0.0
+        if residual <= tol:
+            break
+    if residual > tol:
+        _logger.warning(
+            "equilibration stopped after %d sweeps at residual %.1e (> %.0e): the scaling is "
+            "rank-preserving but not exactly unique", sweeps, residual, tol,
+        )  # fmt: skip
+    balanced = values * row.sqrt().unsqueeze(-1) * col.sqrt().unsqueeze(-2)
+    return Balance(balanced, sweeps, residual)
+
+
+def scaled_for_rank(x: torch.Tensor, scaling: str) -> torch.Tensor:
+    """The float64 values a rank decision is made on: balanced, or as stored (``none``)."""
+    if check_scaling(scaling) == "none":
+        return x.to(torch.float64)
+    return balance(x).values
+
+
+def _apply(matrix: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+    """Batched matrix–vector product (…, m, d) · (…, d) → (…, m)."""
+    return (matrix @ vector.unsqueeze(-1)).squeeze(-1)
+
+
+def _inverse(sums: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor:
+    """1 / sums where ``nonzero``, else 0 (zero rows and columns keep a zero scale)."""
+    return torch.where(nonzero, 1.0 / sums.where(nonzero, 1.0), 0.0)
