@@ -1,20 +1,25 @@
-"""Verdicts on Assumptions 1, 2, general position and Theorem 1, from fabricated evidence."""
+"""Outcomes of Assumptions 1, 2, general position and Theorem 1, from fabricated evidence."""
 
 import math
 from dataclasses import replace
 
-import pytest
+import pandas as pd
 
-from memcap.report.verdicts import (
+from memcap.assumptions.verdicts import (
     MIN_SUBSETS,
     LayerEvidence,
-    Verdict,
+    Outcome,
     context_rank_check,
+    evidence_from_row,
     general_position_check,
     kruskal_check,
     largest_supported_n,
     layer_verdicts,
+    verdict_columns,
+    verdicts_from_columns,
 )
+
+APPLIES, FAILS, CLOSE = Outcome.APPLIES, Outcome.DOES_NOT_APPLY, Outcome.TOO_CLOSE
 
 GOOD = LayerEvidence(
     model="vit",
@@ -29,118 +34,134 @@ GOOD = LayerEvidence(
     kruskal_rank_estimate=64,
     contexts_checked=200,
     worst_margin=5.0,
+    median_margin=6.0,
+    context_outcome=APPLIES,
+    context_counts={"applies": 200},
+    kruskal_outcome_n=APPLIES,
+    general_position_outcome_d=APPLIES,
+    band={"p_n_strict": 1.0, "p_n_loose": 1.0, "estimate_strict": 60, "estimate_loose": 64},
     profile={2: 1.0, 8: 1.0, 16: 1.0, 64: 1.0},
+    applies_examples=200,
 )
 
 
-def test_all_assumptions_hold_so_theorem_applies_at_n():
+def test_both_assumptions_apply_so_theorem_applies_at_n():
     v = layer_verdicts(GOOD)
-    assert [v.contexts.verdict, v.kruskal.verdict, v.general_position.verdict] == [Verdict.PASS] * 3
-    assert v.theorem.verdict is Verdict.PASS
+    assert [v.contexts.outcome, v.kruskal.outcome, v.general_position.outcome] == [APPLIES] * 3
+    assert v.theorem.outcome is APPLIES
     assert v.theorem.n_applicable == 16
     assert v.theorem.bound(4) == 4 * 15 + 1
     assert "1.5%" in v.kruskal.reason  # rule of three: 3/200
+    assert "×10 tolerance 1.000" in v.kruskal.evidence
 
 
-def test_n_larger_than_d_fails_both_assumptions_without_data():
+def test_n_larger_than_d_does_not_apply_without_data():
     ev = replace(GOOD, n=80, d=64, context_full_rank_frac=math.nan, kruskal_p_n=math.nan)
     v = layer_verdicts(ev)
-    assert v.contexts.verdict is Verdict.FAIL
-    assert v.kruskal.verdict is Verdict.FAIL
-    assert v.theorem.verdict is Verdict.FAIL
+    assert v.contexts.outcome is FAILS
+    assert v.kruskal.outcome is FAILS
+    assert v.theorem.outcome is FAILS
     assert v.theorem.n_applicable is None
     assert v.theorem.bound(3) is None
     assert "n = 80 > d = 64" in v.contexts.evidence
 
 
-def test_one_rank_deficient_context_fails_assumption_2():
-    check = context_rank_check(replace(GOOD, context_full_rank_frac=0.995))
-    assert check.verdict is Verdict.FAIL
-    assert "99.5%" in check.evidence
+def test_contexts_follow_the_stage_outcome_and_show_margins():
+    check = context_rank_check(
+        replace(GOOD, context_outcome=FAILS, context_counts={"applies": 197, "does not apply": 3})
+    )
+    assert check.outcome is FAILS
+    assert "3 does not apply" in check.evidence and "+5.00 decades" in check.evidence
+    close = context_rank_check(replace(GOOD, context_outcome=CLOSE, worst_margin=0.3))
+    assert close.outcome is CLOSE and "within 1 decade" in close.reason
 
 
-def test_borderline_margin_is_inconclusive_not_pass():
-    check = context_rank_check(replace(GOOD, worst_margin=0.3))
-    assert check.verdict is Verdict.INCONCLUSIVE
-    assert context_rank_check(replace(GOOD, worst_margin=None)).verdict is Verdict.PASS
-
-
-def test_missing_measurements_are_inconclusive():
-    ev = replace(GOOD, context_full_rank_frac=math.nan, kruskal_p_n=math.nan)
-    assert context_rank_check(ev).verdict is Verdict.INCONCLUSIVE
-    assert kruskal_check(ev).verdict is Verdict.INCONCLUSIVE
-    assert layer_verdicts(ev).theorem.verdict is Verdict.INCONCLUSIVE
-
-
-def test_too_few_subsets_cannot_pass():
-    ev = replace(GOOD, samples=MIN_SUBSETS - 1)
-    assert kruskal_check(ev).verdict is Verdict.INCONCLUSIVE
-    assert layer_verdicts(ev).theorem.verdict is Verdict.INCONCLUSIVE
-    # ... but a dependent subset found among few draws is still proof of failure.
-    assert kruskal_check(replace(ev, kruskal_p_n=0.5)).verdict is Verdict.FAIL
-
-
-def test_dependent_subset_fails_and_profile_gives_reduced_n():
+def test_missing_measurements_are_not_tested():
     ev = replace(
         GOOD,
-        kruskal_p_n=0.9,
-        kruskal_rank_estimate=8,
-        profile={2: 1.0, 4: 1.0, 8: 1.0, 12: 0.97, 16: 0.9},
+        context_full_rank_frac=math.nan,
+        context_outcome=None,
+        kruskal_p_n=math.nan,
+        kruskal_outcome_n=None,
+    )
+    assert context_rank_check(ev).outcome is Outcome.NOT_TESTED
+    assert kruskal_check(ev).outcome is Outcome.NOT_TESTED
+    assert layer_verdicts(ev).theorem.outcome is Outcome.NOT_TESTED
+
+
+def test_a_close_kruskal_band_is_too_close_to_call():
+    ev = replace(GOOD, kruskal_outcome_n=CLOSE, band={"p_n_strict": 0.9, "p_n_loose": 1.0})
+    v = layer_verdicts(ev)
+    assert v.kruskal.outcome is CLOSE
+    assert v.theorem.outcome is CLOSE
+    assert "Too close to call" in v.theorem.text
+    few = kruskal_check(replace(ev, samples=MIN_SUBSETS - 1))
+    assert "too few" in few.reason
+
+
+def test_general_position_fails_on_its_own_outcome():
+    check = general_position_check(replace(GOOD, general_position_outcome_d=FAILS))
+    assert check.outcome is FAILS
+    assert "d-subset" in check.reason
+
+
+def test_assumption_1_failing_below_n_gives_a_smaller_applicable_n():
+    ev = replace(GOOD, kruskal_outcome_n=FAILS, band={"estimate_strict": 9})
+    assert largest_supported_n(ev) == 9
+    v = layer_verdicts(ev)
+    assert v.theorem.outcome is FAILS
+    assert v.theorem.n_applicable == 9
+    assert "cut to 9 tokens" in v.theorem.text
+
+
+def test_the_theorem_names_the_applicable_subset_and_the_structure():
+    ev = replace(
+        GOOD,
+        context_outcome=FAILS,
+        applies_examples=197,
+        structural="Assumption 2: a rotary-position model adds no position",
     )
     v = layer_verdicts(ev)
-    assert v.kruskal.verdict is Verdict.FAIL
-    assert v.theorem.verdict is Verdict.FAIL
-    assert v.theorem.n_applicable == 8
-    assert v.theorem.bound(10) == 10 * 7 + 1
-    assert "cut to 8 tokens" in v.theorem.text
+    assert "Both assumptions apply to 197 of the 200 examples" in v.theorem.text
+    assert "min(197, H·15 + 1)" in v.theorem.text
+    assert "By construction" in v.theorem.text
+    assert "cannot hold by construction" in v.contexts.reason
 
 
-def test_reduced_n_needs_full_rank_contexts():
-    ev = replace(GOOD, kruskal_p_n=0.9, context_full_rank_frac=1.0, worst_margin=0.1)
-    v = layer_verdicts(ev)
-    assert v.contexts.verdict is Verdict.INCONCLUSIVE
-    assert v.theorem.verdict is Verdict.FAIL
-    assert v.theorem.n_applicable is None
+def test_written_columns_read_back_without_deciding_again():
+    v = layer_verdicts(replace(GOOD, kruskal_outcome_n=CLOSE))
+    row = {"model": "vit", "layer": "0"} | verdict_columns(v)
+    back = verdicts_from_columns(GOOD, pd.Series(row).to_dict())
+    assert back.kruskal == v.kruskal
+    assert back.theorem == v.theorem
+    assert back.evidence is GOOD  # the evidence rides along; the outcomes are the stage's
 
 
-def test_largest_supported_n_ignores_k_above_n_and_d():
-    ev = replace(GOOD, n=16, d=64, profile={2: 1.0, 10: 1.0, 20: 1.0, 70: 1.0})
-    assert largest_supported_n(ev) == 10
-    assert largest_supported_n(replace(ev, profile={})) is None
-
-
-@pytest.mark.parametrize(
-    ("T", "p_d", "expected"),
-    [(200, 1.0, Verdict.PASS), (200, 0.2, Verdict.FAIL), (40, 1.0, Verdict.INCONCLUSIVE)],
-)
-def test_general_position(T, p_d, expected):
-    check = general_position_check(replace(GOOD, T=T, general_position_p_d=p_d))
-    assert check.verdict is expected
-
-
-def test_general_position_failure_does_not_block_theorem_1():
-    v = layer_verdicts(replace(GOOD, general_position_p_d=0.0, kruskal_rank_estimate=20))
-    assert v.general_position.verdict is Verdict.FAIL
-    assert v.theorem.verdict is Verdict.PASS
-
-
-def test_certified_upper_bound_fails_even_when_sampling_saw_no_dependence():
-    ev = replace(GOOD, rank_upper_bound=1, certificate="dependent_pair", duplicate_pairs=45)
-    check = kruskal_check(ev)
-    assert check.verdict is Verdict.FAIL
-    assert "certified Kruskal rank ≤ 1 (dependent pair)" in check.evidence
-    assert "45 pairs of identical queries" in check.evidence
-    # A dependent pair rules out every k >= 2, so no reduced context size is offered either.
-    assert largest_supported_n(ev) is None
-    assert layer_verdicts(ev).theorem.n_applicable is None
-
-
-def test_stage_dependent_fraction_bound_is_quoted_on_pass():
-    check = kruskal_check(replace(GOOD, dependent_bounds={16: 0.0149}))
-    assert check.verdict is Verdict.PASS
-    assert "≤ 1.5% of 16-subsets dependent (upper confidence bound)" in check.reason
-
-
-def test_reduced_n_is_capped_by_the_kruskal_estimate():
-    ev = replace(GOOD, kruskal_p_n=0.8, kruskal_rank_estimate=4, profile={2: 1.0, 4: 1.0, 8: 1.0})
-    assert largest_supported_n(ev) == 4
+def test_evidence_from_a_summary_row():
+    row = {
+        "model": "m",
+        "layer": "1",
+        "T": 10,
+        "n": 4,
+        "d": 8,
+        "samples": 50,
+        "context_full_rank_frac": 1.0,
+        "kruskal_p_n": 1.0,
+        "general_position_p_d": 0.0,
+        "kruskal_rank_estimate": 7,
+        "context_band_outcome": "applies",
+        "contexts_applies": 10,
+        "contexts_fails": 0,
+        "kruskal_band_outcome_n": "applies",
+        "general_position_band_outcome_d": "does not apply",
+        "kruskal_p_n_strict": 1.0,
+        "paper_a_p_n": 0.5,
+        "scaling": "equilibrate",
+        "applies_examples": 10,
+    }
+    ev = evidence_from_row(row)
+    assert ev.context_outcome is APPLIES and ev.context_counts == {"applies": 10}
+    assert ev.general_position_outcome_d is FAILS
+    assert ev.band == {"p_n_strict": 1.0}
+    assert ev.paper_a == {"p_n": 0.5}
+    assert layer_verdicts(ev).theorem.outcome is APPLIES

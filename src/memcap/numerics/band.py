@@ -78,10 +78,12 @@ class KruskalBand:
             k: subset size.
             min_samples: fewer sampled orderings than this cannot support "applies".
         """
-        if k > self.profile.d or k > self.loose.upper_bound:
+        if k > self.profile.d:
             return Outcome.DOES_NOT_APPLY
         if k > self.profile.T:
             return None
+        if k > self.loose.upper_bound:
+            return Outcome.DOES_NOT_APPLY
         if self.loose.p[k] < 1.0:
             return Outcome.DOES_NOT_APPLY
         if self.strict.p[k] >= 1.0 and self.strict.samples >= min_samples:

@@ -1,0 +1,73 @@
+"""The symmetric decision band: applies, does not apply, too close to call."""
+
+import numpy as np
+import pytest
+
+from memcap.numerics import BAND_DECADES, Outcome, kruskal_band, margin_outcome
+from memcap.numerics.tolerance import matrix_rank_rtol
+
+
+@pytest.mark.parametrize(
+    ("margin", "proved", "expected"),
+    [
+        (BAND_DECADES, False, Outcome.APPLIES),
+        (3.0, False, Outcome.APPLIES),
+        (0.99, False, Outcome.TOO_CLOSE),
+        (0.0, False, Outcome.TOO_CLOSE),
+        (-0.99, False, Outcome.TOO_CLOSE),
+        (-BAND_DECADES, False, Outcome.DOES_NOT_APPLY),
+        (-np.inf, False, Outcome.DOES_NOT_APPLY),
+        (3.0, True, Outcome.DOES_NOT_APPLY),
+    ],
+)
+def test_margin_outcome(margin, proved, expected):
+    assert margin_outcome(margin, proved) is expected
+
+
+def near_dependent(relative: float, t: int = 60, d: int = 32, seed: int = 0) -> np.ndarray:
+    """Independent float32 queries, except that query t-1 is query 0 + query 1 plus a
+    perturbation ``relative`` times its norm (relative to the band's tolerance τ)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((t, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    tau = matrix_rank_rtol(d, d, np.float32)
+    direction = rng.standard_normal(d)
+    x[-1] = x[0] + x[1] + relative * tau * direction / np.linalg.norm(direction)
+    return x.astype(np.float32)
+
+
+def test_clear_independence_applies_and_exact_dependence_does_not():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((60, 32)).astype(np.float32)
+    band = kruskal_band(x, 40, seed=0)
+    assert band.outcome(16, min_samples=30) is Outcome.APPLIES
+    assert band.outcome(33) is Outcome.DOES_NOT_APPLY  # k > d
+    assert band.outcome(61) is Outcome.DOES_NOT_APPLY  # k > d too: checked first
+    duplicated = np.vstack([x, x[:1]])
+    assert kruskal_band(duplicated, 40).outcome(2) is Outcome.DOES_NOT_APPLY
+
+
+def test_a_subset_at_the_tolerance_is_too_close_to_call():
+    # a 16-subset holding {x0, x1, x_last} has σ_min near τ·σ_max: dependent at 10τ,
+    # independent at τ/10
+    band = kruskal_band(near_dependent(3.0, t=30), 400, seed=0, scaling="none")
+    assert band.strict.p[16] < 1.0
+    assert band.loose.p[16] == 1.0
+    assert band.outcome(16, min_samples=30) is Outcome.TOO_CLOSE
+    assert band.outcome(2, min_samples=30) is Outcome.APPLIES
+    # a perturbation far below τ is dependence that survives τ/10
+    exact = kruskal_band(near_dependent(0.01, t=30), 400, seed=0, scaling="none")
+    assert exact.outcome(16, min_samples=30) is Outcome.DOES_NOT_APPLY
+    assert band.estimate()[0] <= band.profile.estimate <= band.estimate()[1]
+
+
+def test_too_few_samples_cannot_apply():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((60, 32)).astype(np.float32)
+    assert kruskal_band(x, 5).outcome(8, min_samples=30) is Outcome.TOO_CLOSE
+
+
+def test_untestable_k_is_none():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((10, 32)).astype(np.float32)
+    assert kruskal_band(x, 10).outcome(12) is None
