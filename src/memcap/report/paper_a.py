@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
+from memcap.assumptions.verdicts import LayerEvidence
 from memcap.extract.config import FAMILY_KINDS
 from memcap.report.context import Comparison, Table
 from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
-from memcap.assumptions.verdicts import LayerEvidence
 
 PAPER_A_FILE = Path(__file__).with_name("paper_a_real.yaml")
 LAYER_NAMES = {"0": "embeddings", "1": "block 1", "random_attention": "random attention"}
