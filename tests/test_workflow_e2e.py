@@ -99,6 +99,24 @@ def test_one_verdict_card_per_model_and_layer(run):
         assert model in text
 
 
+def test_the_tiny_run_exercises_every_outcome_and_names_failing_examples(run):
+    workdir, _, page = run
+    summary = pd.read_csv(workdir / "results" / "assumptions" / "summary.csv")
+    outcomes = set(
+        summary[["context_outcome", "kruskal_outcome", "general_position_outcome"]].stack()
+    )
+    assert {"applies", "does not apply", "too close to call"} <= outcomes
+    cells = {a.get("class") for t, a in page.tags if t == "a" and "cell" in a.get("class", "")}
+    assert {"cell applies", "cell fails", "cell close"} <= cells
+    # the class token at layer 0: one vector for every input, named as such per example
+    vit0 = summary[(summary["model"] == "vit-tiny") & (summary["layer"].astype(str) == "0")]
+    assert "the query is the same vector for every input" in vit0["structural"].iloc[0]
+    failures = pd.read_csv(workdir / "results" / "assumptions" / "vit-tiny" / "0" / "failures.csv")
+    assert len(failures) == int(vit0["T"].iloc[0]) - 1
+    assert failures["input"].str.contains("photograph").all()  # the image and its crops
+    assert "failing examples" in " ".join(page.text)
+
+
 def test_every_stage_figure_is_embedded(run):
     workdir, _, page = run
     sources = [a["src"] for t, a in page.tags if t == "img"]

@@ -33,6 +33,7 @@ from memcap.report.render import render_html
 from memcap.report.timings import rule_timings, run_span
 
 _logger = logging.getLogger(__name__)
+SHOWN_FAILURES = 8  # failing examples listed in a layer's card
 
 # Libraries the report itself renders with, recorded beside the stages' versions.
 REPORT_PACKAGES = ("memcap", "jinja2", "matplotlib", "seaborn", "pandas", "snakemake")
@@ -46,6 +47,7 @@ class LayerFiles:
     layer: str
     provenance: str
     kruskal_profile: str | None = None
+    failures: str | None = None
     figures: Sequence[FigureSpec] = ()
 
 
@@ -97,6 +99,7 @@ class ReportInputs:
                 layer=str(layer["layer"]),
                 provenance=layer["provenance"],
                 kruskal_profile=layer.get("kruskal_profile"),
+                failures=layer.get("failures"),
                 figures=[FigureSpec.from_dict(f) for f in layer.get("figures", ())],
             )
             for layer in layout.get("layers", ())
@@ -205,10 +208,12 @@ def _assumption_sections(
             profiles[key] = pd.read_csv(layer.kruskal_profile)
         layer_figures[key] = _figures(layer.figures, inputs.config)
     capacity = loaders.read_table(inputs.table("capacity", "real"))
+    failures = {(layer.model, layer.layer): layer.failures for layer in inputs.layers}
     sections = []
     for verdicts in loaders.verdicts_from_summary(summary, profiles):
         ev = verdicts.evidence
         section = LayerSection(verdicts, layer_figures.get((ev.model, ev.layer), []))
+        _add_failures(section, failures.get((ev.model, ev.layer)))
         if capacity is not None:
             _add_capacity(section, capacity)
         section.limitations = _layer_caveats(section, models.get(ev.model))
@@ -228,6 +233,19 @@ def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
         gaps = theorem_gaps(table)
         sections.append(DepthSection(files.model, len(table), first, last, gaps, figures))
     return sections
+
+
+def _add_failures(section: LayerSection, path: str | None) -> None:
+    """The layer's first failing examples (input, check, mechanism) from the stage's table."""
+    table = loaders.read_table(path)
+    if table is None or table.empty:
+        return
+    section.failures_path = path
+    section.failures_count = len(table)
+    shown = table.head(SHOWN_FAILURES)[
+        ["example", "input", "check", "outcome", "mechanism", "detail"]
+    ]
+    section.failures = Table.from_frame(shown.fillna(""))
 
 
 def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:

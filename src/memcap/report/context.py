@@ -86,6 +86,9 @@ class LayerSection:
     capacity: Table | None = None
     capacity_saturated: bool = False  # certified = examples used at every H (capped by T)
     limitations: list[str] = field(default_factory=list)
+    failures: Table | None = None  # the first failing examples with their mechanisms
+    failures_path: str | None = None  # every failing example (the stage's failures.csv)
+    failures_count: int = 0
 
     @property
     def anchor(self) -> str:

@@ -84,11 +84,12 @@ def report_layout(
             "model": job["model"],
             "layer": job["layer"],
             "provenance": table["stages"]["extract"]["records"]["pattern"].format(**job),
-            "kruskal_profile": (
-                table["layer"]["kruskal_profile"].format(**job)
+            **{
+                name: table["layer"][name].format(**job)
                 if (job["model"], job["layer"]) in audited
                 else None
-            ),
+                for name in ("kruskal_profile", "failures")
+            },
             "figures": [f for f in layer_figures if f["wildcards"] == dict(job)],
         }
         for job in jobs["layers"]
@@ -135,7 +136,7 @@ def files_read(layout: Mapping[str, Any]) -> list[str]:
     files: list[str] = []
     for layer in layout["layers"]:
         files.append(layer["provenance"])
-        files += [layer["kruskal_profile"]] if layer["kruskal_profile"] else []
+        files += [layer[name] for name in ("kruskal_profile", "failures") if layer.get(name)]
         files += [figure["output"] for figure in layer["figures"]]
     for model in layout["depth"]:
         files += [model["table"]] + [figure["output"] for figure in model["figures"]]
