@@ -160,6 +160,9 @@ def context_rank_check(ev: LayerEvidence) -> Check:
     )
     evidence = f"{ev.context_full_rank_frac:.1%}{checked} contexts full rank ({counts})"
     evidence += f"; {margins}" if margins else ""
+    raw = ev.paper_a.get("context_full_rank_frac")
+    if ev.scaling != "none" and not _missing(raw) and raw != ev.context_full_rank_frac:
+        evidence += f"; paper A's raw rule: {raw:.1%} full rank"
     reasons = {
         Outcome.APPLIES: f"every context clears the rank tolerance by at least {BAND_DECADES:g} "
         "decade",

@@ -157,7 +157,7 @@ class ContextRankStream:
         if isinstance(contexts, torch.Tensor):
             stored = contexts.detach().to(self.device)
         else:
-            stored = torch.from_numpy(np.asarray(contexts)).to(self.device)
+            stored = torch.from_numpy(np.array(contexts)).to(self.device)  # a writable copy
         if tuple(stored.shape[1:]) != (self.n, self.d):
             raise ValueError(f"contexts {tuple(stored.shape)} are not (c, {self.n}, {self.d})")
         if self._raw is not None:
