@@ -2,8 +2,8 @@
 
 The one-node step (:class:`memcap.aot.step.MergedStep`) still runs through autograd: the
 engine, one gradient accumulation per parameter and the recorded masking products of
-``ReplicaTransformer.weights`` cost about a tenth of a small model's step (heads sweep,
-batches of 8: 7.6 → 6.4 ms a step, machine loaded). The training loop's ``gradient_step``
+``ReplicaTransformer.weights`` are a noticeable part of a small model's step. The training
+loop's ``gradient_step``
 hook calls the step's forward and backward directly and writes each parameter's gradient
 itself, through the masks of padded entries: the same numbers as the autograd step.
 """

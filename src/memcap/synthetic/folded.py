@@ -112,13 +112,10 @@ def core_for(slots: int, n: int) -> ModuleType:
     """The per-example core for S = ``slots`` stacked heads per group and ``n`` (padded)
     context positions: head-major (:mod:`~memcap.synthetic.folded_core_head_major`) where
     n ≥ 16, or n ≥ 8 with S ≤ 8; position-major (:mod:`~memcap.synthetic.folded_core`)
-    otherwise. Measured (one thread, d = 16, B = 256, G S = 48, forward and backward), (n, S)
-    time over (S, n) time: 1.25-2.0 at n = 16 and 32 for every S of 1-48; at n = 8, 1.0-1.8
-    for S ≤ 8 and 0.84-0.95 for S ≥ 16; at n = 12, 1.05-1.5 for S ≤ 10 and 0.95-0.98 for
-    S ≥ 24; 0.4-1.0 at n ≤ 6, where the softmax and the mixing over rows of fewer than 8
-    numbers run slower than over (n, S) blocks. The default heads and d_h sweeps (n = 8,
-    S = 21 and 24) run position-major, the context size sweep (n_max = 16, S = 2)
-    head-major."""
+    otherwise: the softmax and the mixing run slowly over rows of fewer than 8 positions
+    head-major and over blocks of a few heads position-major. The default heads and d_h
+    sweeps (n = 8, S = 21 and 24) run position-major, the context size sweep (n_max = 16,
+    S = 2) head-major."""
     if n >= 16 or (n >= 8 and slots <= 8):
         return folded_core_head_major
     return folded_core
@@ -168,7 +165,7 @@ class _FoldedModel(torch.autograd.Function):
         m = torch.matmul(w_query, w_key.transpose(-1, -2))  # (R, H, d, d)
         m.mul_(fixed.score_scale[:, None, None, None])
         # Heads stacked as rows: one matmul per replica (a head axis broadcast over the
-        # replicas' shared factor makes torch loop over 144 tiny products, 10x slower).
+        # replicas' shared factor makes torch loop over many tiny products).
         right = torch.bmm(m.view(replicas, heads * d, d), context_side.transpose(1, 2))
         right = right.view(replicas, heads, d, d + n).transpose(1, 2)
         right = right.reshape(replicas, d, heads * (d + n))  # M_h [W_eᵀ | o_iᵀ], heads side by side

@@ -13,8 +13,8 @@ matmul.
 
 Layout: scores, attention weights and values are (n, S) per example, position-major, so
 the softmax, the mixing and their backward are contiguous passes vectorised over the heads
-(measured at the heads sweep's sizes, n = 8 and S = 21: the mixing 2x faster than over
-head-major values, the scores 1.7x faster than as (S × d)(d × n) products). With few heads
+(at the heads sweep's sizes, n = 8 and S = 21, faster than over head-major values and than
+scores as (S × d)(d × n) products). With few heads
 or long contexts the head-major layout (:mod:`memcap.synthetic.folded_core_head_major`, same
 interface) is faster; :func:`memcap.synthetic.folded.core_for` picks.
 """
@@ -42,7 +42,7 @@ def core_forward(
     heads = to_scores.shape[-1] // width
     dv = to_values.shape[-1] // heads
     # u (S × d per example) and w, laid out (n, S) to be the scores' start, in two matmuls:
-    # one output of 2 MB at T = 256 ran 4x slower per byte than these two (measured).
+    # one large fresh output (2 MB at T = 256) costs more per byte than these two.
     per_head = to_scores.view(groups, -1, heads, width)
     u = torch.bmm(query, per_head[..., : width - n].reshape(groups, -1, heads * (width - n)))
     scores = torch.bmm(
@@ -55,7 +55,7 @@ def core_forward(
         scores.view(groups, batch, n, heads).add_(position_mask.transpose(1, 2)[:, None])
     weights = torch.softmax(scores, 1)
     # (S d_v × (d + n))((d + n) × B n): a (B n × (d + n))((d + n) × S d_v) product with few
-    # columns ran 2-4x slower in the CPU BLAS (measured at S d_v = 2 to 21); a strided view.
+    # columns is slow in the CPU BLAS; a strided view.
     values = torch.bmm(to_values.transpose(1, 2), context.view(groups, batch * n, width).mT)
     values = values.mT.view(groups, batch, n, heads, dv)
     mixed = (weights.view(groups, batch, n, heads, 1) * values).sum(2)
@@ -70,7 +70,7 @@ def core_backward(saved: Saved, grad_mixed: Tensor) -> tuple[Tensor, Tensor]:
     heads, dv = values.shape[3], values.shape[4]
     grad_mixed = grad_mixed.reshape(groups, batch, 1, heads, dv).contiguous()
     grad_values = weights.view(groups, batch, n, heads, 1) * grad_mixed  # (G, B, n, S, d_v)
-    # transposed, as in the forward: 3-7x faster than (d + n) rows against B n
+    # transposed, as in the forward: (d + n) rows against B n are slow in the CPU BLAS
     flat_grad_values = grad_values.view(groups, batch * n, heads * dv)
     grad_to_values = torch.bmm(flat_grad_values.mT, context.view(groups, batch * n, width)).mT
     grad_weights = grad_mixed * values if dv == 1 else (grad_mixed * values).sum(-1, True)

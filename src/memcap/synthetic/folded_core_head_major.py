@@ -38,9 +38,9 @@ def core_forward(
     if position_mask is not None:  # after the products: -inf times a 0 of the one-hot is NaN
         scores.view(groups, batch, heads, n).add_(position_mask[:, None])
     weights = torch.softmax(scores, -1)  # (G B, S, n)
-    # Values (G, S d_v, B n) from the raw rows, the positions' terms added: against the
-    # augmented rows, or from the transposed weights as a strided view, the product ran 2x
-    # slower (measured at S d_v = 2, n = 16).
+    # Values (G, S d_v, B n) from the raw rows, the positions' terms added: the product
+    # against the augmented rows, or from the transposed weights as a strided view, is
+    # slower.
     to_values_t = to_values.mT.contiguous()
     values = torch.bmm(to_values_t[..., : width - n], tokens.view(groups, batch * n, -1).mT)
     values.view(groups, -1, batch, n).add_(to_values_t[:, :, None, width - n :])

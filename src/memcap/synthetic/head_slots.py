@@ -6,8 +6,8 @@ per-example products of the training step (every head's scores against an exampl
 context, and their backward) then need each example's context once, with all those replicas'
 real heads as rows: (Σ_r H_r × d)(d × n) in place of one (H_max × d)(d × n) product per
 replica. Padded heads disappear and the products grow (21 rows in place of six products of
-at most 6 in the default heads sweep), which the CPU BLAS runs 2-5x faster per FLOP
-(``benchmarks/bench_synthetic_step.py`` measures it).
+at most 6 in the default heads sweep), which the CPU BLAS runs faster per FLOP
+(``benchmarks/bench_synthetic_step.py`` measures by how much).
 
 A *slot* is one row of a group's stack; groups are padded to the largest stack S.
 """
@@ -99,7 +99,7 @@ class SlotCache:
         """Slots, the groups' queries with a 1 appended (G, B, d + 1), contexts with
         every row's one-hot position appended (G, B, n, d + n), and the groups' raw
         contexts (G, B, n, d), contiguous: the per-example products read them (a strided
-        slice of the augmented rows ran 2.6x slower in one of them)."""
+        slice of the augmented rows is slower)."""
         if self._key is not None and self._value is not None:
             query_ref, context_ref, versions = self._key
             if (

@@ -143,7 +143,7 @@ class ReplicaMHA(nn.Module):
         offset = self.b_embed[:, None] + self.positions  # (R, 1 + n_max, d): one add per token
         x = torch.bmm(query, self.w_embed) + offset[:, None, 0]
         # bmm on (R, B·n, d) keeps the output contiguous; broadcasting the offset onto a
-        # permuted einsum output was the slowest op of a training step on the CPU.
+        # permuted einsum output is the slowest op of a training step on the CPU.
         e = torch.bmm(context.reshape(replicas, batch * n, d), self.w_embed)
         return x, e.view(replicas, batch, n, d) + offset[:, None, 1:]
 
@@ -232,8 +232,8 @@ class ReplicaMHA(nn.Module):
 def _softmax(scores: Tensor) -> Tensor:
     """Softmax over the last axis; -inf entries get weight 0 (each row needs one finite entry).
 
-    Written out because torch.softmax is about three times slower on the CPU for rows as
-    short as a context (forward and backward measured at n = 8); the result is the same.
+    Written out because torch.softmax is slower on the CPU, forward and backward, for rows
+    as short as a context; the result is the same.
     """
     z = torch.exp(scores - scores.amax(-1, keepdim=True).detach())
     return z / z.sum(-1, keepdim=True)

@@ -3,9 +3,9 @@
 The same update as ``torch.optim.Adam(params, lr, fused=True)`` (betas 0.9 and 0.999, eps
 1e-8, no weight decay; the state of a parameter starts at its first gradient): the same
 kernel with the same arguments, so the same numbers. Why not ``torch.optim``: its first
-optimizer imports ``torch._dynamo`` (about 1.5 s of CPU time in every training job, 4 s and
-more where bytecode caches are missing) and its ``step`` wraps the one kernel call in about
-half a millisecond of Python bookkeeping, the main cost of a small model's step.
+optimizer imports ``torch._dynamo`` (seconds of CPU time in every training job) and its
+``step`` wraps the one kernel call in Python bookkeeping that is the main cost of a small
+model's step.
 """
 
 from __future__ import annotations

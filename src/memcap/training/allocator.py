@@ -11,8 +11,8 @@ def keep_freed_memory() -> None:
 
     A training step allocates and frees the same few tensors of up to a few MB thousands of
     times. By default glibc serves blocks that large with ``mmap`` and gives them back on free
-    (or trims the heap top), so every step faults its pages in again: a fifth of the
-    AoT-vs-MLP sweep's CPU time went to the kernel zeroing pages. Process-wide; called by
+    (or trims the heap top), so every step would fault its pages in again, the kernel
+    zeroing pages at every step. Process-wide; called by
     :func:`~memcap.training.loop.train_replicas`; a no-op where the C library has no
     ``mallopt``.
     """

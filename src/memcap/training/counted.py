@@ -83,7 +83,7 @@ def _first_seen(rows: Tensor) -> tuple[Tensor, Tensor]:
     keys = _row_keys(rows)
     if keys is None:
         inverse = torch.unique(rows, dim=0, return_inverse=True)[1]
-    else:  # a 1-D unique: ~30x faster than unique over rows (2^14 rows: 30 -> 1 ms)
+    else:  # a 1-D unique: far faster than unique over rows
         inverse = torch.unique(keys, return_inverse=True)[1]
     positions = torch.arange(rows.shape[0], device=rows.device)
     first = positions.new_full((int(inverse.max()) + 1,), rows.shape[0])

@@ -3,8 +3,8 @@
 backward, on logits laid out (R, C, B).
 
 Cross-entropy's log-softmax over C classes runs along the strided class axis, so every
-element-wise pass is vectorised over the B examples (over a last axis of C = 50 the CPU
-kernels measured 1.3x slower for the log-softmax, 5x for the max), the softmax of the
+element-wise pass is vectorised over the B examples (the CPU kernels are slower over a last
+axis of C = 50, the max most of all), the softmax of the
 forward is kept for the backward (one exponential per logit, not two), and autograd runs no
 graph of loss ops. Equal to :func:`memcap.training.loop.example_losses` weighted and
 summed, up to float rounding.
