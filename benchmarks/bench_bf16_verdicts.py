@@ -5,8 +5,9 @@ one GPU for the checks). This runs the production path twice on the CPU - extrac
 (``memcap.extract.job.extract_layers``, the same random weights: bfloat16 draws are the
 float32 draws rounded) then both assumption checks (``memcap.assumptions.checks.check_layer``)
 - at ``precision: float32`` and ``precision: bfloat16``, and prints per layer the context
-rank (Assumption 2), the Kruskal estimate and P(n), P(d) (Assumption 1, general position)
-and the report's Theorem 1 verdict, with their differences. Stored vectors are float32 either
+rank (Assumption 2), the Kruskal estimate and P(n), P(d) (Assumption 1, general position),
+P(n) by paper A's rule (the stored values) and the stage's Theorem 1 outcome, with their
+differences. Stored vectors are float32 either
 way: the difference is the forward's rounding alone. Default: a random GPT-2 architecture of
 width d = 256 (4 heads; a CPU's bfloat16 matrix products are slow - GPT-2 small, d = 768 at
 T = 800, took over 30 minutes here), blocks 0-2 and random_attention, T = 320 >= d Wikipedia
@@ -19,6 +20,7 @@ windows of n = 64 tokens, 500 orderings.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +38,14 @@ from memcap.extract.layer_spec import layer_name
 from memcap.numerics import load_context_ranks
 
 PRECISIONS = ("float32", "bfloat16")
-COLUMNS = ("context_full_rank_fraction", "kruskal_estimate", "p_n", "p_d", "theorem1")
+COLUMNS = (
+    "context_full_rank_fraction",
+    "kruskal_estimate",
+    "p_n",
+    "p_d",
+    "paper_a_p_n",
+    "theorem1",
+)
 
 
 def run(raw: dict, precision: str, root: Path, samples: int, threads: int) -> dict[str, dict]:
@@ -58,8 +67,17 @@ def run(raw: dict, precision: str, root: Path, samples: int, threads: int) -> di
     for layer, out in outputs.items():
         queries = np.load(out.queries)
         ranks = load_context_ranks(out.context_ranks)
-        checks = check_layer(queries, ranks, ranks.n, settings, samples, torch.device("cpu"))
         name = layer_name(layer)
+        checks = check_layer(
+            queries,
+            ranks,
+            ranks.n,
+            settings,
+            samples,
+            torch.device("cpu"),
+            extraction=json.loads(Path(out.provenance).read_text()),
+            layer=name,
+        )
         rows[name] = depth_row("bench", name, "detail", checks.context, checks.kruskal)
         rows[name] |= {"p_d": checks.kruskal["p_d"], "queries": queries}
     return rows
@@ -100,7 +118,7 @@ def main() -> None:
             a, b = row[column], other[column]
             changed += column == "theorem1" and a != b
             print(f"{layer:>16} {column:>26} {a!s:>10} {b!s:>10}")
-    print(f"verdicts that differ: {changed} of {len(fp32)} layers")
+    print(f"Theorem 1 outcomes that differ: {changed} of {len(fp32)} layers")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ matrix, an SVD only for contexts with an eigenvalue inside the proven error band
 tolerance. The naive way takes the float64 singular values of every context, which is what the
 rule did for DINOv2-S/14's 257 × 384 float32 contexts before the band was proven (its
 tolerance was then deemed too close to the Gram matrix's rounding). Both run on the same
-contexts in one process, one thread; ranks must agree exactly. The last line is
+contexts in one process, one thread; ranks must agree exactly. Both decide on the stored values
+by default (``--scaling none``, paper A's rule); with ``--scaling equilibrate`` (the stage's
+rule) both balance each context first, and ours also ranks the stored values beside (``raw``)
+and takes an SVD of every context within a decade of the tolerance. The last line is
 ``RATIO <naive seconds / ours seconds>``.
 
     .venv/bin/python benchmarks/bench_context_rank.py  # DINOv2-sized, random
@@ -21,16 +24,16 @@ import time
 import numpy as np
 import torch
 
-from memcap.numerics import context_ranks
+from memcap.numerics import SCALINGS, context_ranks, scaled_for_rank
 from memcap.numerics.tolerance import matrix_rank_rtol
 
 
-def naive_ranks(contexts: np.ndarray, chunk: int) -> np.ndarray:
-    """Ranks from the float64 singular values of every context."""
+def naive_ranks(contexts: np.ndarray, chunk: int, scaling: str = "none") -> np.ndarray:
+    """Ranks from the float64 singular values of every context (balanced first, or as stored)."""
     tau = matrix_rank_rtol(contexts.shape[1], contexts.shape[2], contexts.dtype)
     ranks = []
     for start in range(0, len(contexts), chunk):
-        block = torch.from_numpy(np.array(contexts[start : start + chunk], dtype=np.float64))
+        block = scaled_for_rank(torch.from_numpy(contexts[start : start + chunk]), scaling)
         s = torch.linalg.svdvals(block)
         ranks.append((s > tau * s[:, :1]).sum(1).numpy())
     return np.concatenate(ranks)
@@ -41,6 +44,7 @@ def main() -> None:
     parser.add_argument("--contexts", help="a stored (T, n, d) contexts.npy; default: random")
     parser.add_argument("--examples", type=int, default=256, help="contexts used")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scaling", choices=SCALINGS, default="none", help="both rules' values")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.contexts:
@@ -53,16 +57,17 @@ def main() -> None:
     timings = {"ours": [], "naive": []}
     for _ in range(args.repeats):
         start = time.perf_counter()
-        ours = context_ranks(contexts)
+        ours = context_ranks(contexts, scaling=args.scaling)
         timings["ours"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        naive = naive_ranks(contexts, 64)
+        naive = naive_ranks(contexts, 64, args.scaling)
         timings["naive"].append(time.perf_counter() - start)
     if not np.array_equal(ours.rank, naive):
         raise SystemExit(f"ranks differ on {int((ours.rank != naive).sum())} contexts")
     t, n, d = contexts.shape
     ours_s, naive_s = (float(np.median(timings[k])) for k in ("ours", "naive"))
-    print(f"{t} contexts {n} x {d} {contexts.dtype}: ranks identical,", end=" ")
+    print(f"{t} contexts {n} x {d} {contexts.dtype}, scaling {args.scaling}:", end=" ")
+    print("ranks identical,", end=" ")
     print(f"{ours.svd_checked} SVD-checked")
     print(f"ours (Gram + band) {ours_s:.2f} s,", end=" ")
     print(f"naive (SVD of every context) {naive_s:.2f} s (medians)")

@@ -12,6 +12,10 @@ printed is ``RATIO <profile wall time / single-k wall time>``. The line before i
 time (this process and its workers): the ratio of the work done, whatever the parallelism
 (with ``--workers 1 --threads 1`` the two ratios agree up to the machine's noise).
 
+The profile decides like paper A by default (``--scaling none``: the stored values), so the two
+P(n) printed are comparable; ``--scaling equilibrate`` times the rule the assumptions stage
+decides with (every coordinate and every query balanced first).
+
 Data (``--data``): ``embedding`` (default) is Gaussian with a mean offset and the covariance
 spectrum of random-init ViT-B/16 layer-1 [CLS] tokens (fitted on 800 crops of the
 scikit-image photographs: σ_j ≈ 1.27·j^-0.49·exp(−j/162), ‖mean‖ ≈ 6.8); ``gaussian`` is
@@ -39,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.numerics import kruskal_profile  # noqa: E402
+from memcap.numerics import SCALINGS, kruskal_profile  # noqa: E402
 
 
 def embedding_like(t: int, d: int, seed: int) -> np.ndarray:
@@ -77,6 +81,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scaling", choices=SCALINGS, default="none", help="the profile's (paper A: none)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -95,8 +102,8 @@ def main() -> None:
     x = torch.from_numpy(queries).to(device)
     print(f"data: {source}, T={t} d={d} n={args.n} S={args.samples} device={device}")
     print(
-        f"paper A: {args.threads} torch thread(s); profile: {args.workers} worker(s); "
-        f"repeats: {args.repeats} (interleaved, medians compared)"
+        f"paper A: {args.threads} torch thread(s); profile: {args.workers} worker(s), "
+        f"scaling {args.scaling}; repeats: {args.repeats} (interleaved, medians compared)"
     )
 
     ours, theirs = [], []
@@ -106,7 +113,12 @@ def main() -> None:
         theirs.append(timer)
         with Timer() as timer:
             profile = kruskal_profile(
-                x, args.samples, seed=args.seed + repeat, device=device, workers=args.workers
+                x,
+                args.samples,
+                seed=args.seed + repeat,
+                scaling=args.scaling,
+                device=device,
+                workers=args.workers,
             )
         ours.append(timer)
         print(

@@ -5,7 +5,8 @@ Both searches answer the same S orderings (same seed) of the same queries in the
 CPU), ``device`` factorises the orderings' shifted Gram blocks batched in float64 torch on
 ``--device`` (:mod:`memcap.numerics.batched_search`). The run checks that the m, the profile,
 the estimate and the certificates are identical, then prints the median seconds of each and
-``RATIO <device wall / host wall>``. Set-up (SVD, all pairs, spectral cap) is included in both.
+``RATIO <device wall / host wall>``. Set-up (equilibration unless ``--scaling none``, SVD, all
+pairs, spectral cap) is included in both.
 
 Data: embedding-like random float32 queries (a mean offset and a falling spectrum, as in
 bench_kruskal.py), or ``--queries file.npy`` (a saved layer, e.g.
@@ -30,16 +31,25 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from memcap.devices import resolve_device  # noqa: E402
-from memcap.numerics import KruskalProfile, kruskal_profile  # noqa: E402
+from memcap.numerics import SCALINGS, KruskalProfile, kruskal_profile  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kruskal import embedding_like  # noqa: E402
 
 
-def timed(x: np.ndarray, samples: int, seed: int, search: str, device: torch.device):
+def timed(
+    x: np.ndarray,
+    samples: int,
+    seed: int,
+    search: str,
+    device: torch.device,
+    scaling: str = "equilibrate",
+):
     """(profile, wall seconds) of one run, the device synchronised before the clock stops."""
     start = time.perf_counter()
-    profile = kruskal_profile(x, samples, seed=seed, device=device, search=search, workers=1)
+    profile = kruskal_profile(
+        x, samples, seed=seed, scaling=scaling, device=device, search=search, workers=1
+    )
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return profile, time.perf_counter() - start
@@ -65,17 +75,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scaling", choices=SCALINGS, default="equilibrate")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     x = np.load(args.queries) if args.queries else embedding_like(args.T, args.d, args.seed)
-    print(f"T={x.shape[0]} d={x.shape[1]} dtype={x.dtype} S={args.samples} device={device}")
+    print(
+        f"T={x.shape[0]} d={x.shape[1]} dtype={x.dtype} S={args.samples} device={device} "
+        f"scaling={args.scaling}"
+    )
     timed(x[:64], 4, args.seed, "device", device)  # warm-up: kernels, the solver check
     walls: dict[str, list[float]] = {"host": [], "device": []}
     for _ in range(args.repeats):  # interleaved: the machine's drift hits both alike
-        host, wall = timed(x, args.samples, args.seed, "host", torch.device("cpu"))
+        host, wall = timed(x, args.samples, args.seed, "host", torch.device("cpu"), args.scaling)
         walls["host"].append(wall)
-        batched, wall = timed(x, args.samples, args.seed, "device", device)
+        batched, wall = timed(x, args.samples, args.seed, "device", device, args.scaling)
         walls["device"].append(wall)
         if not same(host, batched):
             raise SystemExit(f"the searches disagree: {int((host.m != batched.m).sum())} m differ")

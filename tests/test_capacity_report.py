@@ -2,9 +2,9 @@
 
 import pandas as pd
 
+from memcap.assumptions.verdicts import LayerEvidence, Outcome, layer_verdicts
 from memcap.report.assemble import _add_capacity
 from memcap.report.context import LayerSection
-from memcap.report.verdicts import LayerEvidence, layer_verdicts
 
 EVIDENCE = LayerEvidence(
     model="bert",
@@ -19,6 +19,10 @@ EVIDENCE = LayerEvidence(
     kruskal_rank_estimate=30,
     contexts_checked=100,
     worst_margin=5.0,
+    context_outcome=Outcome.APPLIES,
+    context_counts={"applies": 100},
+    kruskal_outcome_n=Outcome.APPLIES,
+    general_position_outcome_d=Outcome.APPLIES,
     profile={2: 1.0, 4: 1.0, 30: 1.0},
 )
 
@@ -37,6 +41,10 @@ def test_each_row_says_whether_it_measures_the_embeddings():
     )  # fmt: skip
     section = _section(capacity)
     assert section.capacity is not None and section.capacity.columns[-1] == "reading"
+    # Theorem 1 applies at n = 4: the bound it grants is H·3 + 1
+    assert section.verdicts.theorem.outcome is Outcome.APPLIES
+    granted = section.capacity.columns.index("bound Theorem 1 grants here")
+    assert [row[granted] for row in section.capacity.rows] == ["4", "7", "10", "13"]
     readings = [row[-1] for row in section.capacity.rows]
     assert readings[0].startswith("at ceiling: Z has full column rank H·d = 30")
     assert readings[1] == "below its ceiling 60: a measurement of the embeddings"

@@ -7,12 +7,20 @@ import pytest
 
 from memcap.assumptions import depth, figures
 from memcap.assumptions.summary import summary_row
+from memcap.assumptions.verdicts import MIN_SUBSETS, evidence_from_row, layer_verdicts
+from memcap.numerics import Outcome
 from memcap.report.depth import theorem_gaps, theorem_span
-from memcap.report.loaders import evidence_from_summary
-from memcap.report.verdicts import Verdict, layer_verdicts
+
+APPLIES, FAILS, CLOSE = (
+    o.value for o in (Outcome.APPLIES, Outcome.DOES_NOT_APPLY, Outcome.TOO_CLOSE)
+)
 
 
 def _kruskal(p_n: float = 1.0, samples: int = 100, upper: int | None = None) -> dict:
+    """A Kruskal record as the stage writes it; its outcome at n follows the band's rule:
+    P(n) < 1 even a decade below the tolerance does not apply, fewer than MIN_SUBSETS
+    orderings cannot apply."""
+    outcome_n = FAILS if p_n < 1.0 else APPLIES if samples >= MIN_SUBSETS else CLOSE
     return {
         "T": 200,
         "d": 32,
@@ -35,19 +43,32 @@ def _kruskal(p_n: float = 1.0, samples: int = 100, upper: int | None = None) -> 
         },
         "certificates": [],
         "dependent_bound_n": 1 - 0.05 ** (1 / samples),
+        "scaling": "equilibrate",
+        "outcome_n": outcome_n,
+        "outcome_d": FAILS,  # P(d) = 0.5
+        "band": {"p_n_strict": p_n, "p_n_loose": p_n, "p_d_strict": 0.5, "p_d_loose": 0.5},
+        "paper_a": {"scaling": "none", "p_n": p_n, "p_d": 0.5, "estimate": 12},
     }
 
 
 def _context(full: float = 1.0) -> dict:
+    """A context record as the stage writes it: with rank-deficient contexts, does not apply."""
+    deficient = round(200 * (1 - full))
     return {
         "contexts_checked": 200,
         "n": 16,
         "d": 32,
         "rtol": None,
+        "scaling": "equilibrate",
         "full_rank_frac": full,
         "rank_min": 16 if full == 1.0 else 15,
-        "worst_margin": 3.0,
+        "worst_margin": 3.0 if full == 1.0 else None,
+        "median_margin": 4.0,
         "svd_checked": 4,
+        "outcome": APPLIES if full == 1.0 else FAILS,
+        "outcome_counts": {APPLIES: 200 - deficient} | ({FAILS: deficient} if deficient else {}),
+        "proved_deficient": deficient,
+        "paper_a": {"full_rank_frac": full, "worst_margin": 2.0},
     }
 
 
@@ -57,7 +78,7 @@ ROWS = {
     "0": ("detail", _context(0.5), _kruskal(samples=500)),
     "10": ("depth", _context(), _kruskal(p_n=0.9)),
     "1": ("detail", _context(), _kruskal(samples=500)),
-    "3": ("depth", _context(), _kruskal(samples=10)),  # too few orderings to pass
+    "3": ("depth", _context(), _kruskal(samples=10)),  # too few orderings to apply
 }
 
 
@@ -78,15 +99,19 @@ def test_depth_table_orders_layers_with_random_attention_last():
     assert pd.isna(row["kruskal_upper"]) and row["kruskal_lower"] == 2
 
 
-def test_theorem1_applies_is_the_report_verdict():
+def test_theorem1_applies_is_the_stage_outcome():
     table = _table().set_index("layer")
     for layer, (_, context, kruskal) in ROWS.items():
-        (evidence,) = evidence_from_summary(
-            pd.DataFrame([summary_row("m", layer, context, kruskal)])
-        )
-        expected = layer_verdicts(evidence).theorem.verdict is Verdict.PASS
-        assert bool(table.loc[layer, "theorem1_applies"]) is expected, layer
+        evidence = evidence_from_row(summary_row("m", layer, context, kruskal))
+        outcome = layer_verdicts(evidence).theorem.outcome
+        assert table.loc[layer, "theorem1"] == outcome.value, layer
+        assert bool(table.loc[layer, "theorem1_applies"]) is (outcome is Outcome.APPLIES), layer
     assert list(table["theorem1_applies"]) == [False, True, True, False, False, True]
+    assert list(table["theorem1"]) == [FAILS, APPLIES, APPLIES, CLOSE, FAILS, APPLIES]
+    # the stage's words for each check travel with the row
+    assert table.loc["3", "kruskal_outcome"] == CLOSE
+    assert "too few to say" in table.loc["3", "kruskal_reason"]
+    assert table.loc["0", "context_outcome"] == FAILS
 
 
 def test_summary_rows_keep_the_summary_columns_and_the_role():
@@ -119,25 +144,25 @@ def test_theorem_span(applies, expected):
     assert theorem_span(pd.read_csv(_roundtrip(table), dtype={"layer": str})) == expected
 
 
-def test_theorem_gaps_name_later_layers_with_their_verdicts():
-    verdicts = {
-        "0": "fail",
-        "1": "pass",
-        "2": "inconclusive",
-        "3": "inconclusive",
-        "4": "fail",
-        "5": "pass",
-        "random_attention": "fail",
+def test_theorem_gaps_name_later_layers_with_their_outcomes():
+    outcomes = {
+        "0": FAILS,
+        "1": APPLIES,
+        "2": CLOSE,
+        "3": CLOSE,
+        "4": FAILS,
+        "5": APPLIES,
+        "random_attention": FAILS,
     }
     table = pd.DataFrame(
         {
-            "layer": list(verdicts),
-            "theorem1_applies": [v == "pass" for v in verdicts.values()],
-            "theorem1": list(verdicts.values()),
+            "layer": list(outcomes),
+            "theorem1_applies": [v == APPLIES for v in outcomes.values()],
+            "theorem1": list(outcomes.values()),
         }
     )
-    assert theorem_gaps(table) == "2, 3 (inconclusive); 4 (fail)"
-    assert theorem_gaps(table.drop(columns="theorem1")) == "2, 3, 4 (fail)"
+    assert theorem_gaps(table) == "2, 3 (too close to call); 4 (does not apply)"
+    assert theorem_gaps(table.drop(columns="theorem1")) == "2, 3, 4 (does not apply)"
     assert theorem_gaps(table[table["layer"].isin(["0", "1"])]) == "—"
     assert theorem_gaps(table.assign(theorem1_applies=False)) == "—"
 

@@ -8,7 +8,7 @@ import torch
 from snakemake.utils import validate
 
 from memcap.assumptions.settings import AssumptionsSettings
-from memcap.numerics import batched_search, kruskal_profile
+from memcap.numerics import batched_search, kruskal_profile, scaled_for_rank
 from memcap.numerics.batched_search import (
     Window,
     breakdowns,
@@ -67,6 +67,11 @@ CASES = {
 }
 
 
+def decided_on(x: np.ndarray, scaling: str) -> np.ndarray:
+    """The values a profile with ``scaling`` decides on, scaled to float64 as it scales them."""
+    return scaled_float64(scaled_for_rank(torch.as_tensor(x), scaling)).numpy()
+
+
 def assert_same_profile(host, device):
     np.testing.assert_array_equal(host.m, device.m)
     np.testing.assert_array_equal(host.p, device.p)
@@ -88,11 +93,12 @@ def test_device_search_gives_the_host_profile(case):
     assert_same_profile(host, device)
 
 
-def test_device_search_agrees_with_direct_svds_and_spans_dependence():
+@pytest.mark.parametrize("scaling", ["none", "equilibrate"])
+def test_device_search_agrees_with_direct_svds_and_spans_dependence(scaling):
     x = embedding_like(120, 40, seed=5)
-    profile = kruskal_profile(x, 40, seed=2, search="device")
+    profile = kruskal_profile(x, 40, seed=2, search="device", scaling=scaling)
     tau = matrix_rank_rtol(40, 40, np.float32)
-    scaled = scaled_float64(torch.as_tensor(x)).numpy()
+    scaled = decided_on(x, scaling)  # none: paper A's rule on the stored values
     order = orderings(120, 40, seed=2, size=40).numpy()
     expected = [reference_m(scaled, row, tau) for row in order]
     np.testing.assert_array_equal(profile.m, expected)
@@ -162,9 +168,10 @@ def test_window_narrows_by_the_two_tests():
     assert not upward.open and upward.lo == 17
 
 
-def test_borderline_orderings_go_to_the_host_search(monkeypatch):
+@pytest.mark.parametrize("scaling", ["none", "equilibrate"])
+def test_borderline_orderings_go_to_the_host_search(monkeypatch, scaling):
     x = embedding_like(80, 24, seed=9)
-    scaled = scaled_float64(torch.as_tensor(x)).numpy()
+    scaled = decided_on(x, scaling)
     order = orderings(80, 5, seed=4, size=24).numpy()
     ratios = [
         (lambda v: v[-1] / v[0])(np.linalg.svd(scaled[order[0][:k]], compute_uv=False))
@@ -181,8 +188,9 @@ def test_borderline_orderings_go_to_the_host_search(monkeypatch):
         return original(problem, order, hint)
 
     monkeypatch.setattr(batched_search, "search_on_host", spy)
-    host = kruskal_profile(x, 5, seed=4, rtol=rtol, method="gram", search="host")
-    device = kruskal_profile(x, 5, seed=4, rtol=rtol, method="gram", search="device")
+    options = {"rtol": rtol, "method": "gram", "scaling": scaling}
+    host = kruskal_profile(x, 5, seed=4, search="host", **options)
+    device = kruskal_profile(x, 5, seed=4, search="device", **options)
     assert tuple(order[0, :k].tolist()) in deferred
     assert_same_profile(host, device)
 
@@ -203,7 +211,9 @@ def test_choice_of_search_and_config():
     config = {"assumptions": {"kruskal_search": "device", "seed": 0}}
     validate(config, "workflow/schemas/config.schema.yaml")
     settings = AssumptionsSettings.from_config(config["assumptions"])
-    assert settings.profile(embedding_like(40, 16, 0), 5, "cpu", 1).search == "device"
+    band = settings.band(embedding_like(40, 16, 0), 5, "cpu", 1)
+    assert {p.search for p in (band.profile, band.strict, band.loose)} == {"device"}
+    assert settings.raw(embedding_like(40, 16, 0), 5, "cpu", 1).search == "device"
     default = {}
     validate(default, "workflow/schemas/config.schema.yaml")
     # the device search is opt-in until it has been checked and timed on a GPU

@@ -5,11 +5,14 @@ import pytest
 import torch
 
 from memcap.numerics import (
+    balance,
     clopper_pearson,
     kruskal_profile,
     matrix_rank_rtol,
     orderings,
 )
+
+SCALINGS = ["none", "equilibrate"]
 
 
 def subspace_data(t: int, d: int, k: int, seed: int) -> np.ndarray:
@@ -17,6 +20,13 @@ def subspace_data(t: int, d: int, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     basis, _ = np.linalg.qr(rng.standard_normal((d, k)))
     return rng.standard_normal((t, k)) @ basis.T
+
+
+def decided_on(x: np.ndarray, scaling: str) -> np.ndarray:
+    """The float64 values a profile with ``scaling`` decides on: stored, or the set balanced."""
+    if scaling == "none":
+        return np.asarray(x, dtype=np.float64)
+    return balance(torch.as_tensor(x)).values.numpy()
 
 
 def svd_independent(rows: np.ndarray, rtol: float) -> bool:
@@ -119,13 +129,15 @@ def test_zero_vector_gives_kruskal_rank_zero():
 def test_scaling_the_data_does_not_change_the_answer(dtype):
     x = subspace_data(t=60, d=24, k=17, seed=7)
     x[11] = x[3]
-    reference = kruskal_profile(x.astype(dtype), samples=80, seed=3)
-    for scale in (1e-6, 1e6):
-        scaled = kruskal_profile((x * scale).astype(dtype), samples=80, seed=3)
-        np.testing.assert_array_equal(scaled.m, reference.m)
-        assert scaled.estimate == reference.estimate
-        assert scaled.upper_bound == reference.upper_bound
-        assert scaled.lower_bound == reference.lower_bound
+    for scaling in SCALINGS:
+        reference = kruskal_profile(x.astype(dtype), samples=80, seed=3, scaling=scaling)
+        assert reference.scaling == scaling
+        for scale in (1e-6, 1e6):
+            scaled = kruskal_profile((x * scale).astype(dtype), samples=80, seed=3, scaling=scaling)
+            np.testing.assert_array_equal(scaled.m, reference.m)
+            assert scaled.estimate == reference.estimate
+            assert scaled.upper_bound == reference.upper_bound
+            assert scaled.lower_bound == reference.lower_bound
 
 
 def anisotropic(t: int, d: int, seed: int, decay: float = 0.3) -> np.ndarray:
@@ -138,14 +150,16 @@ def anisotropic(t: int, d: int, seed: int, decay: float = 0.3) -> np.ndarray:
     )
 
 
+@pytest.mark.parametrize("scaling", SCALINGS)
 @pytest.mark.parametrize("method", ["gram", "qr"])
-def test_sampled_prefix_decisions_agree_with_direct_svd(method):
+def test_sampled_prefix_decisions_agree_with_direct_svd(method, scaling):
     x = anisotropic(t=120, d=48, seed=8)
-    profile = kruskal_profile(x, samples=60, seed=5, method=method)
+    profile = kruskal_profile(x, samples=60, seed=5, method=method, scaling=scaling)
     # The data turn dependent well before d, gradually: a real test of the crossing search.
     assert profile.m.min() > 10 and profile.m.max() < 48
     order = orderings(120, 60, seed=5, size=min(48, profile.spectral_cap)).numpy()
-    expected = [reference_m(x, o, profile.rtol) for o in order]
+    values = decided_on(x, scaling)  # none: paper A's rule on the stored values
+    expected = [reference_m(values, o, profile.rtol) for o in order]
     np.testing.assert_array_equal(profile.m, expected)
 
 
@@ -159,16 +173,20 @@ def embedding_like(t: int, d: int, seed: int, mean: float) -> np.ndarray:
     return (offset + (rng.standard_normal((t, d)) * spectrum) @ basis.T).astype(np.float32)
 
 
+@pytest.mark.parametrize("scaling", SCALINGS)
 @pytest.mark.parametrize("mean", [0.0, 5.0])
-def test_search_agrees_with_direct_svd_with_and_without_a_dominant_direction(mean):
+def test_search_agrees_with_direct_svd_with_and_without_a_dominant_direction(mean, scaling):
     # With a mean, σ_max of a prefix stands out and is bracketed by Kato–Temple; without one
     # the projection bracket is used. Both cross well inside (0, d), over several batches.
     x = embedding_like(t=400, d=160, seed=11, mean=mean)
-    profile = kruskal_profile(x, samples=120, seed=2, method="gram")
+    profile = kruskal_profile(x, samples=120, seed=2, method="gram", scaling=scaling)
     assert 20 < profile.m.min() < profile.m.max() < 160
     order = orderings(400, 120, seed=2, size=min(160, profile.spectral_cap)).numpy()
-    expected = [reference_m(x, o, profile.rtol) for o in order]
+    values = decided_on(x, scaling)
+    expected = [reference_m(values, o, profile.rtol) for o in order]
     np.testing.assert_array_equal(profile.m, expected)
+    if scaling == "none":
+        return
     # Forked workers search batches in parallel: the same answer, the same witness.
     parallel = kruskal_profile(x, samples=120, seed=2, method="gram", workers=2)
     np.testing.assert_array_equal(parallel.m, profile.m)
@@ -180,7 +198,7 @@ def test_ill_conditioned_subsets_fall_under_the_tolerance_no_more_often_than_wit
     rng = np.random.default_rng(9)
     d, t, n = 24, 80, 24
     x = (rng.standard_normal((t, d)) * np.logspace(0, -4.5, d)).astype(np.float32)
-    profile = kruskal_profile(x, samples=300, seed=4)
+    profile = kruskal_profile(x, samples=300, seed=4, scaling="none")  # paper A's rule
     order = orderings(t, 300, seed=4, size=n).numpy()
     ours = profile.m >= n
     float64_svd = np.array([svd_independent(x[o], profile.rtol) for o in order])
@@ -190,6 +208,15 @@ def test_ill_conditioned_subsets_fall_under_the_tolerance_no_more_often_than_wit
     np.testing.assert_array_equal(ours, float64_svd)
     assert 0.05 < 1 - ours.mean() < 0.95  # the data do exercise the tolerance
     assert 1 - ours.mean() <= 1 - torch_float32.mean() + 0.05
+    # Equilibrated (the default): the coordinates' scales are what made these subsets
+    # ill-conditioned; balanced, every sampled subset clears the tolerance, as a direct SVD of
+    # the balanced values says.
+    equilibrated = kruskal_profile(x, samples=300, seed=4)
+    balanced = decided_on(x, "equilibrate")
+    np.testing.assert_array_equal(
+        equilibrated.m >= n, [svd_independent(balanced[o], profile.rtol) for o in order]
+    )
+    assert equilibrated.p[n] == 1.0 and equilibrated.rtol == profile.rtol
 
 
 def test_profile_api_and_confidence():
@@ -213,6 +240,8 @@ def test_orderings_do_not_depend_on_batching():
 
 
 def test_rejects_bad_input():
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        kruskal_profile(np.eye(3), samples=2, scaling="unit")
     with pytest.raises(ValueError, match="non-empty"):
         kruskal_profile(np.zeros((0, 3)), samples=5)
     with pytest.raises(ValueError, match="samples"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from memcap.assumptions.verdicts import LayerEvidence, Outcome
 from memcap.report.loaders import ModelInfo
 from memcap.report.paper_a import comparison_table, paper_a_values, reading
-from memcap.report.verdicts import LayerEvidence
 
 
 def test_paper_a_file_holds_the_published_values_with_their_source():
@@ -24,19 +24,27 @@ def test_paper_a_file_holds_the_published_values_with_their_source():
 
 
 def test_reading_agrees_or_differs_at_n_and_d():
-    assert reading(1.0, 0.995) == "agrees at n"
+    # one criterion, the outcomes' own: P = 1 (every sampled subset independent) or P < 1
+    assert reading(1.0, 1.0) == "agrees at n"
+    assert reading(1.0, 0.995) == "differs at n"
+    assert reading(0.9982, 0.2) == "agrees at n"
     assert reading(1.0, 0.0) == "differs at n"
     assert reading(1.0, 1.0, paper_p_d=0.0, ours_p_d=0.0) == "agrees"
     assert reading(1.0, 1.0, paper_p_d=0.0, ours_p_d=1.0) == "agrees at n, differs at d"
     assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=1.0) == "differs at n and d"
     assert reading(0.0, 1.0, paper_p_d=0.0, ours_p_d=0.0) == "differs at n, agrees at d"
-    assert reading(0.5, 0.5) == "differs at n"  # neither clearly independent nor dependent
+    assert reading(0.5, 0.5) == "agrees at n"  # both below 1
     assert reading(None, 1.0) == "not in paper A"
     assert reading(1.0, math.nan).startswith("not measured")
 
 
 def evidence(model: str, layer: str, p_n: float) -> LayerEvidence:
-    return LayerEvidence(model, layer, 800, 197, 768, 500, 1.0, p_n, 0.0, 150)
+    """A layer whose paper-A-rule P(n) is ``p_n``; equilibrated, every n-subset applies."""
+    return LayerEvidence(
+        model, layer, 800, 197, 768, 500, 1.0, 1.0, 0.0, 190,
+        kruskal_outcome_n=Outcome.APPLIES,
+        paper_a={"p_n": p_n, "p_d": 0.0, "estimate": 150 if p_n < 1 else 300},
+    )  # fmt: skip
 
 
 def _model(name: str, family: str, weights: str, audit: str) -> ModelInfo:
@@ -53,18 +61,27 @@ def test_comparison_table_one_line_per_layer_descriptions_once_as_notes():
     }
     comparison = comparison_table(
         [evidence("v", "1", 0.2), evidence("v", "random_attention", 1.0),
-         evidence("w", "1", 0.2), evidence("w", "2", 1.0), evidence("w", "3", 1.0)],
+         evidence("w", "1", 1.0), evidence("w", "2", 1.0), evidence("w", "3", 1.0)],
         models,
     )  # fmt: skip
     table, notes = comparison.table, comparison.notes
     rows = {(r[0], r[1], r[2], r[3]): dict(zip(table.columns, r, strict=True)) for r in table.rows}
     block = rows[("vision", "block 1", "random", "v")]
+    # paper A's values beside this run's by paper A's own rule (the stored values), not beside
+    # the equilibrated P(n) = 1; the equilibrated outcome has its own column
     assert block["reading"] == "differs at n, agrees at d"
-    assert (block["paper P(n)"], block["our P(n)"]) == ("1", "0.2")
+    assert (block["paper P(n)"], block["our P(n), paper A's rule"]) == ("1", "0.2")
+    assert (block["paper P(d)"], block["our P(d), paper A's rule"]) == ("0", "0")
+    assert block["our Kruskal estimate, paper A's rule"] == "150"
+    assert block["our outcome at n (equilibrated)"] == "applies"
     assert block["n: paper / ours"] == "197 / 197"
     assert rows[("vision", "random attention", "random", "v")]["reading"] == "agrees"
-    assert rows[("vision", "block 1", "pretrained", "w")]["reading"].endswith("(inputs duplicated)")
-    assert rows[("vision", "embeddings", "random", "not in this run")]["our P(n)"] == "—"
+    pretrained = rows[("vision", "block 1", "pretrained", "w")]  # paper A: P(n) = 0.9982 < 1
+    assert pretrained["reading"].startswith("differs at n")
+    assert pretrained["reading"].endswith("(inputs duplicated)")
+    missing = rows[("vision", "embeddings", "random", "not in this run")]
+    assert missing["our P(n), paper A's rule"] == missing["our outcome at n (equilibrated)"] == "—"
+    assert table.columns[-2:] == ("our outcome at n (equilibrated)", "notes")
     assert ("encoder", "block 1", "random", "not in this run") in rows  # paper rows without ours
     # Vision rows first, each layer's random before pretrained.
     assert [r[1] for r in table.rows[:3]] == ["embeddings", "block 1", "block 1"]
@@ -79,6 +96,16 @@ def test_comparison_table_one_line_per_layer_descriptions_once_as_notes():
     first_cited = list(dict.fromkeys(int(n) for r in table.rows for n in r[-1].split(", ")))
     assert first_cited == list(range(1, len(notes)))  # read top down; the last note has no row
     assert comparison_table([], models) is None
+
+
+def test_without_paper_a_values_the_row_falls_back_to_the_deciding_values():
+    models = {"v": _model("v", "vit", "random (timm init, seed 0)", "inputs distinct")}
+    bare = LayerEvidence("v", "1", 800, 197, 768, 500, 1.0, 0.25, 0.0, 120)  # scaling none
+    table = comparison_table([bare], models).table
+    row = next(dict(zip(table.columns, r, strict=True)) for r in table.rows if r[3] == "v")
+    assert row["our P(n), paper A's rule"] == "0.25"
+    assert row["our Kruskal estimate, paper A's rule"] == "120"
+    assert row["our outcome at n (equilibrated)"] == "—"
 
 
 def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
@@ -113,4 +140,5 @@ def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
     assert "Paper A reported / this run" in html and "ImageNet-1k" in html
     assert "input audit: inputs duplicated" in html  # in the layer cards
     assert any("inputs duplicated" in note for note in context.paper_a_real.notes)
-    assert "both are at least 0.99 or both at most 0.01" in html
+    assert "both are 1 (every sampled subset independent) or both are below 1" in html
+    assert "our outcome at n (equilibrated)" in html

@@ -11,6 +11,12 @@ import pandas as pd
 import pytest
 from html_tags import parse
 
+from memcap.assumptions.verdicts import (
+    Outcome,
+    evidence_from_row,
+    layer_verdicts,
+    verdict_columns,
+)
 from memcap.plotting import save_figure
 from memcap.report import ReportInputs, build_context, write_report
 from memcap.report.assemble import LayerFiles, StageFiles
@@ -18,7 +24,6 @@ from memcap.report.captions import FigureSpec
 from memcap.report.loaders import layer_ranges
 from memcap.report.render import format_seconds, png_data_uri, render_html
 from memcap.report.timings import rule_timings, run_span, stage_costs
-from memcap.report.verdicts import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "workflow" / "report" / "report.html.j2"
@@ -48,6 +53,22 @@ def _captions(root: Path) -> dict[str, str]:
 
 def _spec(path: str, caption: str, category: str, labels=None, **wildcards) -> FigureSpec:
     return FigureSpec(path, caption, category, labels or {}, wildcards)
+
+
+def _outcome(holds: bool) -> str:
+    return (Outcome.APPLIES if holds else Outcome.DOES_NOT_APPLY).value
+
+
+def summary_row(row: dict) -> dict:
+    """A summary.csv row as the assumptions stage writes it: the band's outcomes (here, applies
+    exactly when the fraction is 1) and the stage's decision columns from them."""
+    row |= {
+        "scaling": "equilibrate",
+        "context_band_outcome": _outcome(row["context_full_rank_frac"] == 1.0),
+        "kruskal_band_outcome_n": _outcome(row["kruskal_p_n"] == 1.0),
+        "general_position_band_outcome_d": _outcome(row["general_position_p_d"] == 1.0),
+    }
+    return row | verdict_columns(layer_verdicts(evidence_from_row(row)))
 
 
 def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
@@ -91,13 +112,13 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     assumptions = root / "results" / "assumptions"
     rows = []
     for layer, (ctx_frac, p_n, p_d, upper) in layers.items():
-        rows.append(
+        rows.append(summary_row(
             dict(model=model, layer=layer, T=64, n=8, d=32, samples=100,
                  context_full_rank_frac=ctx_frac, kruskal_p_n=p_n, general_position_p_d=p_d,
                  kruskal_rank_estimate=upper, contexts_checked=64,
                  context_worst_margin=3.5, kruskal_rank_upper_bound=upper,
                  kruskal_certificate="" if p_d == 1 else "sampled_subset", duplicate_pairs=0)
-        )  # fmt: skip
+        ))  # fmt: skip
         profile = assumptions / model / layer / "kruskal_profile.csv"
         profile.parent.mkdir(parents=True)
         pd.DataFrame(
@@ -110,8 +131,8 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
                 model,
                 layer,
                 str(root / "results" / "extract" / model / layer / "provenance.json"),
-                str(profile),
-                [
+                kruskal_profile=str(profile),
+                figures=[
                     _spec(context_figure, captions["profile"], "Assumptions", labels,
                           model=model, layer=layer),
                     _spec(_png(assumptions / model / layer / "kruskal_profile.png"),
@@ -208,9 +229,14 @@ def test_context_has_verdicts_models_timings(page):
     context, _ = page
     by_layer = {layer.verdicts.evidence.layer: layer.verdicts for layer in context.layers}
     assert set(by_layer) == {"0", "1", "random_attention"}
-    assert by_layer["0"].theorem.verdict is Verdict.PASS
-    assert by_layer["1"].contexts.verdict is Verdict.FAIL
-    assert by_layer["random_attention"].general_position.verdict is Verdict.PASS
+    assert by_layer["0"].theorem.outcome is Outcome.APPLIES
+    assert by_layer["0"].general_position.outcome is Outcome.DOES_NOT_APPLY
+    assert by_layer["1"].contexts.outcome is Outcome.DOES_NOT_APPLY
+    assert by_layer["1"].theorem.outcome is Outcome.DOES_NOT_APPLY
+    assert by_layer["random_attention"].general_position.outcome is Outcome.APPLIES
+    assert context.verdict_counts == {
+        "applies": 2, "does not apply": 1, "too close to call": 0, "not tested": 0
+    }  # fmt: skip
     (model,) = context.models
     assert model.layers == ("0", "1", "random_attention")
     assert model.weights_source.startswith("random")
@@ -225,7 +251,8 @@ def test_depth_strip_gives_every_layer_verdict_in_depth_order(page):
     context, html = page
     (strip,) = context.strips
     assert [(c.layer, c.verdict) for c in strip.cells] == [
-        ("0", Verdict.PASS), ("1", Verdict.FAIL), ("random_attention", Verdict.PASS)
+        ("0", Outcome.APPLIES), ("1", Outcome.DOES_NOT_APPLY),
+        ("random_attention", Outcome.APPLIES),
     ]  # fmt: skip
     assert strip.applies == "applies at 0, random_attention"
     assert f'href="#{strip.cells[1].anchor}"' in html and 'id="depth-strip"' in html
