@@ -78,7 +78,8 @@ def test_settings_decide_on_the_ranks_of_their_scaling():
     assert AssumptionsSettings(scaling="none").deciding(ranks) is ranks.raw
     raw = context_ranks(contexts, scaling="none")
     assert AssumptionsSettings(scaling="none").deciding(raw) is raw
-    assert AssumptionsSettings().deciding(raw) is raw  # no equilibrated twin to take
+    with pytest.raises(ValueError, match="re-run the extraction"):
+        AssumptionsSettings().deciding(raw)  # no equilibrated ranks to take
 
 
 @pytest.fixture(scope="module")

@@ -51,10 +51,21 @@ class AssumptionsSettings:
         )  # fmt: skip
 
     def deciding(self, ranks: ContextRanks) -> ContextRanks:
-        """The context ranks taken with this scaling (the stored values' twin for none)."""
-        if self.scaling == ranks.scaling or ranks.raw is None:
+        """The context ranks taken with this scaling (the stored values' twin for none).
+
+        Raises:
+            ValueError: equilibrated ranks asked of a file that holds only the stored values'
+                (written by an extraction with scaling none): re-run the extraction.
+        """
+        if self.scaling == ranks.scaling:
             return ranks
-        return ranks.raw
+        if self.scaling == "none" and ranks.raw is not None:
+            return ranks.raw
+        raise ValueError(
+            f"assumptions.scaling is {self.scaling!r} but the context ranks were computed with "
+            f"scaling {ranks.scaling!r}: re-run the extraction (delete results/extract/) so "
+            "context_ranks.npz holds both"
+        )
 
     def _options(self, device: Any, workers: int, progress: bool) -> dict[str, Any]:
         return {
