@@ -263,10 +263,7 @@ def check_layer(
     )
     kruskal["failure_mechanisms"] = mechanisms.mechanism_counts(found)
     kruskal["structural"] = _structural(queries, extraction, layer)
-    if (
-        kruskal["paper_a"]["p_n"] != kruskal["p_n"]
-        or kruskal["paper_a"]["estimate"] != kruskal["estimate"]
-    ):
+    if _rules_disagree(kruskal, ranks):
         kruskal["ill_conditioning"] = mechanisms.ill_conditioning(queries)
     table = profile_table(band.profile, settings.confidence)
     for name, other in (("p_strict", band.strict), ("p_loose", band.loose), ("p_paper_a", raw)):
@@ -280,6 +277,18 @@ def check_layer(
             [asdict(f) for f in found], columns=[f.name for f in fields(mechanisms.Failure)]
         ),
     )
+
+
+def _rules_disagree(kruskal: Mapping[str, Any], ranks: ContextRanks) -> bool:
+    """Whether paper A's raw rule decides otherwise than ours: P(n) or P(d) on the queries,
+    or the full-rank fraction of the contexts."""
+    raw = kruskal["paper_a"]
+    queries = any(
+        not (math.isnan(raw[key]) and math.isnan(kruskal[key])) and raw[key] != kruskal[key]
+        for key in ("p_n", "p_d")
+    )
+    contexts = ranks.raw is not None and bool((ranks.raw.full_rank != ranks.full_rank).any())
+    return queries or contexts
 
 
 def _structural(queries: np.ndarray, extraction: Mapping[str, Any], layer: str) -> str:

@@ -260,15 +260,7 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
     When only Assumption 1 does not apply and the strict profile shows every sampled k-subset
     independent for some k < n, the bound still holds for contexts cut to k tokens.
     """
-    subset = ""
-    if ev.applies_examples is not None and ev.T:
-        subset = (
-            f" Both assumptions apply to {ev.applies_examples} of the {ev.T} examples: on those "
-            f"one attention layer with H heads and d_h ≥ {ev.n} memorizes at least "
-            f"min({ev.applies_examples}, H·{ev.n - 1} + 1)."
-            if ev.applies_examples
-            else ""
-        )
+    subset = _subset_sentence(ev)
     if contexts.outcome is Outcome.APPLIES and kruskal.outcome is Outcome.APPLIES:
         return TheoremReading(
             Outcome.APPLIES,
@@ -276,9 +268,10 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
             f"Both assumptions apply at n = {ev.n}: one attention layer with H heads and "
             f"d_h ≥ {ev.n} memorizes at least H·{ev.n - 1} + 1 of these examples.",
         )
-    structural = f" By construction: {ev.structural}." if ev.structural else ""
     if Outcome.DOES_NOT_APPLY in (contexts.outcome, kruskal.outcome):
         failed = contexts if contexts.outcome is Outcome.DOES_NOT_APPLY else kruskal
+        told = "by construction" in failed.reason
+        structural = f" By construction: {ev.structural}." if ev.structural and not told else ""
         k = largest_supported_n(ev) if contexts.outcome is Outcome.APPLIES else None
         if k is not None and k < ev.n:
             return TheoremReading(
@@ -302,11 +295,27 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
             f"Not tested at n = {ev.n}: {' and '.join(untested)} had nothing to decide on.",
         )
     close = [c.name.split(" — ")[0] for c in (contexts, kruskal) if c.outcome is Outcome.TOO_CLOSE]
+    verb = "lies" if len(close) == 1 else "lie"
     return TheoremReading(
         Outcome.TOO_CLOSE,
         None,
-        f"Too close to call at n = {ev.n}: {' and '.join(close)} lie within "
+        f"Too close to call at n = {ev.n}: {' and '.join(close)} {verb} within "
         f"{BAND_DECADES:g} decade of the rank tolerance.{subset}",
+    )
+
+
+def _subset_sentence(ev: LayerEvidence) -> str:
+    """What Theorem 1 guarantees on the largest subset where both assumptions apply."""
+    kept = ev.applies_examples
+    if not kept or not ev.T:
+        return ""
+    if kept <= ev.n:  # H(n−1)+1 ≥ n ≥ kept for every H ≥ 1
+        what = f"memorizes all {kept} of them for any H"
+    else:
+        what = f"memorizes at least min({kept}, H·{ev.n - 1} + 1) of them"
+    return (
+        f" Both assumptions apply to {kept} of the {ev.T} examples: one attention layer with "
+        f"H heads and d_h ≥ {ev.n} {what}."
     )
 
 
