@@ -14,18 +14,29 @@ from memcap.plotting import set_theme
 
 
 def plot_profile(table: pd.DataFrame, n: int, d: int, title: str) -> plt.Figure:
-    """P(k) against k with its confidence band, n and d marked."""
+    """P(k) against k with its confidence band, n and d marked; where the table has them,
+    P(k) a decade either side of the tolerance and by paper A's raw rule."""
     set_theme()
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.fill_between(table["k"], table["p_low"], table["p_high"], alpha=0.25, step="mid")
     ax.step(table["k"], table["p_full_rank"], where="mid", label="P(k)")
+    others = (
+        ("p_strict", "at 10·τ (applies above)", (0, (4, 2))),
+        ("p_loose", "at τ/10 (does not apply below)", (0, (1, 1))),
+        ("p_paper_a", "paper A's rule (stored values)", "-."),
+    )
+    for column, label, style in others:
+        if column in table:
+            ax.step(
+                table["k"], table[column], where="mid", linestyle=style, linewidth=1, label=label
+            )
     kmax = int(table["k"].max()) if len(table) else 1
     for k, label, style in ((n, f"n = {n}", "--"), (d, f"d = {d}", ":")):
         if k <= kmax:
             ax.axvline(k, color="0.3", linestyle=style, linewidth=1, label=label)
     ax.set(xlabel="subset size k", ylabel="fraction independent", ylim=(-0.03, 1.03))
     ax.set_title(title)
-    ax.legend(loc="lower left")
+    ax.legend(loc="lower left", fontsize=8)
     return fig
 
 
@@ -43,6 +54,7 @@ def plot_context_ranks(table: pd.DataFrame, n: int, title: str) -> plt.Figure:
     margins = table["margin_decades"].replace(-np.inf, np.nan).dropna()
     right.hist(margins, bins=30)
     right.axvline(0, color="0.3", linestyle="--", linewidth=1, label="tolerance")
+    right.axvspan(-1, 1, color="C1", alpha=0.12, label="too close to call")
     right.set(xlabel="log10(σ_min / tolerance)", ylabel="contexts")
     right.legend(loc="upper left")
     fig.suptitle(title)
