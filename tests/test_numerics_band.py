@@ -51,7 +51,8 @@ def test_a_subset_at_the_tolerance_is_too_close_to_call():
     # a 16-subset holding {x0, x1, x_last} has σ_min near τ·σ_max: dependent at 10τ,
     # independent at τ/10
     band = kruskal_band(near_dependent(3.0, t=30), 400, seed=0, scaling="none")
-    assert band.strict.p[16] < 1.0
+    assert band.profile.p[16] < 1.0  # so below 1 at 10·τ too: the strict search stops short
+    assert np.isnan(band.strict.p[16]) and band.strict.p[2] == 1.0
     assert band.loose.p[16] == 1.0
     assert band.outcome(16, min_samples=30) is Outcome.TOO_CLOSE
     assert band.outcome(2, min_samples=30) is Outcome.APPLIES
@@ -59,6 +60,16 @@ def test_a_subset_at_the_tolerance_is_too_close_to_call():
     exact = kruskal_band(near_dependent(0.01, t=30), 400, seed=0, scaling="none")
     assert exact.outcome(16, min_samples=30) is Outcome.DOES_NOT_APPLY
     assert band.estimate()[0] <= band.profile.estimate <= band.estimate()[1]
+
+
+def test_band_profiles_search_only_as_far_as_the_decided_sizes_need():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((60, 32)).astype(np.float32)
+    full = kruskal_band(x, 40, seed=0)
+    cut = kruskal_band(x, 40, seed=0, decide=(8,))
+    assert cut.profile.p.tolist() == full.profile.p.tolist()  # the reported P(k) is whole
+    assert np.isnan(cut.strict.p[9:]).all() and cut.strict.p[8] == full.strict.p[8]
+    assert cut.outcome(8, min_samples=30) is full.outcome(8, min_samples=30)
 
 
 def test_too_few_samples_cannot_apply():

@@ -249,7 +249,8 @@ def check_layer(
     either side, and by paper A's raw rule), and why each failing example fails."""
     extraction = extraction or {}
     ranks = settings.deciding(ranks)
-    band = settings.band(queries, samples, device, workers, progress=progress)
+    decide = (n, queries.shape[1])
+    band = settings.band(queries, samples, device, workers, progress=progress, decide=decide)
     raw = (
         band.profile
         if settings.scaling == "none"
@@ -328,7 +329,7 @@ def applicable_subset(
     elif len(keep) == len(queries):
         holds, how = False, "no example to drop: Assumption 1 fails on the set itself"
     else:
-        sub = settings.band(queries[keep], samples, device, workers)
+        sub = settings.band(queries[keep], samples, device, workers, decide=(k,))
         outcome = sub.outcome(k, MIN_SUBSETS) or Outcome.NOT_TESTED
         holds = outcome is Outcome.APPLIES
         how = f"Kruskal band re-checked on the {len(keep)} examples left: {outcome.value}"

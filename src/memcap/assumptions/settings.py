@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,12 +34,18 @@ class AssumptionsSettings:
         return cls(**{key: value for key, value in section.items() if key in names})
 
     def band(
-        self, queries: np.ndarray, samples: int, device: Any, workers: int, progress: bool = False
+        self,
+        queries: np.ndarray,
+        samples: int,
+        device: Any,
+        workers: int,
+        progress: bool = False,
+        decide: Sequence[int] = (),
     ) -> KruskalBand:
         """The Kruskal profiles of ``queries`` at the tolerance and a decade either side, from
-        ``samples`` orderings, with these settings."""
+        ``samples`` orderings, with these settings; ``decide``: the sizes to decide (n, d)."""
         return kruskal_band(
-            queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling,
+            queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling, decide=decide,
             **self._options(device, workers, progress),
         )  # fmt: skip
 

@@ -193,8 +193,13 @@ def _subset_check(
         )
     strict, loose = ev.band.get(f"p_{k_label}_strict"), ev.band.get(f"p_{k_label}_loose")
     sampled = "" if _missing(p) else f"P({k_label}) = {p:.3f} over {ev.samples} subsets"
-    if sampled and not _missing(strict) and not _missing(loose):
-        sampled += f" (×10 tolerance {strict:.3f}, ÷10 {loose:.3f})"
+    beside = [
+        f"{label} {value:.3f}"
+        for label, value in (("×10 tolerance", strict), ("÷10 tolerance", loose))
+        if not _missing(value)
+    ]
+    if sampled and beside:
+        sampled += f" ({', '.join(beside)})"
     estimate = (
         "" if ev.kruskal_rank_estimate is None else f"Kruskal rank ≈ {ev.kruskal_rank_estimate}"
     )

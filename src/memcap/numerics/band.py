@@ -15,6 +15,7 @@ costs about 40 times as much on MiniLM block 3).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -62,9 +63,11 @@ class KruskalBand:
     Attributes:
         profile: at τ = max(k, d)·eps(stored dtype) (or the configured rtol).
         strict: at BAND_FACTOR·τ: P(k) = 1 here means every sampled k-subset clears the
-            tolerance by a decade.
+            tolerance by a decade (searched up to the largest decided k with P(k) = 1 at τ;
+            NaN beyond).
         loose: at τ / BAND_FACTOR: a dependent subset or certificate here is dependence that
-            survives a tolerance a decade below the rounding level.
+            survives a tolerance a decade below the rounding level (searched up to the largest
+            decided k with P(k) < 1 at τ; NaN beyond).
     """
 
     profile: KruskalProfile
@@ -84,10 +87,10 @@ class KruskalBand:
             return None
         if k > self.loose.upper_bound:
             return Outcome.DOES_NOT_APPLY
-        if self.loose.p[k] < 1.0:
+        if self.profile.p[k] < 1.0 and self.loose.p[k] < 1.0:
             return Outcome.DOES_NOT_APPLY
-        if self.strict.p[k] >= 1.0 and self.strict.samples >= min_samples:
-            return Outcome.APPLIES
+        if self.profile.p[k] >= 1.0 and self.strict.p[k] >= 1.0:
+            return Outcome.APPLIES if self.strict.samples >= min_samples else Outcome.TOO_CLOSE
         return Outcome.TOO_CLOSE
 
     def estimate(self) -> tuple[int, int]:
@@ -102,6 +105,7 @@ def kruskal_band(
     *,
     rtol: float | None = None,
     scaling: str = "equilibrate",
+    decide: Sequence[int] = (),
     **options,
 ) -> KruskalBand:
     """:func:`~memcap.numerics.kruskal.kruskal_profile` at τ, BAND_FACTOR·τ and τ/BAND_FACTOR,
@@ -112,6 +116,8 @@ def kruskal_band(
         samples, seed: orderings, as for kruskal_profile.
         rtol: τ; None = max(min(T, d), d)·eps(dtype).
         scaling: equilibrate or none.
+        decide: the subset sizes whose outcome is wanted (e.g. n and d); the band profiles
+            search only as far as these need (empty: every k).
         **options: the other keyword arguments of kruskal_profile.
     """
     data = torch.as_tensor(x)
@@ -123,11 +129,24 @@ def kruskal_band(
     resolves = (tau / BAND_FACTOR) ** 2 >= BAND_RESOLUTION * min(t, d) * EPS64
     method = options.pop("method", "auto")
 
-    def at(factor: float) -> KruskalProfile:
+    def at(factor: float, max_k: int | None = None) -> KruskalProfile:
         route = "gram" if method == "auto" and factor != 1.0 and resolves else method
         profile = kruskal_profile(
-            values, samples, seed, rtol=tau * factor, scaling="none", method=route, **options
-        )
+            values, samples, seed, rtol=tau * factor, scaling="none", method=route,
+            max_k=max_k, **options,
+        )  # fmt: skip
         return replace(profile, scaling=scaling)  # the set was scaled before the call
 
-    return KruskalBand(profile=at(1.0), strict=at(BAND_FACTOR), loose=at(1.0 / BAND_FACTOR))
+    profile = at(1.0)
+    # P(k) can only fall as the tolerance grows: where P(k) < 1 at τ it is below 1 at 10·τ
+    # too, and where P(k) = 1 at τ it is 1 at τ/10. Each band profile searches only as far as
+    # the sizes it has to decide.
+    kmax = min(t, d)
+    sizes = [k for k in (decide or range(1, kmax + 1)) if 1 <= k <= kmax]
+    holding = [k for k in sizes if profile.p[k] >= 1.0]
+    failing = [k for k in sizes if profile.p[k] < 1.0]
+    return KruskalBand(
+        profile=profile,
+        strict=at(BAND_FACTOR, max(holding, default=1)),
+        loose=at(1.0 / BAND_FACTOR, max(failing, default=1)),
+    )

@@ -79,10 +79,12 @@ def balance(
     target = m_nz / cols_nz.sum(dim=-1, keepdim=True).clamp(min=1).to(values.dtype)
     col = target * _inverse(squared.sum(dim=-2), cols_nz)
     residual, sweeps = float("inf"), 0
+    row_sums = _apply(squared, col)  # (…, m): B·c, reused by the next sweep's row step
     for sweeps in range(1, max_iterations + 1):  # noqa: B007 - the count is reported
-        row = _inverse(_apply(squared, col), rows_nz)
+        row = _inverse(row_sums, rows_nz)
         col = target * _inverse(_apply(squared.transpose(-1, -2), row), cols_nz)
-        norms = row * _apply(squared, col)
+        row_sums = _apply(squared, col)
+        norms = row * row_sums
         residual = float((norms - 1.0).abs().where(rows_nz, 0.0).max()) if norms.numel() else 0.0
         if residual <= tol:
             break

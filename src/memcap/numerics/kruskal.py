@@ -128,6 +128,7 @@ def kruskal_profile(
     search: str = "auto",
     progress: bool = False,
     workers: int = 1,
+    max_k: int | None = None,
 ) -> KruskalProfile:
     """Estimate P(k) for every k and certify what can be certified.
 
@@ -149,6 +150,8 @@ def kruskal_profile(
         progress: show a progress bar over batches of orderings.
         workers: processes that search batches of orderings in parallel (the Gram route on
             the CPU; elsewhere one). The result does not depend on it.
+        max_k: search prefixes up to this size only (P(k) is NaN beyond it; the orderings are
+            the same); None searches every k.
     """
     start = time.perf_counter()
     data = torch.as_tensor(x)
@@ -169,8 +172,11 @@ def kruskal_profile(
     pairs = pair_statistics(scaled, tau, near_duplicate_cosine)
     cap = spectral_cap(scaled, singular, vh, tau)
     problem = prepare(scaled, singular, vh, tau, route, where)
-    m, witness = sample_prefixes(problem, samples, seed, min(kmax, cap), progress, workers)
+    searched = min(kmax, cap) if max_k is None else min(kmax, cap, max(max_k, 1))
+    m, witness = sample_prefixes(problem, samples, seed, searched, progress, workers)
     p = np.array([(m >= k).mean() for k in range(kmax + 1)])
+    if searched < min(kmax, cap):  # prefixes past max_k were not searched: P unknown there
+        p[searched + 1 :] = np.nan
     certs = certificates(scaled, pairs, cap, kmax, witness, tau)
     upper = min([kmax] + [c.size - 1 for c in certs if c.verified])
     lower = 0 if pairs.zero_rows else (1 if pairs.dependent_pairs else min(2, kmax))
