@@ -139,9 +139,17 @@ def _sampling_bound(ev: LayerEvidence, k: int) -> str:
     return f"≤ {bound:.1%} of {k}-subsets dependent (upper confidence bound)"
 
 
+# The checks' names, as the report shows them.
+CHECK_NAMES = {
+    "contexts": "Assumption 2 — contexts have rank n",
+    "kruskal": "Assumption 1 — Kruskal rank ≥ n",
+    "general_position": "General position — Kruskal rank ≥ d",
+}
+
+
 def context_rank_check(ev: LayerEvidence) -> Check:
     """Assumption 2: every context matrix E_t (n × d) has rank n."""
-    name = "Assumption 2 — contexts have rank n"
+    name = CHECK_NAMES["contexts"]
     if ev.n > ev.d:
         return Check(
             name,
@@ -229,14 +237,14 @@ def _subset_check(
 def kruskal_check(ev: LayerEvidence) -> Check:
     """Assumption 1: the queries have Kruskal rank ≥ n (every n of them are independent)."""
     return _subset_check(
-        "Assumption 1 — Kruskal rank ≥ n", ev.n, "n", ev.kruskal_p_n, ev.kruskal_outcome_n, ev
+        CHECK_NAMES["kruskal"], ev.n, "n", ev.kruskal_p_n, ev.kruskal_outcome_n, ev
     )
 
 
 def general_position_check(ev: LayerEvidence) -> Check:
     """General position: Kruskal rank ≥ d (the classical, stronger assumption)."""
     return _subset_check(
-        "General position — Kruskal rank ≥ d",
+        CHECK_NAMES["general_position"],
         ev.d,
         "d",
         ev.general_position_p_d,
@@ -364,13 +372,8 @@ def verdicts_from_columns(ev: LayerEvidence, row: Mapping[str, Any]) -> LayerVer
     """The stage's outcomes as written by :func:`verdict_columns` (no decision taken)."""
     checks = {}
     for attribute, prefix in CHECK_COLUMNS.items():
-        name = {
-            "contexts": "Assumption 2 — contexts have rank n",
-            "kruskal": "Assumption 1 — Kruskal rank ≥ n",
-            "general_position": "General position — Kruskal rank ≥ d",
-        }[attribute]
         checks[attribute] = Check(
-            name,
+            CHECK_NAMES[attribute],
             Outcome(row[f"{prefix}_outcome"]),
             str(row[f"{prefix}_evidence"]),
             str(row[f"{prefix}_reason"]),
