@@ -21,8 +21,8 @@ def plot_profile(table: pd.DataFrame, n: int, d: int, title: str) -> plt.Figure:
     ax.fill_between(table["k"], table["p_low"], table["p_high"], alpha=0.25, step="mid")
     ax.step(table["k"], table["p_full_rank"], where="mid", label="P(k)")
     others = (
-        ("p_strict", "at 10·τ (applies above)", (0, (4, 2))),
-        ("p_loose", "at τ/10 (does not apply below)", (0, (1, 1))),
+        ("p_strict", "at 10·τ (applies where 1)", (0, (4, 2))),
+        ("p_loose", "at τ/10 (does not apply where below 1)", (0, (1, 1))),
         ("p_paper_a", "paper A's rule (stored values)", "-."),
     )
     for column, label, style in others:
