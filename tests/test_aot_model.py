@@ -17,7 +17,8 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
-from memcap.training.loop import ReplicaData, evaluate, example_losses, train_replicas
+from memcap.training.loop import ReplicaData, evaluate, train_replicas
+from memcap.training.objectives import example_losses
 
 
 def _setting(model="aot", N=5, S=2, d=4, d_h=3, H=2, depth=1, width=0, task="association"):

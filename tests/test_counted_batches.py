@@ -8,7 +8,8 @@ from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task, fixed_sample
 from memcap.training.counted import _first_seen, _row_keys, counted_batches
-from memcap.training.loop import ReplicaData, example_correct, train_replicas
+from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.objectives import example_correct
 
 
 def _data(R: int = 2, N: int = 3, sample: int = 64) -> ReplicaData:

@@ -9,7 +9,8 @@ from memcap.synthetic import folded, folded_core, folded_core_head_major
 from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
-from memcap.training.loop import ReplicaData, example_losses, train_replicas
+from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.objectives import example_losses
 from memcap.training.seeds import derive_seed
 
 D = 6

@@ -6,13 +6,8 @@ import torch
 from torch import nn
 from train_configs import train_config
 
-from memcap.training.loop import (
-    ReplicaData,
-    evaluate,
-    kl_divergence,
-    lr_multiplier,
-    train_replicas,
-)
+from memcap.training.loop import ReplicaData, evaluate, lr_multiplier, train_replicas
+from memcap.training.objectives import kl_divergence
 
 
 class ReplicaMLP(nn.Module):

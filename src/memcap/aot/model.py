@@ -40,7 +40,7 @@ from memcap.aot.step import NAMES as STEP_NAMES
 from memcap.aot.step import MergedStep
 from memcap.aot.tasks import all_sequences, sequence_index
 from memcap.training.fused_loss import ExampleLoss
-from memcap.training.loop import example_losses
+from memcap.training.objectives import example_losses
 
 # Parameter name → shape from one replica's (N, S, d, d_h, H, L, w, D); D is the residual
 # dimension (d for the paper's variant, d_h for the authors').

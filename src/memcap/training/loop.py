@@ -20,7 +20,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -31,12 +30,11 @@ from memcap.training.active import ActiveReplicas, SelectReplicas
 from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData, gather_rows
+from memcap.training.objectives import Objective, example_correct, example_losses
 from memcap.training.plateau import still_learning
 from memcap.training.precision import matmul_precision
 
 _logger = logging.getLogger(__name__)
-
-Objective = Literal["classification", "regression", "distribution"]
 
 
 @dataclass
@@ -72,37 +70,6 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     if cfg.schedule == "linear":
         return 1.0 - (1.0 - floor) * progress
     return 1.0
-
-
-def example_losses(outputs: Tensor, targets: Tensor, objective: Objective) -> Tensor:
-    """Per-example loss of shape (R, B)."""
-    if objective == "classification":
-        return nn.functional.cross_entropy(
-            outputs.flatten(0, 1), targets.flatten(), reduction="none"
-        ).view(targets.shape)
-    if objective == "regression":
-        return (outputs - targets) ** 2
-    return kl_divergence(targets, outputs)
-
-
-def kl_divergence(target_probs: Tensor, logits: Tensor) -> Tensor:
-    """KL(target ‖ softmax(logits)) over the last axis, with 0·log 0 = 0."""
-    log_q = torch.log_softmax(logits, dim=-1)
-    log_p = torch.where(target_probs > 0, target_probs.log(), torch.zeros_like(target_probs))
-    return (target_probs * (log_p - log_q)).sum(-1)
-
-
-def example_correct(
-    outputs: Tensor, targets: Tensor, objective: Objective, regression_tol: float | None
-) -> Tensor:
-    """(R, B) True where the example is memorized (top logit right / error under tolerance)."""
-    if objective == "classification":
-        return outputs.argmax(-1) == targets
-    if objective == "regression":
-        if regression_tol is None:
-            raise ValueError("the regression objective needs a regression_tol")
-        return (outputs - targets).abs() < regression_tol
-    return outputs.argmax(-1) == targets.argmax(-1)
 
 
 @torch.no_grad()
