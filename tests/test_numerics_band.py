@@ -59,7 +59,7 @@ def test_a_subset_at_the_tolerance_is_too_close_to_call():
     # a perturbation far below τ is dependence that survives τ/10
     exact = kruskal_band(near_dependent(0.01, t=30), 400, seed=0, scaling="none")
     assert exact.outcome(16, min_samples=30) is Outcome.DOES_NOT_APPLY
-    assert band.estimate()[0] <= band.profile.estimate <= band.estimate()[1]
+    assert band.strict.estimate <= band.profile.estimate <= band.loose.estimate
 
 
 def test_band_profiles_search_only_as_far_as_the_decided_sizes_need():

@@ -93,10 +93,6 @@ class KruskalBand:
             return Outcome.APPLIES if self.strict.samples >= min_samples else Outcome.TOO_CLOSE
         return Outcome.TOO_CLOSE
 
-    def estimate(self) -> tuple[int, int]:
-        """The Kruskal-rank estimate's band: (at BAND_FACTOR·τ, at τ / BAND_FACTOR)."""
-        return self.strict.estimate, self.loose.estimate
-
 
 def kruskal_band(
     x: np.ndarray | torch.Tensor,

@@ -42,15 +42,17 @@ class Balance:
         values: the balanced float64 matrices D_r X D_c.
         iterations: Sinkhorn–Knopp sweeps taken.
         residual: largest |row norm² − 1| over the nonzero rows of the batch.
+        tol: the residual it was asked to reach.
     """
 
     values: torch.Tensor
     iterations: int
     residual: float
+    tol: float = BALANCE_TOL
 
     @property
     def converged(self) -> bool:
-        return self.residual <= BALANCE_TOL
+        return self.residual <= self.tol
 
 
 def check_scaling(scaling: str) -> str:
@@ -91,13 +93,14 @@ def balance(
         residual = float((norms - 1.0).abs().where(rows_nz, 0.0).max()) if norms.numel() else 0.0
         if residual <= tol:
             break
-    if residual > tol:
+    balanced = values * row.sqrt().unsqueeze(-1) * col.sqrt().unsqueeze(-2)
+    result = Balance(balanced, sweeps, residual, tol)
+    if not result.converged:
         _logger.warning(
             "equilibration stopped after %d sweeps at residual %.1e (> %.0e): the scaling is "
             "rank-preserving but not exactly unique", sweeps, residual, tol,
         )  # fmt: skip
-    balanced = values * row.sqrt().unsqueeze(-1) * col.sqrt().unsqueeze(-2)
-    return Balance(balanced, sweeps, residual)
+    return result
 
 
 def scaled_for_rank(x: torch.Tensor, scaling: str) -> torch.Tensor:
