@@ -20,8 +20,6 @@ from typing import Any
 from memcap.assumptions.checks import MIN_SUBSETS
 from memcap.numerics import BAND_DECADES, Outcome
 
-__all__ = ["BAND_DECADES", "MIN_SUBSETS", "Outcome"]
-
 
 @dataclass(frozen=True)
 class LayerEvidence:
