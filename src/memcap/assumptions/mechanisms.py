@@ -11,6 +11,7 @@ queries span fewer than n dimensions.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,7 @@ def query_failures(queries: np.ndarray, layer: str) -> dict[int, tuple[str, str]
     for row in np.flatnonzero(~queries.any(axis=1)):
         failures[int(row)] = ("zero query vector", "")
     groups = query_duplicates(queries)
-    if len(groups) == 1 and len(groups[0]) == len(queries):
+    if all_queries_identical(queries):
         what = (
             "identical query vectors: the query token's state does not depend on the input "
             f"at layer {layer} (e.g. a class token)"
@@ -135,11 +136,8 @@ def failures(
 
 def mechanism_counts(found: Sequence[Failure]) -> str:
     """The mechanisms in a few words with their counts, most frequent first."""
-    counts: dict[str, int] = {}
-    for failure in found:
-        key = f"{failure.check} ({failure.outcome}): {failure.mechanism}"
-        counts[key] = counts.get(key, 0) + 1
-    return "; ".join(f"{k} ×{v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    counts = Counter(f"{f.check} ({f.outcome}): {f.mechanism}" for f in found)
+    return "; ".join(f"{key} ×{count}" for key, count in counts.most_common())
 
 
 def outliers(values: np.ndarray, what: str) -> str:
