@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from memcap.assumptions.verdicts import MIN_SUBSETS, Outcome
+from memcap.assumptions.verdicts import MIN_SUBSETS
 from memcap.capacity.ceiling import ceiling_reading
 from memcap.provenance import library_versions
 from memcap.report import loaders
@@ -413,10 +414,8 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
     records["report"] = [{"versions": library_versions(REPORT_PACKAGES)}]
     paper_a = _scaling_section(inputs, "synthetic")
     paper_b = _scaling_section(inputs, "aot")
-    undecided = sum(layer.verdicts.theorem.outcome is not Outcome.APPLIES for layer in layers)
-    _logger.info(
-        "%d model x layer checks, %d where Theorem 1 does not apply", len(layers), undecided
-    )
+    outcomes = Counter(layer.verdicts.theorem.outcome.value for layer in layers)
+    _logger.info("%d model x layer checks, Theorem 1: %s", len(layers), dict(outcomes))
     return ReportContext(
         title=inputs.title,
         generated_utc=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M"),
