@@ -18,6 +18,11 @@ BestBy = Literal["memorized", "loss"]
 # copy of float32 master weights with float32 Adam (memcap.training.precision).
 Precision = Literal["float32", "tf32", "bf16"]
 PRECISIONS = ("float32", "tf32", "bf16")
+# How a training step runs: the experiment's fast step where it supports the model and run
+# (falling back to the reference, logged, where it does not), or the model's own forward
+# and autograd backward (memcap.training.engine).
+EngineName = Literal["fast", "reference"]
+ENGINES = ("fast", "reference")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class TrainConfig:
     best_by: BestBy = (
         "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
     )
+    engine: EngineName = "fast"  # the fast step where it supports the run, or the reference
     precision: Precision = "float32"  # arithmetic of the training step (evaluation: float32)
     compile: bool = False  # torch.compile the step's forward and loss (CUDA: CUDA graphs)
     # replicas that memorized all their examples leave the batch at an evaluation (their
@@ -67,6 +73,8 @@ class TrainConfig:
             raise ValueError("batch_size must be positive or None (full batch)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine '{self.engine}' is not one of {list(ENGINES)}")
         if self.extra_rounds < 0:
             raise ValueError("extra_rounds must be non-negative")
         if self.last_batches and (self.leave_when_fit or self.extra_rounds):
