@@ -168,7 +168,7 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     cfg = dataclasses.replace(  # exactly ``steps`` steps: no extra budgets, nobody leaves
         stage.train_config(spec, members[0].examples),
         steps=steps,
-        extra_rounds=0,
+        extra_budgets=0,
         leave_when_fit=False,
     )
     start = time.process_time()

@@ -117,7 +117,7 @@ def time_model(spec, stage, members, device, warmup: int, steps: int) -> dict:
             eval_every=count,
             early_stop=False,
             leave_when_fit=False,
-            extra_rounds=0,
+            extra_budgets=0,
         )
         _sync(device)
         start = time.perf_counter()

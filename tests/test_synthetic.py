@@ -172,7 +172,7 @@ def test_extra_budgets_extend_only_replicas_still_learning_in_a_sweep():
     for rounds in (0, 2):
         section = _tiny_section(["examples"])
         section["sweeps"]["heads"]["tasks"] = ["classification"]
-        section["train"].update(schedule="constant", steps=60, extra_rounds=rounds)
+        section["train"].update(schedule="constant", steps=60, extra_budgets=rounds)
         spec = sweep_spec(section, "heads")
         result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
         tables[rounds] = result.table

@@ -88,7 +88,7 @@ def test_extra_budgets_train_only_the_replicas_still_learning():
     _, _, once = _train(cfg, seeds, sizes)
     learning = still_learning(once.loss_curve, once.evaluations, once.fit_step >= 0)
     assert learning.any() and not learning.all()
-    model, data, more = _train(TrainConfig(**{**cfg.__dict__, "extra_rounds": 2}), seeds, sizes)
+    model, data, more = _train(TrainConfig(**{**cfg.__dict__, "extra_budgets": 2}), seeds, sizes)
     # The others stopped with one budget: results and curves as without extra budgets.
     stopped = ~learning
     np.testing.assert_array_equal(more.steps_run[stopped], cfg.steps)
@@ -115,7 +115,7 @@ def test_extra_budgets_train_only_the_replicas_still_learning():
 
 def test_extra_budgets_are_refused_with_last_batch_accuracy():
     with pytest.raises(ValueError, match="last batches"):
-        train_config(extra_rounds=1, last_batches=3)
+        train_config(extra_budgets=1, last_batches=3)
 
 
 def test_leaving_needs_a_select_function_for_models_with_buffers():

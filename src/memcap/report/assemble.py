@@ -326,7 +326,7 @@ def _settings(rows: pd.DataFrame) -> list[str]:
 
 
 def _extra_budgets(summary: pd.DataFrame) -> list[str]:
-    """A note on the replicas that trained beyond one budget (``train.extra_rounds``)."""
+    """A note on the replicas that trained beyond one budget (``train.extra_budgets``)."""
     if not {"steps_run", "steps"} <= set(summary.columns):
         return []
     longer = summary[summary["steps_run"] > summary["steps"]]

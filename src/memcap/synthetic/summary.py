@@ -9,7 +9,7 @@ too; since the datasets of a grid are nested that is their value at the largest 
 
 A setting is flagged ``under_trained`` when the replica that sets its capacity did not fit
 its data and its training loss still fell by more than ``STILL_FALLING`` (5%) over the last
-fifth of its evaluations (:mod:`memcap.training.plateau`; with ``train.extra_rounds`` such
+fifth of its evaluations (:mod:`memcap.training.plateau`; with ``train.extra_budgets`` such
 replicas have already trained further budgets): more steps would likely have memorized more.
 """
 

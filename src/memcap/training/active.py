@@ -47,10 +47,10 @@ class ActiveReplicas:
         seeds: Sequence[int],
         select: SelectReplicas | None,
     ) -> None:
-        leaving = cfg.leave_when_fit or cfg.extra_rounds > 0
+        leaving = cfg.leave_when_fit or cfg.extra_budgets > 0
         if leaving and select is None and any(True for _ in model.buffers()):
             raise ValueError(
-                "leave_when_fit and extra_rounds need a select function for a model with "
+                "leave_when_fit and extra_budgets need a select function for a model with "
                 "buffers (their replica axis must shrink with the parameters')"
             )
         self.model, self.data, self.select = model, data, select

@@ -55,7 +55,7 @@ class TrainConfig:
     # budgets of ``steps`` more (warm-up and decay again) for replicas that have not fitted and
     # whose loss still fell by more than 5% over their last fifth of evaluations
     # (memcap.training.plateau); the others stop with the budget they had
-    extra_rounds: int = 0
+    extra_budgets: int = 0
     extra_lr_frac: float = 0.1  # peak learning rate of an extra budget, as a fraction of lr
 
     def __post_init__(self) -> None:
@@ -75,12 +75,12 @@ class TrainConfig:
             raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine '{self.engine}' is not one of {list(ENGINES)}")
-        if self.extra_rounds < 0:
-            raise ValueError("extra_rounds must be non-negative")
-        if self.last_batches and (self.leave_when_fit or self.extra_rounds):
+        if self.extra_budgets < 0:
+            raise ValueError("extra_budgets must be non-negative")
+        if self.last_batches and (self.leave_when_fit or self.extra_budgets):
             raise ValueError(
                 "the last batches' accuracy needs every replica to run the same steps "
-                "(no leave_when_fit, no extra_rounds)"
+                "(no leave_when_fit, no extra_budgets)"
             )
 
 

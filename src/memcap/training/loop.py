@@ -9,7 +9,7 @@ the per-replica losses performs exactly R independent Adam steps, in one batched
 Both papers' experiments (:mod:`memcap.synthetic`, :mod:`memcap.aot`) train through
 :func:`train_replicas`, with settings from :class:`memcap.training.config.TrainConfig`: its
 precision (:mod:`~memcap.training.precision`), ``compile`` (``torch.compile`` of the step),
-``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_rounds``: further budgets for
+``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_budgets``: further budgets for
 the replicas still learning when a budget ends (:mod:`~memcap.training.plateau`). The host
 reads the device at evaluations only.
 """
@@ -140,7 +140,7 @@ def _train(
     if cfg.leave_when_fit and not run.all_fit(active):
         _leave(active, run.best_metrics["accuracy"])
     step_loss = _compiled(active) if cfg.compile else _step_loss
-    for budget in range(1 + cfg.extra_rounds):
+    for budget in range(1 + cfg.extra_budgets):
         if budget and not _keep_learning(active, run):
             break
         _train_budget(active, run, step_loss, objective, cfg, budget)
