@@ -25,7 +25,8 @@ import torch
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.config import TrainConfig
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.loop import train_replicas
 
 D, N, HEAD_DIM, CLASSES = 16, 8, 8, 50
 

@@ -4,7 +4,7 @@ import torch
 
 from memcap.training.adam import FusedAdam
 from memcap.training.config import TrainConfig
-from memcap.training.loop import lr_multiplier
+from memcap.training.schedule import lr_multiplier
 
 
 def test_fused_adam_equals_torch_adam_with_lambda_lr():

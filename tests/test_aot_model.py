@@ -8,16 +8,21 @@ import torch
 from torch import nn
 from train_configs import train_config
 
-from memcap.aot.merged import MergedAttention
+from memcap.aot.direct import direct_step
+from memcap.aot.engine import FastStep
+from memcap.aot.merged import MergedAttention, merged_logits
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count
+from memcap.aot.tables import table_logits
 from memcap.aot.tasks import (
     all_sequences,
     association_task,
     distribution_task,
     sequence_index,
 )
-from memcap.training.loop import ReplicaData, evaluate, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.evaluation import evaluate
+from memcap.training.loop import train_replicas
 from memcap.training.objectives import example_losses
 
 
@@ -29,12 +34,16 @@ def _tokens(R: int, N: int, S: int) -> torch.Tensor:
     return all_sequences(N, S).expand(R, -1, -1)
 
 
+def _fast() -> FastStep:
+    return FastStep(train_config(), torch.device("cpu"))
+
+
 def test_shapes_of_every_path():
     model = ReplicaTransformer([_setting(), _setting(H=3)], [0, 1])
     tokens = _tokens(2, 5, 2)[:, :7]
     assert model(tokens).shape == (2, 7, 5)
     assert model.sequence_logits(tokens).shape == (2, 7, 2, 5)
-    assert model.all_logits().shape == (2, 25, 5)
+    assert table_logits(model, all_sequences(5, 2)).shape == (2, 25, 5)
 
 
 @pytest.mark.parametrize("depth", [1, 2])
@@ -58,9 +67,12 @@ def test_table_path_matches_per_example_path_with_padding(S):
     model = ReplicaTransformer(settings, [0, 1, 2])
     assert model.padded
     tokens = _tokens(3, 4, S)
-    torch.testing.assert_close(model(tokens), model.sequence_logits(tokens)[:, :, -1])
-    shuffled = tokens[:, torch.randperm(tokens.shape[1])]  # not the table order: gather path
-    torch.testing.assert_close(model(shuffled), model.sequence_logits(shuffled)[:, :, -1])
+    fast = _fast()
+    torch.testing.assert_close(fast.outputs(model, (tokens,)), model(tokens))
+    shuffled = tokens[:, torch.randperm(tokens.shape[1])]  # not the table order: merged heads
+    torch.testing.assert_close(fast.outputs(model, (shuffled,)), model(shuffled))
+    many = torch.cat([shuffled] * 4, 1)  # four times the table: its rows
+    torch.testing.assert_close(fast.outputs(model, (many,)), model(many))
 
 
 def test_padded_replicas_equal_unpadded_models():
@@ -182,7 +194,7 @@ def test_batched_padded_training_equals_single_replica_training(batch_size):
 
 
 def _authors(model="aot", N=7, S=2, d=4, d_h=3, H=2, width=0):
-    return Setting("t", "association", model, N, S, d, d_h, H, 1, width, 1.0, "authors")
+    return Setting("t", "association", model, N, S, d, d_h, H, 1, width, 1.0, "code")
 
 
 @pytest.mark.parametrize("S", [2, 3])
@@ -194,13 +206,14 @@ def test_authors_variant_paths_agree_with_padding(S):
     ]
     model = ReplicaTransformer(settings, [0, 1, 2])
     tokens = torch.randint(7, (3, 5, S), generator=torch.Generator().manual_seed(0))
-    reference = model.sequence_logits(tokens)[:, :, -1]
-    torch.testing.assert_close(model.batch_logits(tokens), reference)
+    reference = model(tokens)
+    torch.testing.assert_close(merged_logits(model, tokens), reference)
     rows = sequence_index(tokens, 7)[..., None].expand(-1, -1, 7)
-    torch.testing.assert_close(torch.gather(model.all_logits(), 1, rows), reference)
+    table = table_logits(model, all_sequences(7, S))
+    torch.testing.assert_close(torch.gather(table, 1, rows), reference)
     for r, s in enumerate(settings):
         alone = ReplicaTransformer([s], [r])
-        torch.testing.assert_close(alone.batch_logits(tokens[r : r + 1]), reference[r : r + 1])
+        torch.testing.assert_close(merged_logits(alone, tokens[r : r + 1]), reference[r : r + 1])
 
 
 def test_authors_variant_is_their_stack_of_one_head_multihead_attentions():
@@ -236,10 +249,10 @@ def test_authors_variant_maps_d_to_d_h_only_when_they_differ():
     )
 
 
-@pytest.mark.parametrize("variant", ["paper", "authors"])
+@pytest.mark.parametrize("variant", ["paper", "code"])
 @pytest.mark.parametrize("S", [1, 2, 3])
 def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S):
-    """batch_logits (merged head matrices) against autograd through sequence_logits."""
+    """merged_logits (merged head matrices) against autograd through the model's forward."""
     settings = [
         Setting("t", "association", "aot", 6, S, 5, 5, 3, 1, 0, 1.0, variant),
         Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
@@ -261,8 +274,8 @@ def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S)
         }
         return logits.detach(), grads
 
-    fast, fast_grads = logits_and_grads(model.batch_logits)
-    plain, plain_grads = logits_and_grads(lambda t: model.sequence_logits(t)[:, :, -1])
+    fast, fast_grads = logits_and_grads(lambda t: merged_logits(model, t))
+    plain, plain_grads = logits_and_grads(model)
     torch.testing.assert_close(fast, plain)
     for name, grad in plain_grads.items():
         torch.testing.assert_close(fast_grads[name], grad, msg=name)
@@ -285,12 +298,12 @@ def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlie
     assert torch.autograd.gradcheck(lambda *a: MergedAttention.apply(*a, bias), args)
 
 
-@pytest.mark.parametrize("variant", ["paper", "authors"])
+@pytest.mark.parametrize("variant", ["paper", "code"])
 @pytest.mark.parametrize("S", [1, 2, 3])
 @pytest.mark.parametrize("mlp", [False, True])
 def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, mlp):
-    """weighted_loss (one node from the token lookup to the loss) against autograd through
-    sequence_logits and the loop's cross-entropy, padded replicas with and without an MLP;
+    """The fast step's loss (one node from the token lookup to the loss) against autograd
+    through the model's forward and the loop's cross-entropy, padded replicas with and without an MLP;
     the AoT's 7 heads take the merged form, the MLP-Transformer's one head the per-head form."""
     if mlp:
         group = [
@@ -320,10 +333,11 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
         return per_replica.detach(), logits.detach(), grads
 
     def plain():
-        logits = model.sequence_logits(tokens)[:, :, -1]
+        logits = model(tokens)
         return (example_losses(logits, targets, "classification") * weights).sum(1), logits
 
-    fused = loss_and_grads(lambda: model.weighted_loss(tokens, targets, weights, "classification"))
+    fast = _fast()
+    fused = loss_and_grads(lambda: fast.loss(model, (tokens,), targets, weights, "classification"))
     reference = loss_and_grads(plain)
     torch.testing.assert_close(fused[0], reference[0])
     torch.testing.assert_close(fused[1], reference[1])
@@ -331,12 +345,13 @@ def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, m
         torch.testing.assert_close(fused[2][name], grad, msg=name)
         if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
             assert (fused[2][name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
-    # the same step without autograd (the loop's gradient_step hook) sets the same gradients
+    # the fast step as the loop calls it (S >= 2: without autograd) sets the same gradients
     model.zero_grad(set_to_none=True)
-    stepped = model.gradient_step(tokens, targets, weights, "classification")
-    if S == 1:
-        assert stepped is None
-        return
+    stepped = fast(model, (tokens,), targets, weights, "classification")
+    if S >= 2:
+        model.zero_grad(set_to_none=True)
+        direct = direct_step(model, tokens, targets, weights)
+        torch.testing.assert_close(direct[0], stepped[0])
     torch.testing.assert_close(stepped[0], fused[0])
     torch.testing.assert_close(stepped[1], fused[1])
     for name, p in model.named_parameters():

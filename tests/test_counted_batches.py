@@ -4,11 +4,13 @@ import torch
 from train_configs import train_config
 
 import memcap.training.active as active_module
+from memcap.aot.engine import FastStep
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task, fixed_sample
 from memcap.training.counted import _first_seen, _row_keys, counted_batches
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.loop import train_replicas
 from memcap.training.objectives import example_correct
 
 
@@ -22,7 +24,7 @@ def _data(R: int = 2, N: int = 3, sample: int = 64) -> ReplicaData:
 
 
 def _model(R: int = 2, N: int = 3) -> ReplicaTransformer:
-    setting = Setting("t", "association", "aot", N, 2, 4, 4, 3, 1, 0, 1.0, "authors")
+    setting = Setting("t", "association", "aot", N, 2, 4, 4, 3, 1, 0, 1.0, "code")
     return ReplicaTransformer([setting] * R, list(range(R)))
 
 
@@ -32,10 +34,11 @@ def test_counted_batch_has_the_drawn_batchs_loss_gradients_and_accuracy():
     assert counted is not None and counted.distinct <= 9  # N^S = 9 inputs
     index = torch.randint(64, (2, batch), generator=torch.Generator().manual_seed(1))
     model = _model()
+    fast = FastStep(train_config(), torch.device("cpu"))
 
     def step(inputs, targets, weights):
         model.zero_grad(set_to_none=True)
-        per_replica, logits = model.weighted_loss(*inputs, targets, weights, "classification")
+        per_replica, logits = fast.loss(model, inputs, targets, weights, "classification")
         per_replica.sum().backward()
         right = example_correct(logits.detach(), targets, "classification", None)
         grads = {

@@ -6,10 +6,12 @@ import torch
 from train_configs import train_config
 
 from memcap.synthetic import folded, folded_core, folded_core_head_major
+from memcap.synthetic.engine import FastStep
 from memcap.synthetic.head_slots import SlotCache, head_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.loop import train_replicas
 from memcap.training.objectives import example_losses
 from memcap.training.seeds import derive_seed
 
@@ -36,10 +38,11 @@ def _folded_case(value_dim: int, classes: int | None, shared: bool, seed: int):
     model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
     query, context = (x.double() for x in _inputs(4, 7, 5, seed=seed))
     context[0, :, 3:] = 100.0
+    step = FastStep(train_config(), torch.device("cpu"))
     if shared:
         query[2:], context[2:] = query[0], context[0]
-        assert model.slot_cache.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
-    return model, query, context
+        assert step.slots.get(query, context, [2, 4, 1, 3], 4)[0].groups == 2
+    return model, step, query, context
 
 
 def _assert_same_gradients(got: torch.Tensor, want: torch.Tensor, model: ReplicaMHA) -> None:
@@ -190,19 +193,19 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
 def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared, core):
-    model, query, context = _folded_case(value_dim, classes, shared, seed=0)
-    folded, plain = model(query, context), model.reference_forward(query, context)
+    model, step, query, context = _folded_case(value_dim, classes, shared, seed=0)
+    folded, plain = step.outputs(model, (query, context)), model(query, context)
     torch.testing.assert_close(folded, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
     _assert_same_gradients((folded * weights).sum(), (plain * weights).sum(), model)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
-        model(query.requires_grad_(), context)
+        step.outputs(model, (query.requires_grad_(), context))
 
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
 def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared, core):
-    model, query, context = _folded_case(value_dim, classes, shared, seed=1)
+    model, step, query, context = _folded_case(value_dim, classes, shared, seed=1)
     objective = "regression" if classes is None else "classification"
     g = torch.Generator().manual_seed(2)
     targets = (
@@ -211,17 +214,19 @@ def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, sha
         else torch.randint(classes, (4, 7), generator=g)
     )
     weights = torch.rand(4, 7, generator=g, dtype=torch.float64)
-    loss, outputs = model.weighted_loss(query, context, targets, weights, objective)
-    plain = model.reference_forward(query, context)
+    loss, outputs = step(model, (query, context), targets, weights, objective)
+    fast_grads = [p.grad.clone() for p in model.parameters()]
+    plain = model(query, context)
     plain_loss = (example_losses(plain, targets, objective) * weights).sum(1)
     torch.testing.assert_close(outputs, plain.detach())
-    torch.testing.assert_close(loss, plain_loss)
-    assert not outputs.requires_grad
-    scale = torch.rand(4, dtype=torch.float64, generator=g)  # replicas' losses weighed apart
-    _assert_same_gradients((loss * scale).sum(), (plain_loss * scale).sum(), model)
+    torch.testing.assert_close(loss, plain_loss.detach())
+    assert not outputs.requires_grad and not loss.requires_grad
+    plain_grads = torch.autograd.grad(plain_loss.sum(), list(model.parameters()))
+    for fast, want in zip(fast_grads, plain_grads, strict=True):
+        torch.testing.assert_close(fast, want)
     with pytest.raises(ValueError, match="does not fit"):
-        model.weighted_loss(
-            query, context, targets, weights, "regression" if classes else "classification"
+        step(
+            model, (query, context), targets, weights, "regression" if classes else "classification"
         )
 
 

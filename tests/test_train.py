@@ -6,8 +6,11 @@ import torch
 from torch import nn
 from train_configs import train_config
 
-from memcap.training.loop import ReplicaData, evaluate, lr_multiplier, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.evaluation import evaluate
+from memcap.training.loop import train_replicas
 from memcap.training.objectives import kl_divergence
+from memcap.training.schedule import lr_multiplier
 
 
 class ReplicaMLP(nn.Module):
@@ -191,7 +194,7 @@ def test_last_batch_accuracy_is_the_mean_over_the_last_training_batches():
 
 
 def test_best_by_loss_keeps_the_lowest_loss_state():
-    from memcap.training.loop import _improved
+    from memcap.training.record import improved as _improved
 
     old = {"memorized": torch.tensor([5.0, 5.0]), "loss": torch.tensor([1.0, 1.0])}
     new = {"memorized": torch.tensor([6.0, 4.0]), "loss": torch.tensor([1.5, 0.5])}

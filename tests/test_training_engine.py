@@ -11,7 +11,9 @@ from train_configs import train_config
 
 from memcap.training.adam import FusedAdam
 from memcap.training.config import TrainConfig
-from memcap.training.loop import ReplicaData, evaluate, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.evaluation import evaluate
+from memcap.training.loop import train_replicas
 from memcap.training.plateau import still_learning
 
 

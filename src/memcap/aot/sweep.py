@@ -3,7 +3,8 @@
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
 (see :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains
-alone. Every group trains through :func:`memcap.training.loop.train_replicas`.
+alone. Every group trains through :func:`memcap.training.loop.train_replicas`, with the fast
+step of :mod:`memcap.aot.engine` unless the config says ``engine: reference``.
 
 Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
 them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
@@ -24,10 +25,13 @@ import pandas as pd
 import torch
 
 from memcap.aot import bounds
+from memcap.aot.engine import FastStep
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.engine import Step, choose_step
+from memcap.training.loop import train_replicas
 from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
@@ -155,8 +159,9 @@ def _train_group(
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
     cfg = stage.train_config(spec, first.T0, first.task, first.model)
-    result = train_replicas(model, data, objective, cfg, seeds)
-    table_right = _table_correct(model, tasks, device)
+    step = choose_step(cfg, model, objective, device, fast=FastStep)
+    result = train_replicas(model, data, objective, cfg, seeds, step=step)
+    table_right = _table_correct(step, model, tasks)
     rows = []
     for r, (s, seed) in enumerate(group):
         entropy = tasks[r].entropy
@@ -189,10 +194,10 @@ def _train_group(
 
 
 @torch.no_grad()
-def _table_correct(model: ReplicaTransformer, tasks: Sequence[Task], device: torch.device):
+def _table_correct(step: Step, model: ReplicaTransformer, tasks: Sequence[Task]):
     """(R,) inputs among all N^S whose top logit is the target's (the trained state)."""
     inputs = torch.stack([t.inputs for t in tasks])
     targets = torch.stack([t.targets for t in tasks])
-    logits = model.all_logits() if model.depth == 1 else model(inputs)
+    logits = step.outputs(model, (inputs,))
     wanted = targets if targets.dim() == 2 else targets.argmax(-1)
     return (logits.argmax(-1) == wanted).sum(1).cpu().numpy()

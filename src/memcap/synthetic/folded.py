@@ -1,4 +1,4 @@
-"""The training forward pass of :class:`~memcap.synthetic.model.ReplicaMHA`, weights folded.
+"""Paper A's model (:class:`~memcap.synthetic.model.ReplicaMHA`) computed with folded weights.
 
 The model is linear before and after the softmax, so products of weight matrices can be
 formed once per step (they do not depend on the examples) and applied to the raw tokens:
@@ -20,8 +20,9 @@ function, :class:`_FoldedModel`, with a hand-written backward: autograd would ot
 a graph of some fifty small ops per step, whose fixed cost outweighed the arithmetic at the
 default sizes. Replicas that read identical inputs (paired data, full batches) run the
 per-example part once, their real heads stacked (:mod:`memcap.synthetic.head_slots`). The
-result equals :meth:`~memcap.synthetic.model.ReplicaMHA.reference_forward` up to float
-rounding (tested, with gradients and the loss, stacked or not, padded or not).
+result equals :meth:`~memcap.synthetic.model.ReplicaMHA.forward` up to float
+rounding (tested, with gradients and the loss, stacked or not, padded or not). The fast
+engine (:mod:`memcap.synthetic.engine`) trains through it.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from memcap.synthetic import folded_core, folded_core_head_major
-from memcap.synthetic.head_slots import HeadSlots
+from memcap.synthetic.head_slots import HeadSlots, SlotCache
+from memcap.synthetic.model import ReplicaMHA
 from memcap.training.fused_loss import ExampleLoss, loss_backward, loss_forward
 
 
@@ -54,28 +56,28 @@ class _Fixed:
     tokens: Tensor  # (G, B, n_max, d): the raw contexts, contiguous
 
 
-def folded_logits(model: nn.Module, query: Tensor, context: Tensor) -> Tensor:
-    """Logits (R, B, C) (regression: (R, B, 1)) of ``model``, a ``ReplicaMHA`` (not imported:
-    model.py imports this module), for queries (R, B, d) and contexts (R, B, n_max, d); the
-    inputs get no gradient."""
-    return _FoldedModel.apply(_fixed(model, query, context), None, *_parameters(model))
+def folded_logits(model: ReplicaMHA, query: Tensor, context: Tensor, cache: SlotCache) -> Tensor:
+    """Logits (R, B, C) (regression: (R, B, 1)) of ``model`` for queries (R, B, d) and
+    contexts (R, B, n_max, d); the inputs get no gradient. ``cache`` keeps the stacked heads
+    of inputs that come back (full batches)."""
+    return _FoldedModel.apply(_fixed(model, query, context, cache), None, *_parameters(model))
 
 
 def folded_loss(
-    model: nn.Module, query: Tensor, context: Tensor, loss: ExampleLoss
+    model: ReplicaMHA, query: Tensor, context: Tensor, loss: ExampleLoss, cache: SlotCache
 ) -> tuple[Tensor, Tensor]:
     """Per-replica weighted loss (R,) of ``model`` on the inputs, and its (detached) logits
     (R, B, C): the loss's forward and backward run inside the folded step."""
-    fixed = _fixed(model, query, context)
+    fixed = _fixed(model, query, context, cache)
     per_replica, logits = _FoldedModel.apply(fixed, loss, *_parameters(model))
     return per_replica, logits
 
 
-def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
+def _fixed(model: ReplicaMHA, query: Tensor, context: Tensor, cache: SlotCache) -> _Fixed:
     if query.requires_grad or context.requires_grad:
-        raise ValueError("folded_logits computes no gradient for its inputs; use reference_forward")
+        raise ValueError("folded_logits computes no gradient for its inputs; use the model")
     heads = model.max_heads
-    slots, grouped_query, grouped_context, tokens = model.slot_cache.get(
+    slots, grouped_query, grouped_context, tokens = cache.get(
         query, context, [s.heads for s in model.shapes], heads
     )
     return _Fixed(
@@ -95,7 +97,7 @@ def _fixed(model: nn.Module, query: Tensor, context: Tensor) -> _Fixed:
     )
 
 
-def _position_mask(model: nn.Module, slots: HeadSlots, n: int) -> Tensor | None:
+def _position_mask(model: ReplicaMHA, slots: HeadSlots, n: int) -> Tensor | None:
     """Additive score mask (G, S, n) of padded context positions (-inf), or None."""
     if not model.padded_context:
         return None
@@ -121,7 +123,7 @@ def core_for(slots: int, n: int) -> ModuleType:
     return folded_core
 
 
-def _parameters(model: nn.Module) -> tuple[Tensor, ...]:
+def _parameters(model: ReplicaMHA) -> tuple[Tensor, ...]:
     return tuple(getattr(model, name) for name in _PARAMETERS)
 
 

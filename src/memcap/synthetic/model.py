@@ -11,6 +11,11 @@ Replicas may differ in H, d_h and n: parameters are drawn at each replica's own 
 its own seed, so a replica does not depend on its neighbours) and zero-padded to the largest
 shape; masks keep padded heads, head dimensions and context positions out of the computation,
 and their gradients are exactly zero.
+
+This module is the model's definition: its ``forward`` and autograd's backward are what the
+reference engine trains (``engine: reference``). The fast engine
+(:mod:`memcap.synthetic.engine`) computes the same function through folded weights, for this
+class only; a subclass that changes the model trains through the reference.
 """
 
 from __future__ import annotations
@@ -21,10 +26,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
-from memcap.synthetic.folded import folded_logits, folded_loss
-from memcap.synthetic.head_slots import SlotCache
-from memcap.training.fused_loss import ExampleLoss
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class ReplicaMHA(nn.Module):
 
     Inputs are queries (R, B, d) and contexts (R, B, n_max, d); replica r reads only its first
     ``shapes[r].n`` context tokens.
+
+    Attributes (besides the parameters):
+        shapes: each replica's :class:`MHAShape`.
+        max_heads, max_head_dim, max_n: the padded sizes.
+        positions: (1 + n_max, d) sinusoidal encoding; token 0 is the query.
+        score_scale: (R,) factor of the attention scores (1/√d_h, or 1/√d for Xavier).
+        head_mask, dim_mask: (R, H_max), (R, d_h max) ones on each replica's real heads and
+            head dimensions; context_mask: (R, n_max) True on its real context positions.
+        padded_heads, padded_head_dims, padded_context: whether any replica is padded there.
     """
 
     def __init__(self, shapes: Sequence[MHAShape], seeds: Sequence[int]) -> None:
@@ -88,7 +98,6 @@ class ReplicaMHA(nn.Module):
         self.padded_context = any(s.n < self.max_n for s in shapes)
         self.padded_heads = any(s.heads < self.max_heads for s in shapes)
         self.padded_head_dims = any(s.head_dim < self.max_head_dim for s in shapes)
-        self.slot_cache = SlotCache()  # replicas reading identical inputs: heads stacked
         self.register_buffer(
             "score_scale",
             torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
@@ -186,47 +195,19 @@ class ReplicaMHA(nn.Module):
         return torch.einsum("rbhv,rhvd->rbd", values, self.w_out) + self.b_out[:, None]
 
     def forward(self, query: Tensor, context: Tensor) -> Tensor:
-        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None.
-
-        Computed through folded weights (:func:`memcap.synthetic.folded.folded_logits`),
-        equal to :meth:`reference_forward` up to float rounding.
-        """
-        decoded = folded_logits(self, query, context)
-        return decoded.squeeze(-1) if self.classes is None else decoded
-
-    def weighted_loss(
-        self, query: Tensor, context: Tensor, targets: Tensor, weights: Tensor, objective: str
-    ) -> tuple[Tensor, Tensor]:
-        """A training step's per-replica loss Σ_b weights · loss (R,), and the outputs of
-        :meth:`forward` (detached): the loss's forward and backward run inside the folded
-        step (:mod:`memcap.training.fused_loss`), not as autograd ops.
-
-        Args:
-            query, context: as :meth:`forward`.
-            targets: (R, B) class indices (``"classification"``) or values (``"regression"``).
-            weights: (R, B) per-example weights.
-            objective: ``"classification"`` (cross-entropy, needs ``classes``) or
-                ``"regression"`` (squared error, needs ``classes`` None).
-        """
-        if objective not in ("classification", "regression"):
-            raise ValueError(
-                f"objective '{objective}': the synthetic model trains on "
-                "'classification' or 'regression' only"
-            )
-        classification = objective == "classification"
-        if classification != (self.classes is not None):
-            raise ValueError(
-                f"objective '{objective}' does not fit a model with classes={self.classes}"
-            )
-        loss = ExampleLoss(targets, weights, classification)
-        per_replica, decoded = folded_loss(self, query, context, loss)
-        return per_replica, decoded.squeeze(-1) if self.classes is None else decoded
-
-    def reference_forward(self, query: Tensor, context: Tensor) -> Tensor:
-        """:meth:`forward` in the model's plain form: embed every token, then attend."""
+        """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
         out = self.layer_output(query, context)
         decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
         return decoded.squeeze(-1) if self.classes is None else decoded
+
+    def select_replicas(self, index: Tensor) -> None:
+        """Keep replicas ``index`` of the replica-axis buffers and shapes, in place (the
+        training loop selects the parameters when replicas leave). Every buffer but the
+        positional encoding has the replica axis; padding stays as it was."""
+        for name, buffer in self.named_buffers():
+            if name != "positions":
+                setattr(self, name, buffer.index_select(0, index))
+        self.shapes = tuple(self.shapes[i] for i in index.tolist())
 
 
 def _softmax(scores: Tensor) -> Tensor:

@@ -3,8 +3,9 @@
 A sweep varies one parameter (H, n or d_h) over its values, for each context kind, task,
 seed and dataset size T of its grid; every combination is one *replica*. Replicas are split
 into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
-batch trains through the shared loop :func:`memcap.training.loop.train_replicas`. Grouping by
-T avoids padding every replica to the largest T in full-batch training; grouping by shape
+batch trains through the shared loop :func:`memcap.training.loop.train_replicas`, with the
+fast step of :mod:`memcap.synthetic.engine` unless the config says ``engine: reference``.
+Grouping by T avoids padding every replica to the largest T in full-batch training; grouping by shape
 avoids the masked work of padded heads and context positions; ``max_padding`` splits groups
 further by a cost model (:mod:`memcap.synthetic.buckets`).
 
@@ -30,6 +31,7 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
+from memcap.synthetic.engine import FastStep
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import (
     SWEPT,
@@ -41,7 +43,9 @@ from memcap.synthetic.settings import (
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
 from memcap.training.config import TrainConfig
-from memcap.training.loop import ReplicaData, train_replicas
+from memcap.training.data import ReplicaData
+from memcap.training.engine import choose_step
+from memcap.training.loop import train_replicas
 from memcap.training.plateau import late_loss_drop
 from memcap.training.seeds import derive_seed
 
@@ -158,7 +162,8 @@ def _train_group(
     """Train one batched model of ``members``; return their result and saturation rows."""
     task = members[0].setting.task
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
-    result = train_replicas(model, data, task, cfg, batch_seeds, select_mha_replicas)
+    step = choose_step(cfg, model, task, device, fast=FastStep)
+    result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     attention, embedded = _trained_attention(model, data)
     rows, saturation_rows = [], []
@@ -212,16 +217,6 @@ def _train_group(
             {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
         ]
     return rows, saturation_rows
-
-
-def select_mha_replicas(model: ReplicaMHA, index: torch.Tensor) -> None:
-    """Keep replicas ``index`` of ``model``'s replica-axis buffers and shapes, in place (the
-    training loop selects the parameters; replicas leaving, ``leave_when_fit``). Every
-    buffer but the positional encoding has the replica axis; padding stays as it was."""
-    for name, buffer in model.named_buffers():
-        if name != "positions":
-            setattr(model, name, buffer.index_select(0, index))
-    model.shapes = tuple(model.shapes[i] for i in index.tolist())
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:

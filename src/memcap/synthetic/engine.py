@@ -1,0 +1,78 @@
+"""Paper A's fast training step: :class:`~memcap.synthetic.model.ReplicaMHA` with folded weights.
+
+The step runs parameters to loss as one autograd node (:mod:`memcap.synthetic.folded`, the
+loss inside it: :mod:`memcap.training.fused_loss`), with heads of replicas that read the
+same inputs stacked (:mod:`memcap.synthetic.head_slots`). It is derived for ``ReplicaMHA``
+itself: any other model, a subclass included, trains through the reference step
+(:func:`memcap.training.engine.choose_step` says so in the log).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from memcap.synthetic.folded import folded_logits, folded_loss
+from memcap.synthetic.head_slots import SlotCache
+from memcap.synthetic.model import ReplicaMHA
+from memcap.training.config import TrainConfig
+from memcap.training.engine import LossFunction, compiled
+from memcap.training.fused_loss import ExampleLoss
+from memcap.training.objectives import Objective, example_losses
+
+
+class FastStep:
+    """Folded weights, stacked heads and the fused loss (float32); under bfloat16 the folded
+    logits with the loss taken in float32."""
+
+    name = "fast"
+
+    def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+        self.slots = SlotCache()  # full batches pass the same tensors every step
+        self._loss: LossFunction = compiled(self.loss, device) if cfg.compile else self.loss
+
+    @staticmethod
+    def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
+        if type(model) is not ReplicaMHA:
+            return f"{type(model).__name__} is not ReplicaMHA, the model it is derived for"
+        if objective not in ("classification", "regression"):
+            return f"objective '{objective}'"
+        return None
+
+    def outputs(self, model: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+        query, context = inputs
+        decoded = folded_logits(model, query, context, self.slots)
+        return decoded.squeeze(-1) if model.classes is None else decoded
+
+    def __call__(
+        self,
+        model: nn.Module,
+        inputs: tuple[Tensor, ...],
+        targets: Tensor,
+        weights: Tensor,
+        objective: Objective,
+    ) -> tuple[Tensor, Tensor]:
+        per_replica, outputs = self._loss(model, inputs, targets, weights, objective)
+        per_replica.sum().backward()
+        return per_replica.detach(), outputs.detach()
+
+    def loss(
+        self,
+        model: nn.Module,
+        inputs: tuple[Tensor, ...],
+        targets: Tensor,
+        weights: Tensor,
+        objective: Objective,
+    ) -> tuple[Tensor, Tensor]:
+        """The fused loss inside the folded node; a bfloat16 copy's loss is taken in float32
+        from its folded logits."""
+        if (objective == "classification") != (model.classes is not None):
+            raise ValueError(
+                f"objective '{objective}' does not fit a model with classes={model.classes}"
+            )
+        if next(model.parameters()).dtype in (torch.bfloat16, torch.float16):
+            outputs = self.outputs(model, inputs).float()
+            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+        loss = ExampleLoss(targets, weights, classification=objective == "classification")
+        per_replica, decoded = folded_loss(model, *inputs, loss, self.slots)
+        return per_replica, decoded.squeeze(-1) if model.classes is None else decoded

@@ -1,0 +1,42 @@
+"""Full-data evaluation of every replica: loss, memorized examples, accuracy and KL."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from memcap.training.data import ReplicaData, gather_rows
+from memcap.training.engine import Step
+from memcap.training.objectives import Objective, example_correct, example_losses
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: ReplicaData,
+    objective: Objective,
+    regression_tol: float | None,
+    step: Step | None = None,
+    chunk: int = 4096,
+) -> dict[str, Tensor]:
+    """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks,
+    with ``step``'s outputs (None: the model's own forward)."""
+    mask = data.mask()
+    t_max = data.targets.shape[1]
+    loss = torch.zeros(data.replicas, device=mask.device)
+    correct = torch.zeros_like(loss)
+    for start in range(0, t_max, chunk):
+        if t_max <= chunk:  # the data's own tensors (a step may cache what it derives)
+            inputs, targets, valid = data.inputs, data.targets, mask.float()
+        else:
+            index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
+            index = index.expand(data.replicas, -1)
+            inputs, targets = data.take(index)
+            valid = gather_rows(mask, index).float()
+        outputs = model(*inputs) if step is None else step.outputs(model, inputs)
+        loss += (example_losses(outputs, targets, objective) * valid).sum(1)
+        correct += (example_correct(outputs, targets, objective, regression_tol) * valid).sum(1)
+    sizes = data.sizes.float()
+    mean_loss = loss / sizes
+    kl = mean_loss if objective == "distribution" else torch.full_like(loss, float("nan"))
+    return {"loss": mean_loss, "memorized": correct, "accuracy": correct / sizes, "kl": kl}
