@@ -303,8 +303,9 @@ def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlie
 @pytest.mark.parametrize("mlp", [False, True])
 def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, mlp):
     """The fast step's loss (one node from the token lookup to the loss) against autograd
-    through the model's forward and the loop's cross-entropy, padded replicas with and without an MLP;
-    the AoT's 7 heads take the merged form, the MLP-Transformer's one head the per-head form."""
+    through the model's forward and the loop's cross-entropy, padded replicas with and
+    without an MLP; the AoT's 7 heads take the merged form, the MLP-Transformer's one head
+    the per-head form."""
     if mlp:
         group = [
             Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),

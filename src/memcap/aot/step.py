@@ -1,11 +1,12 @@
 """A one-layer merged-heads training step, embedding to loss, as one autograd node.
 
 The fast engine (:mod:`memcap.aot.engine`) trains a mini-batch through merged heads
-(:mod:`memcap.aot.merged`). Through autograd a step of the small models here records a few hundred nodes (views, concatenations, products of the weights) and on these
-sizes the bookkeeping costs about as much as the arithmetic; here the whole step, from the
-token lookup to the weighted cross-entropy, is one node whose backward is written out: the
-weight-side products (A_h = W_K^T (W_Q | b_Q)/√d_h, M_h = W_O (W_V | b_V), the token table),
-the attention (:func:`memcap.aot.merged.attention_backward`) and the tail
+(:mod:`memcap.aot.merged`). Through autograd a step of the small models here records a few
+hundred nodes (views, concatenations, products of the weights) and on these sizes the
+bookkeeping costs about as much as the arithmetic; here the whole step, from the token
+lookup to the weighted cross-entropy, is one node whose backward is written out: the
+weight-side products (A_h = W_K^T (W_Q | b_Q)/√d_h, M_h = W_O (W_V | b_V), the token table), the
+attention (:func:`memcap.aot.merged.attention_backward`) and the tail
 (:func:`memcap.aot.tail.tail_backward`). Same numbers as the plain model up to float
 rounding (tested against autograd through the model's forward, logits and gradients).
 """

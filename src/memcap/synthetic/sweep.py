@@ -5,9 +5,9 @@ seed and dataset size T of its grid; every combination is one *replica*. Replica
 into batched models by ``group_by`` (task always; optionally model shape and/or T) and each
 batch trains through the shared loop :func:`memcap.training.loop.train_replicas`, with the
 fast step of :mod:`memcap.synthetic.engine` unless the config says ``engine: reference``.
-Grouping by T avoids padding every replica to the largest T in full-batch training; grouping by shape
-avoids the masked work of padded heads and context positions; ``max_padding`` splits groups
-further by a cost model (:mod:`memcap.synthetic.buckets`).
+Grouping by T avoids padding every replica to the largest T in full-batch training; grouping
+by shape avoids the masked work of padded heads and context positions; ``max_padding``
+splits groups further by a cost model (:mod:`memcap.synthetic.buckets`).
 
 For every replica the result row holds its training accuracy and memorized count (examples
 whose top logit is the label; regression: error below ``regression_tol``), the certified
