@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _results import record
 
 from memcap.assumptions.checks import check_layer
 from memcap.assumptions.depth import depth_row
@@ -108,7 +109,7 @@ def main() -> None:
     fp32, bf16 = (results[p] for p in PRECISIONS)
     print(f"GPT-2, d = {args.width}, random; T = {args.T}, n = {args.n}, {args.samples} orderings")
     print(f"{'layer':>16} {'column':>26} {'float32':>10} {'bfloat16':>10}")
-    changed = 0
+    changed, estimate_gap = 0, 0
     for layer, row in fp32.items():
         other = bf16[layer]
         scale = np.abs(row["queries"]).max()
@@ -117,7 +118,23 @@ def main() -> None:
         for column in COLUMNS:
             a, b = row[column], other[column]
             changed += column == "theorem1" and a != b
+            if column == "kruskal_estimate" and a is not None and b is not None:
+                estimate_gap = max(estimate_gap, abs(int(a) - int(b)))
             print(f"{layer:>16} {column:>26} {a!s:>10} {b!s:>10}")
+    record(
+        __file__,
+        "the assumption checks on bfloat16 vs float32 extraction of the same random weights "
+        f"(GPT-2, d = {args.width}, T = {args.T}, n = {args.n}, {args.samples} orderings)",
+        None,
+        ("bfloat16", None, ""),
+        ("float32", None, ""),
+        ratio_is="no ratio: verdicts compared",
+        repeats=1,
+        settings=args,
+        summary=f"{changed} of {len(fp32)} Theorem 1 outcomes differ, Kruskal estimates "
+        f"within {estimate_gap}",
+        extra={"theorem1_differ": int(changed), "kruskal_estimate_max_difference": estimate_gap},
+    )
     print(f"Theorem 1 outcomes that differ: {changed} of {len(fp32)} layers")
 
 

@@ -14,6 +14,7 @@ import argparse
 import time
 
 import torch
+from _results import record
 
 from memcap.extract.entries import model_entry
 from memcap.extract.job import prepare_inputs
@@ -71,6 +72,18 @@ def main() -> None:
     print(f"truncated forward (ours): {ours_s:.2f} s, {args.examples / ours_s:.1f} images/s")
     print(f"full-depth model (naive): {naive_s:.2f} s, {args.examples / naive_s:.1f} images/s")
     print(f"outputs equal (allclose): {same}")
+    record(
+        __file__,
+        f"a truncated forward to block {args.layer} vs the full-depth model with a hook "
+        f"({args.model}, {args.examples} images)",
+        naive_s / ours_s,
+        ("truncated forward", ours_s, "s"),
+        ("full-depth model", naive_s, "s"),
+        ratio_is="full-depth seconds / truncated seconds",
+        repeats=1,
+        settings=args,
+        extra={"outputs_equal": same, "depth": loaded.depth},
+    )
     print(f"RATIO {naive_s / ours_s:.2f}")
 
 

@@ -45,6 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from memcap.devices import resolve_device  # noqa: E402
 from memcap.numerics import SCALINGS, kruskal_profile  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402
+
 
 def embedding_like(t: int, d: int, seed: int) -> np.ndarray:
     """Gaussian queries with a ViT-like mean and covariance spectrum (see module docstring)."""
@@ -135,6 +138,18 @@ def main() -> None:
         print(f"median {name}: {wall:.2f} s wall ({per * wall:.2f} ms per sample), {cpu:.2f} s CPU")
     (wall_ours, cpu_ours), (wall_theirs, cpu_theirs) = medians["profile"], medians["paper A"]
     print(f"CPU-time ratio {cpu_ours / cpu_theirs:.3f}")
+    record(
+        __file__,
+        f"the whole Kruskal profile (every k) vs paper A's {args.samples} matrix_rank calls at "
+        f"k = n only ({source}, T={t} d={d} n={args.n}, {args.workers} worker(s))",
+        wall_ours / wall_theirs,
+        ("profile", wall_ours, "s wall"),
+        ("paper A, k = n only", wall_theirs, "s wall"),
+        ratio_is="profile wall / paper A wall (medians)",
+        repeats=args.repeats,
+        settings=args,
+        other_ratios={"cpu profile/paper A": cpu_ours / cpu_theirs},
+    )
     print(f"RATIO {wall_ours / wall_theirs:.3f}")
 
 

@@ -34,6 +34,7 @@ from memcap.devices import resolve_device  # noqa: E402
 from memcap.numerics import SCALINGS, KruskalProfile, kruskal_profile  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402
 from bench_kruskal import embedding_like  # noqa: E402
 
 
@@ -99,6 +100,17 @@ def main() -> None:
     for name, values in walls.items():
         runs = " ".join(f"{v:.2f}" for v in values)
         print(f"{name:>6} search: median {medians[name]:.2f} s ({runs})")
+    record(
+        __file__,
+        f"the Kruskal search batched over orderings on {device} vs the host search, results "
+        f"identical (T={x.shape[0]} d={x.shape[1]} S={args.samples}, scaling {args.scaling})",
+        medians["device"] / medians["host"],
+        (f"batched on {device}", medians["device"], "s wall"),
+        ("host search", medians["host"], "s wall"),
+        ratio_is="device wall / host wall (medians)",
+        repeats=args.repeats,
+        settings=args,
+    )
     print(f"RATIO {medians['device'] / medians['host']:.3f}")
 
 

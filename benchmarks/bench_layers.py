@@ -15,6 +15,7 @@ import argparse
 import time
 
 import torch
+from _results import record
 
 from memcap.extract.entries import model_entry
 from memcap.extract.job import prepare_inputs
@@ -56,6 +57,18 @@ def main() -> None:
     print(f"one pass:  {ours_s:.2f} s ({blocks} blocks per batch)")
     print(f"per layer: {per_layer_s:.2f} s ({blocks * (blocks + 1) // 2} blocks per batch)")
     print(f"expected about (L+1)/2 = {(blocks + 1) / 2:.1f}")
+    record(
+        __file__,
+        f"all layers of a model in one forward vs one truncated forward per layer "
+        f"({args.model}, {blocks} blocks, {args.examples} images)",
+        per_layer_s / ours_s,
+        ("one pass", ours_s, "s"),
+        ("one truncated forward per layer", per_layer_s, "s"),
+        ratio_is="per-layer seconds / one-pass seconds",
+        repeats=1,
+        settings=args,
+        extra={"expected": (blocks + 1) / 2},
+    )
     print(f"RATIO {per_layer_s / ours_s:.2f}")
 
 

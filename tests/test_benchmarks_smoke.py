@@ -1,11 +1,14 @@
 """The CPU benchmarks run end to end at their smallest real sizes and print their ratio (or,
 for the stage timers, their total): a change to the code they drive cannot break them
-silently. Sizes are far too small for the ratios to mean anything; docs/ records real runs."""
+silently. Sizes are far too small for the ratios to mean anything; docs/ records real runs.
+Those that record their result write it to benchmark_runs' temporary folder, not
+benchmarks/results/."""
 
+import json
 import re
 
 import pytest
-from benchmark_runs import run_benchmark
+from benchmark_runs import RESULTS, run_benchmark
 
 RUNS = {
     "bench_aot.py": "--heads 1,3 --batch 16 --N 10 --d 4 --repeats 1 --threads 1",
@@ -28,3 +31,16 @@ def test_benchmark_runs_and_reports(script):
     else:
         assert re.fullmatch(r"RATIO( [\w/]+)? [\d.]+", last), last
         assert float(last.split()[-1]) > 0
+    if "result file: " in run.stdout:  # every benchmark that prints RATIO, once wired
+        result = json.loads((RESULTS / script.replace(".py", ".json")).read_text())
+        assert result["benchmark"] == script.removesuffix(".py")
+        if not script.endswith("_stage.py"):
+            assert abs(result["ratio"] - float(last.split()[-1])) < 0.01
+
+
+def test_the_benchmarks_that_record_write_their_result_file():
+    run = run_benchmark("bench_context_rank.py", *RUNS["bench_context_rank.py"].split())
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads((RESULTS / "bench_context_rank.json").read_text())
+    assert result["ratio"] > 0 and result["ours"]["unit"] == "s" and result["repeats"] == 1
+    assert result["machine"]["matmul_gflops_1thread"] > 0 and result["source"] == "measured"
