@@ -4,13 +4,13 @@ Paper B's heads sweep as the default run trains it (the authors' recipe and vari
 S = 2, d = d_h = 10, H = 1, 11, 21, 31 as one padded model, Adam steps on mini-batches of
 256), timed three ways in one process on the same replicas and batch:
 
-- ours: the whole step from the token lookup to the loss as one node with a hand-written
-  backward (``ReplicaTransformer.weighted_loss``, merged heads) and fused Adam;
-- merged: merged heads (``ReplicaTransformer.batch_logits``) with autograd around the
+- ours: the fast engine's step from the token lookup to the loss as one node with a
+  hand-written backward (``memcap.aot.engine.FastStep.loss``, merged heads) and fused Adam;
+- merged: merged heads (``memcap.aot.merged.merged_logits``) with autograd around the
   attention (the rest of the model and the loss), fused Adam: the step before the one node;
 - previous: per-example rows gathered from token tables, per-head products, plain Adam (the
   code before issue 22, kept here as the reference);
-- naive: the plain per-example attention (``sequence_logits``), plain Adam.
+- naive: the model's own forward (per-example attention: the reference engine), plain Adam.
 
 ``--heads``, ``--batch``, ``--variant``, ``--N`` and ``--d`` change the setting. CPU seconds
 (``time.process_time``) per step, median of ``--repeats`` rounds; the machine's
@@ -30,9 +30,13 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from memcap.aot.engine import FastStep
+from memcap.aot.merged import merged_logits
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
+from memcap.aot.tables import token_tables
 from memcap.aot.tasks import association_task
+from memcap.training.config import TrainConfig
 
 LossOf = Callable[[ReplicaTransformer, Tensor, Tensor], Tensor]
 
@@ -40,7 +44,7 @@ LossOf = Callable[[ReplicaTransformer, Tensor, Tensor], Tensor]
 def previous_batch_logits(model: ReplicaTransformer, tokens: Tensor) -> Tensor:
     """The previous mini-batch path: token-table rows per example, products per head."""
     w = model.weights()
-    x_tab, q_tab, k_tab, ov_tab = model._token_tables(w)
+    x_tab, q_tab, k_tab, ov_tab = token_tables(model, w)
     R, B, S = tokens.shape
     N, H, dh, D = model.N, q_tab.shape[2], q_tab.shape[3], x_tab.shape[-1]
     offsets = torch.arange(R)[:, None] * N
@@ -65,8 +69,8 @@ def previous_batch_logits(model: ReplicaTransformer, tokens: Tensor) -> Tensor:
         attn = torch.softmax(torch.stack(scores), dim=0)
     x = x_last + sum((a[..., None] * value).sum(2) for a, value in zip(attn, ov, strict=True))
     if model.has_mlp:
-        x = x + model._mlp(x, w, 0)
-    return model._unembed(x, w)
+        x = x + model.mlp(x, w, 0)
+    return model.read_out(x, w)
 
 
 def plain_loss(logits_of: Callable[[ReplicaTransformer, Tensor], Tensor]) -> LossOf:
@@ -79,10 +83,17 @@ def plain_loss(logits_of: Callable[[ReplicaTransformer, Tensor], Tensor]) -> Los
     return loss
 
 
+_CFG = TrainConfig(
+    steps=1, lr=1e-2, warmup_frac=0.0, schedule="constant", batch_size=None, eval_every=1,
+    early_stop=False, regression_tol=None,
+)  # fmt: skip
+
+
 def fused_loss(model: ReplicaTransformer, tokens: Tensor, targets: Tensor) -> Tensor:
-    """The same loss through the model's one-node step (summed over replicas, as above)."""
+    """The same loss through the fast engine's one-node step (summed over replicas, as above)."""
     weights = torch.full(targets.shape, 1.0 / targets.numel())
-    return model.weighted_loss(tokens, targets, weights, "classification")[0].sum()
+    step = FastStep(_CFG, torch.device("cpu"))
+    return step.loss(model, (tokens,), targets, weights, "classification")[0].sum()
 
 
 def step_cpu(
@@ -130,7 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heads", default="1,11,21,31", help="head counts, one replica each")
     parser.add_argument("--batch", type=int, default=256, help="examples per replica and step")
-    parser.add_argument("--variant", default="authors", choices=["paper", "authors"])
+    parser.add_argument("--variant", default="code", choices=["paper", "code"])
     parser.add_argument("--N", type=int, default=50, help="dictionary size (T0 = N^2)")
     parser.add_argument("--d", type=int, default=10, help="embedding = head dimension")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds of 20 steps")
@@ -144,15 +155,13 @@ def main() -> None:
         for h in args.heads.split(",")
     ]
     ours = step_cpu(settings, args.batch, fused_loss, True, args.repeats)
-    merged = step_cpu(
-        settings, args.batch, plain_loss(ReplicaTransformer.batch_logits), True, args.repeats
-    )
+    merged = step_cpu(settings, args.batch, plain_loss(merged_logits), True, args.repeats)
     previous_loss = plain_loss(previous_batch_logits)
     previous = step_cpu(settings, args.batch, previous_loss, False, args.repeats)
     naive = step_cpu(
         settings,
         args.batch,
-        plain_loss(lambda m, t: m.sequence_logits(t)[:, :, -1]),
+        plain_loss(lambda m, t: m(t)),
         False,
         args.repeats,
     )

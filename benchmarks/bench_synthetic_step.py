@@ -4,10 +4,11 @@ Trains every batched model (one per T) of the default ``config.yaml``'s heads sw
 ``--steps`` steps (one full-data evaluation per 50 steps, as in the run) through
 :func:`memcap.training.loop.train_replicas`, two ways in one process:
 
-- new: ``ReplicaMHA.weighted_loss`` (parameters to loss in one autograd function: folded
-  weights, the loss inside, everything's backward by hand; the pipeline's way);
-- old: ``ReplicaMHA.reference_forward`` (every token embedded, per-head einsums) and the
-  loop's own loss, through autograd, in the same loop (fused Adam for both).
+- new: the fast engine (``memcap.synthetic.engine.FastStep``: parameters to loss in one
+  autograd function: folded weights, the loss inside, everything's backward by hand; the
+  pipeline's way);
+- old: the reference engine (``ReplicaMHA.forward``: every token embedded, per-head einsums,
+  and the loop's own loss, through autograd), in the same loop (fused Adam for both).
 
 Arithmetic the model needs per step, summed over replicas r with H_r real (unpadded) heads,
 T_r examples, d, d_h, d_v, n and C classes (C = 1 for regression):
@@ -56,9 +57,11 @@ import torch
 import yaml
 from torch.profiler import ProfilerActivity, profile
 
+from memcap.synthetic.engine import FastStep
 from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
 from memcap.synthetic.sweep import batched_model, sweep_groups
+from memcap.training.engine import ReferenceStep
 from memcap.training.loop import train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,18 +164,17 @@ def primitive_seconds(members: list[Replica], data, stage: StageSettings) -> tup
 
 def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> float:
     """CPU seconds to train one batched model for ``steps`` steps."""
-    model, data, seeds = batched_model(spec, stage, members, datasets, torch.device("cpu"))
-    if old:
-        model.forward = model.reference_forward
-        model.weighted_loss = None  # the loop's own loss, through autograd
+    cpu = torch.device("cpu")
+    model, data, seeds = batched_model(spec, stage, members, datasets, cpu)
     cfg = dataclasses.replace(  # exactly ``steps`` steps: no extra budgets, nobody leaves
         stage.train_config(spec, members[0].examples),
         steps=steps,
         extra_budgets=0,
         leave_when_fit=False,
     )
+    step = ReferenceStep(cfg, cpu) if old else FastStep(cfg, cpu)
     start = time.process_time()
-    train_replicas(model, data, members[0].setting.task, cfg, seeds)
+    train_replicas(model, data, members[0].setting.task, cfg, seeds, step=step)
     return time.process_time() - start
 
 
