@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from _results import record
 from torch import Tensor
 
 from memcap.aot.engine import FastStep
@@ -171,6 +172,19 @@ def main() -> None:
     print(f"merged (merged heads, autograd)   {1000 * merged:7.2f} ms CPU/step")
     print(f"previous (token-table rows)       {1000 * previous:7.2f} ms CPU/step")
     print(f"naive (per-example attention)     {1000 * naive:7.2f} ms CPU/step")
+    record(
+        __file__,
+        f"one Adam step of paper B's heads sweep ({args.threads} thread(s)): the fast engine's "
+        "one-node step vs merged heads under autograd / token-table rows / the reference "
+        "engine (the model's per-example forward)",
+        naive / ours,
+        ("fast engine (one-node step)", 1000 * ours, "ms CPU per step"),
+        ("reference engine", 1000 * naive, "ms CPU per step"),
+        ratio_is="reference seconds / fast seconds",
+        repeats=args.repeats,
+        settings=args,
+        other_ratios={"merged/ours": merged / ours, "previous/ours": previous / ours},
+    )
     print(f"RATIO merged/ours {merged / ours:.2f}")
     print(f"RATIO previous/ours {previous / ours:.2f}")
     print(f"RATIO naive/ours {naive / ours:.2f}")

@@ -21,6 +21,7 @@ import dataclasses
 import time
 
 import torch
+from _results import record
 
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
@@ -96,6 +97,18 @@ def main() -> None:
         ("one-at-a-time", single),
     ):
         print(f"{name:<14} {seconds:7.2f} s  {count / seconds:7.2f} replicas/s")
+    record(
+        __file__,
+        f"{count} replicas of paper A's model trained one batched model vs one at a time "
+        f"({args.steps} steps, T = {args.examples}, {args.threads} thread(s))",
+        single / batched,
+        ("batched", batched, "s wall"),
+        ("one at a time", single, "s wall"),
+        ratio_is="one-at-a-time seconds / batched seconds",
+        repeats=1,
+        settings=args,
+        other_ratios={"per-shape/batched": per_shape / batched},
+    )
     print(f"RATIO {single / batched:.2f}")
 
 
