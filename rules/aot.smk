@@ -31,6 +31,7 @@ rule train_aot:
     params:
         stage=aot_stage,
         specs=aot_sweep_specs,
+        engine=config["engine"],
         seed=config["seed"],
         device=config["device"],
     script:

@@ -1,7 +1,7 @@
 """Capacity stage: the training-free certified capacity on real embeddings.
 
 One certify_real_capacity job per model computes rank(Z) with random attention for H = 1 ...
-max_heads on each of its detail layers (memcap.capacity) into a temporary folder;
+max_H on each of its detail layers (memcap.capacity) into a temporary folder;
 take_layer_capacity moves each layer's table to results/capacity/{model}/{layer}.csv (no
 interpreter start); summarize_real_capacity merges the tables and draws them against Theorem
 1's H(n-1)+1. Functions: rules/capacity_functions.smk and rules/common.smk.

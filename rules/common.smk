@@ -22,12 +22,12 @@ from memcap.extract.entries import model_entry as typed_model_entry
 from memcap.extract.layer_spec import layer_name
 from memcap.extract.store import take_layer
 from memcap.report.layout import layout_table
-from memcap.validation import check_config, check_moved_keys
+from memcap.validation import check_config, check_old_keys
 
 # Keys of an older config shape first (the schema would only call them unknown), then the
 # schema (which fills in every default), then the checks a schema cannot express.
 try:
-    check_moved_keys(config)
+    check_old_keys(config)
     validate_schema(
         config, workflow.source_path("../workflow/schemas/config.schema.yaml")
     )

@@ -31,6 +31,7 @@ rule run_synthetic_sweep:
         gpu=gpu_request,
     params:
         section=synthetic_section,
+        engine=config["engine"],
         seed=config["seed"],
         device=config["device"],
     script:

@@ -50,4 +50,6 @@ def synthetic_saturation_tables(wildcards):
 
 def synthetic_sweep_mem_mb(wildcards):
     """Memory of a sweep job: its largest batched model's data and activations."""
-    return synthetic_settings.sweep_memory_mb(config["synthetic"], wildcards.sweep)
+    return synthetic_settings.sweep_memory_mb(
+        config["synthetic"], config["engine"], wildcards.sweep
+    )

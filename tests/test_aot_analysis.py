@@ -95,12 +95,15 @@ def tiny_summary():
     train |= {"batch_size": None, "eval_every": 10, "early_stop": True}
     authors = {"sample": 64, "batch_size": 16, "epochs": 4, "lr": 0.01, "final_lr": 5e-4}
     authors |= {"mlp_final_lr": 1e-4, "last_batches": 8}
-    stage = StageSettings(seeds=2, base_seed=0, pad_replicas=True, train=train, authors=authors)
+    stage = StageSettings(
+        seeds=2, base_seed=0, train=train, authors=authors, pad_replicas=True, step="fast",
+        precision="float32", compile=False,
+    )  # fmt: skip
     frames = []
     for name, spec in {
         "heads": _spec(),
         "dist": _spec(task="distribution", N=3, H=[1, 2]),
-        "theirs": _spec(recipe="authors", variant="authors", d_h=[1, 2, 4], H=2),
+        "theirs": _spec(recipe="authors", variant="code", d_h=[1, 2, 4], H=2),
     }.items():
         result = run_sweep(name, spec, stage, torch.device("cpu"))
         assert sum(group["replicas"] for group in result.groups) == len(result.table)
@@ -120,7 +123,7 @@ def test_tiny_sweep_rows_and_columns(tiny_summary):
     np.testing.assert_allclose(dist["cross_entropy"], dist["kl"] + dist["entropy"])
     assert (tiny_summary["params"] > 0).all()
     theirs = tiny_summary[tiny_summary["sweep"] == "theirs"]
-    assert (theirs["metric"] == "last_batches").all() and (theirs["variant"] == "authors").all()
+    assert (theirs["metric"] == "last_batches").all() and (theirs["variant"] == "code").all()
     assert theirs["accuracy_batches"].between(0, 1).all()
     assert (theirs["accuracy"] == theirs["accuracy_batches"]).all()
     assert (theirs["steps_run"] == 4 * 64 // 16).all()

@@ -17,10 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
 
 
-def _config(aot: dict) -> dict:
-    config = {"seed": 0, "device": "cpu", "aot": copy.deepcopy(aot)}
+def _config(aot: dict, engine: dict | None = None) -> dict:
+    config = {"seed": 0, "device": "cpu", "aot": copy.deepcopy(aot), "engine": engine or {}}
     validate(config, SCHEMA)
     return config
+
+
+def _stage(config: dict, seed: int) -> StageSettings:
+    return StageSettings.from_config(config["aot"], seed, config["engine"])
 
 
 def test_schema_fills_defaults_in_every_sweep():
@@ -113,12 +117,12 @@ def test_memory_request_grows_with_the_sweep():
 
 def test_a_sweeps_own_train_block_overrides_the_stages():
     config = _config({"train": {"epochs": 5}, "sweeps": {"a": {}, "b": {"train": {"epochs": 9}}}})
-    stage = StageSettings.from_config(config["aot"], seed=1)
+    stage = _stage(config, seed=1)
     sweeps = config["aot"]["sweeps"]
     assert stage.train_config(sweeps["a"], T0=100, task="association", model="aot").steps == 5
     assert stage.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9
     batched = StageSettings.from_config(
-        {**config["aot"], "train": {**stage.train, "batch_size": 30}}, 1
+        {**config["aot"], "train": {**stage.train, "batch_size": 30}}, 1, config["engine"]
     )
     assert batched.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9 * 4
     assert not stage.train_config(sweeps["a"], T0=100, task="distribution", model="aot").early_stop
@@ -145,7 +149,7 @@ def test_the_authors_recipe_counts_epochs_of_the_sample_and_decays_per_epoch():
             },
         }
     )
-    stage = StageSettings.from_config(config["aot"], seed=0)
+    stage = _stage(config, seed=0)
     sweeps = config["aot"]["sweeps"]
     cfg = stage.train_config(sweeps["a"], T0=2500, task="association", model="aot")
     assert (cfg.steps, cfg.lr_period, cfg.sampling, cfg.early_stop) == (12, 4, "shuffle", False)
@@ -178,3 +182,17 @@ def test_impossible_authors_recipes_name_the_key(aot, key):
 def test_a_train_key_of_the_other_recipe_is_rejected():
     with pytest.raises(ConfigError, match="aot.sweeps.a.train.sample"):
         check_aot_config(_config({"sweeps": {"a": {"train": {"sample": 64}}}}))
+
+
+def test_the_engine_section_reaches_both_recipes_train_configs():
+    sweeps = {"a": {}, "b": {"recipe": "authors"}}
+    default = _stage(_config({"sweeps": sweeps}), seed=0)
+    assert default.pad_replicas and (default.step, default.precision) == ("fast", "float32")
+    engine = {"step": "reference", "precision": "bf16", "compile": True}
+    config = _config({"sweeps": sweeps}, engine | {"aot": {"pad_replicas": False}})
+    stage = _stage(config, seed=0)
+    assert not stage.pad_replicas
+    for spec in config["aot"]["sweeps"].values():
+        cfg = stage.train_config(spec, T0=100, task="association", model="aot")
+        assert (cfg.engine, cfg.precision, cfg.compile) == ("reference", "bf16", True)
+        assert not cfg.leave_when_fit  # paper A's option only

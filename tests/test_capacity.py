@@ -124,13 +124,13 @@ def test_subsample_is_seeded_sorted_and_bounded():
 
 
 def test_memory_estimate_grows_with_examples_heads_and_context():
-    section = {"max_heads": 4, "max_examples": 256, "head_dim": None}
+    section = {"max_H": 4, "max_T": 256, "d_h": None}
     model = {"data": {"T": 1000}, "n": 16, "family": "bert"}
     small = certify_memory_mb(section, model)
-    assert small > certify_memory_mb({**section, "max_examples": 128}, model)
-    assert certify_memory_mb({**section, "max_heads": 8}, model) > small
+    assert small > certify_memory_mb({**section, "max_T": 128}, model)
+    assert certify_memory_mb({**section, "max_H": 8}, model) > small
     assert certify_memory_mb(section, {**model, "n": None}) > small  # BERT: 128 tokens
-    assert certify_memory_mb({**section, "max_examples": None}, model) > small
+    assert certify_memory_mb({**section, "max_T": None}, model) > small
     # a config class's declared width beyond the assumed 1,024 (a 7B Llama: 4,096) scales it
     wide = {**model, "model_kwargs": {"hidden_size": 4096}}
     base = certify_memory_mb(section, {**model, "model_kwargs": {"hidden_size": 768}})

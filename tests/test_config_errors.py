@@ -13,6 +13,7 @@ from snakemake.utils import validate
 
 from memcap.config_schema import key_path, validate_schema
 from memcap.errors import ConfigError
+from memcap.validation import OLD_KEYS, check_old_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -190,3 +191,115 @@ def test_snakemake_prints_the_short_message_not_the_schema(tmp_path):
     assert "delete the line 'synthetic:'" in output
     assert len(output.splitlines()) < 10, output
     assert "Failed validating" not in output and "additionalProperties" not in output
+
+
+# (case id, path of a key of an older config shape, its value, the whole one-line message)
+OLD = [
+    (
+        "sweep key renamed",
+        ["synthetic", "sweeps", "context_size", "heads"],
+        2,
+        "config key 'synthetic.sweeps.context_size.heads': renamed to 'H'. "
+        "Fix: use synthetic.sweeps.context_size.H instead",
+    ),
+    (
+        "T grid renamed",
+        ["synthetic", "sweeps", "heads", "examples"],
+        [8, 16],
+        "config key 'synthetic.sweeps.heads.examples': renamed to 'T'. "
+        "Fix: use synthetic.sweeps.heads.T instead",
+    ),
+    (
+        "head dimension renamed",
+        ["synthetic", "sweeps", "heads", "head_dim"],
+        8,
+        "config key 'synthetic.sweeps.heads.head_dim': renamed to 'd_h'. "
+        "Fix: use synthetic.sweeps.heads.d_h instead",
+    ),
+    (
+        "capacity key renamed",
+        ["capacity", "max_heads"],
+        8,
+        "config key 'capacity.max_heads': renamed to 'max_H'. Fix: use capacity.max_H instead",
+    ),
+    (
+        "train key renamed",
+        ["synthetic", "train", "extra_rounds"],
+        10,
+        "config key 'synthetic.train.extra_rounds': renamed to 'extra_budgets'. "
+        "Fix: use synthetic.train.extra_budgets instead",
+    ),
+    (
+        "engine knob moved to a stage's engine section",
+        ["synthetic", "group_by"],
+        ["examples"],
+        "config key 'synthetic.group_by': moved to engine.synthetic.group_by. "
+        "Fix: use engine.synthetic.group_by instead",
+    ),
+    (
+        "engine knob moved to the engine section",
+        ["synthetic", "precision"],
+        "bf16",
+        "config key 'synthetic.precision': moved to engine.precision. "
+        "Fix: use engine.precision instead",
+    ),
+    (
+        "value renamed",
+        ["aot", "sweeps", "heads", "variant"],
+        "authors",
+        "config key 'aot.sweeps.heads.variant': 'authors' is now 'code'. Fix: use variant: code",
+    ),
+    (
+        "value in a list renamed",
+        ["engine", "synthetic", "group_by"],
+        ["shape", "examples"],
+        "config key 'engine.synthetic.group_by': 'examples' is now 'T'. "
+        "Fix: use group_by: [shape, T]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"), [o[1:] for o in OLD], ids=[o[0] for o in OLD]
+)
+def test_a_key_or_value_of_an_older_shape_names_the_new_one_in_one_line(path, value, message):
+    config = set_key(_config(), path, value)
+    with pytest.raises(ConfigError) as excinfo:
+        check_old_keys(config)
+    assert str(excinfo.value) == message
+    assert excinfo.value.key == ".".join(path)
+
+
+def test_every_old_key_names_a_key_of_the_schema():
+    schema = yaml.safe_load(SCHEMA.read_text())
+
+    def properties(node: dict) -> dict:
+        """The keys a (sub)schema defines, its own and those of the schema it refers to."""
+        found = dict(node.get("properties", {}))
+        if "$ref" in node:
+            target = schema
+            for part in node["$ref"].removeprefix("#/").split("/"):
+                target = target[part]
+            found = {**properties(target), **found}
+        return found
+
+    def holds(node: dict, parts: list[str]) -> bool:
+        if not parts:
+            return True
+        if parts[0] == "*":  # any sweep: one of them takes the key
+            options = [node.get("additionalProperties") or {}, *properties(node).values()]
+            return any(holds(option, parts[1:]) for option in options)
+        keys = properties(node)
+        return parts[0] in keys and holds(keys[parts[0]], parts[1:])
+
+    missing = [new for new in OLD_KEYS.values() if not holds(schema, new.split("."))]
+    assert not missing, missing
+
+
+def test_snakemake_names_the_new_key_of_a_renamed_one_before_any_job(tmp_path):
+    config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
+    config["aot"]["sweeps"]["aot_vs_mlp"]["variant"] = "authors"
+    result, output = dry_run(config, tmp_path)
+    assert result.returncode != 0
+    assert "config key 'aot.sweeps.aot_vs_mlp.variant': 'authors' is now 'code'" in output
+    assert "Job stats" not in output and len(output.splitlines()) < 10, output

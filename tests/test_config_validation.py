@@ -9,7 +9,7 @@ from config_edits import dry_run, set_key
 
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
-from memcap.validation import check_config, check_moved_keys
+from memcap.validation import check_config, check_old_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -21,7 +21,7 @@ def _default() -> dict:
 
 def _check(config: dict) -> None:
     """What the workflow does at start-up: moved keys, schema validation, cross-field checks."""
-    check_moved_keys(config)
+    check_old_keys(config)
     validate_schema(config, SCHEMA)
     check_config(config)
 
@@ -49,9 +49,9 @@ BAD = [
     ("no seeds for one sweep", ["synthetic", "sweeps", "head_dim", "seeds"], 0, "seeds"),
     (
         "synthetic T grid not increasing",
-        ["synthetic", "sweeps", "heads", "examples"],
+        ["synthetic", "sweeps", "heads", "T"],
         [64, 32],
-        "synthetic.sweeps.heads.examples",
+        "synthetic.sweeps.heads.T",
     ),
     ("negative learning rate", ["aot", "train", "lr"], -0.1, "lr"),
     ("aot head dim above d", ["aot", "sweeps", "heads", "d_h"], 12, "aot.sweeps.heads.d_h"),
@@ -71,7 +71,7 @@ def test_bad_config_is_rejected_naming_the_key(path, value, key):
 
 # (case id, path of a key of the old config shape, its value, the new key the error names)
 MOVED = [
-    ("real capacity in synthetic", ["synthetic", "real_capacity"], {"max_heads": 2}, "capacity"),
+    ("real capacity in synthetic", ["synthetic", "real_capacity"], {"max_H": 2}, "capacity"),
     ("aot learning rate at section level", ["aot", "lr"], 0.1, "aot.train.lr"),
     ("aot epochs at section level", ["aot", "epochs"], 10, "aot.train.epochs"),
     ("aot sweep epochs", ["aot", "sweeps", "heads", "epochs"], 10, "train.epochs"),
@@ -92,7 +92,7 @@ def test_keys_of_the_old_shape_name_the_new_key(path, value, new):
 
 def test_snakemake_names_the_new_key_of_an_old_config_before_any_job(tmp_path):
     config = _default()
-    config["synthetic"]["real_capacity"] = {"max_heads": 3}
+    config["synthetic"]["real_capacity"] = {"max_H": 3}
     result, output = dry_run(config, tmp_path)
     assert result.returncode != 0
     assert "synthetic.real_capacity" in output and "use capacity instead" in output

@@ -50,7 +50,7 @@ def tiny_scale_config() -> dict:
         if entry["family"] != "vit":
             entry["n"] = 16
     config["assumptions"] |= {"samples": 40, "depth_samples": 20}
-    config["capacity"] |= {"max_heads": 2, "max_examples": 32}
+    config["capacity"] |= {"max_H": 2, "max_T": 32}
     config["report"] = {"enabled": False}
     return config
 

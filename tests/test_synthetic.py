@@ -44,8 +44,8 @@ def test_shipped_configs_pass(name):
     [
         (("sweeps", "heads", "values"), [], "synthetic.sweeps.heads.values", "empty"),
         (("sweeps", "head_dim", "values"), [0, 2], "synthetic.sweeps.head_dim.values", "below 1"),
-        (("sweeps", "heads", "examples"), [16, 8], "synthetic.sweeps.heads.examples", "increasing"),
-        (("sweeps", "heads", "examples"), [8, 8], "synthetic.sweeps.heads.examples", "repeats"),
+        (("sweeps", "heads", "T"), [16, 8], "synthetic.sweeps.heads.T", "increasing"),
+        (("sweeps", "heads", "T"), [8, 8], "synthetic.sweeps.heads.T", "repeats"),
         (
             ("sweeps", "context_size", "values"),
             [2, 9],
@@ -79,22 +79,24 @@ def test_all_sweeps_disabled_is_an_error_unless_the_stage_is_off():
 
 
 def test_memory_request_grows_with_the_largest_batched_model():
-    section = _config("config.yaml")["synthetic"]
-    per_t = sweep_memory_mb(section, "heads", base_mb=0)
-    section["group_by"] = []  # every T of the grid in one model, padded to the largest
-    everything = sweep_memory_mb(section, "heads", base_mb=0)
-    section["sweeps"]["heads"]["examples"] = [32, 64, 128, 2048]
-    larger_t = sweep_memory_mb(section, "heads", base_mb=0)
+    config = _config("config.yaml")
+    section, engine = config["synthetic"], config["engine"]
+    per_t = sweep_memory_mb(section, engine, "heads", base_mb=0)
+    engine["synthetic"]["group_by"] = []  # every T of the grid in one model, padded to the largest
+    everything = sweep_memory_mb(section, engine, "heads", base_mb=0)
+    section["sweeps"]["heads"]["T"] = [32, 64, 128, 2048]
+    larger_t = sweep_memory_mb(section, engine, "heads", base_mb=0)
     section["seeds"] *= 2
-    assert 0 < per_t < everything < larger_t < sweep_memory_mb(section, "heads", base_mb=0)
+    assert 0 < per_t < everything < larger_t < sweep_memory_mb(section, engine, "heads", base_mb=0)
 
 
 def test_a_sweeps_own_train_block_overrides_the_stages():
-    section = _config()["synthetic"]
+    config = _config()
+    section = config["synthetic"]
     # context_size uses our recipe in configs/test.yaml (head_dim uses the authors', whose step
     # count also depends on T).
     section["sweeps"]["context_size"]["train"] = {"steps": 7}
-    stage = StageSettings.from_config(section, 3)
+    stage = StageSettings.from_config(section, 3, config["engine"])
     sweeps = ("context_size", "heads")
     own, default = (stage.train_config(sweep_spec(section, n), 64) for n in sweeps)
     assert (own.steps, default.steps) == (7, section["train"]["steps"])
@@ -105,34 +107,37 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
 
 
 def test_a_sweeps_own_seeds_extend_the_stages_replicates():
-    section = _config()["synthetic"]
+    config = _config()
+    section, engine = config["synthetic"], config["engine"]
     section["sweeps"]["context_size"]["seeds"] = section["seeds"] + 2
-    stage = StageSettings.from_config(section, 3)
+    stage = StageSettings.from_config(section, 3, engine)
     own, default = (
         stage.replicate_seeds(sweep_spec(section, n)) for n in ("context_size", "heads")
     )
     assert len(own) == section["seeds"] + 2 and own[: len(default)] == default
-    more = sweep_memory_mb(section, "context_size", base_mb=0)
+    more = sweep_memory_mb(section, engine, "context_size", base_mb=0)
     section["sweeps"]["context_size"]["seeds"] = None
-    assert sweep_memory_mb(section, "context_size", base_mb=0) < more
+    assert sweep_memory_mb(section, engine, "context_size", base_mb=0) < more
 
 
 def test_theory_bound_is_h_times_n_minus_one_plus_one():
     assert [theory_bound(h, 5) for h in (1, 2, 3)] == [5, 9, 13]
 
 
-def _tiny_section(group_by: list[str]) -> dict:
-    section = copy.deepcopy(_config()["synthetic"])
-    section["group_by"] = group_by
+def _tiny_section(group_by: list[str]) -> tuple[dict, dict]:
+    """A tiny heads sweep's synthetic section and the engine section grouping it by ``group_by``."""
+    config = copy.deepcopy(_config())
+    section, engine = config["synthetic"], config["engine"]
+    engine["synthetic"]["group_by"] = group_by
     section["train"].update(steps=150, lr=0.05, eval_every=25)
-    section["sweeps"]["heads"].update(values=[1, 2], examples=[4, 24])
-    return section
+    section["sweeps"]["heads"].update(values=[1, 2], T=[4, 24])
+    return section, engine
 
 
 def test_sweep_rows_cover_both_tasks_and_contexts():
-    section = _tiny_section(["examples"])
+    section, engine = _tiny_section(["T"])
     spec = sweep_spec(section, "heads")
-    result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
+    result = run_sweep(spec, StageSettings.from_config(section, 0, engine), torch.device("cpu"))
     table = result.table
     assert len(table) == 2 * 2 * 2 * 2  # H values × contexts × tasks × T grid (one seed)
     assert set(table["task"]) == {"classification", "regression"}
@@ -152,14 +157,14 @@ def test_sweep_rows_cover_both_tasks_and_contexts():
 
 def test_grouping_does_not_change_results():
     tables = []
-    for group_by in ([], ["shape", "examples"]):
-        section = _tiny_section(group_by)
+    for group_by in ([], ["shape", "T"]):
+        section, engine = _tiny_section(group_by)
         section["sweeps"]["heads"]["tasks"] = ["classification"]
         # Early stop ends a group once all of it fits; a gentle lr keeps float rounding
         # (different batch shapes reduce in different orders) from being amplified.
         section["train"].update(early_stop=False, lr=0.01, steps=100)
         spec = sweep_spec(section, "heads")
-        result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
+        result = run_sweep(spec, StageSettings.from_config(section, 0, engine), torch.device("cpu"))
         tables.append(result.table.sort_values(["H", "context", "T"]).reset_index(drop=True))
     masked, grouped = tables
     pd.testing.assert_series_equal(masked["memorized"], grouped["memorized"])
@@ -170,11 +175,11 @@ def test_grouping_does_not_change_results():
 def test_extra_budgets_extend_only_replicas_still_learning_in_a_sweep():
     tables = {}
     for rounds in (0, 2):
-        section = _tiny_section(["examples"])
+        section, engine = _tiny_section(["T"])
         section["sweeps"]["heads"]["tasks"] = ["classification"]
         section["train"].update(schedule="constant", steps=60, extra_budgets=rounds)
         spec = sweep_spec(section, "heads")
-        result = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu"))
+        result = run_sweep(spec, StageSettings.from_config(section, 0, engine), torch.device("cpu"))
         tables[rounds] = result.table
     once, more = tables[0], tables[2]
     extended = more["steps_run"] > more["steps"]
@@ -269,6 +274,22 @@ def test_the_authors_recipe_steps_grow_with_t():
     config = {"seed": 0, "device": "cpu", "synthetic": {"sweeps": {"heads": {"recipe": "authors"}}}}
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
     section = config["synthetic"]
-    cfg = StageSettings.from_config(section, 0).train_config(sweep_spec(section, "heads"), 40000)
+    stage = StageSettings.from_config(section, 0, config["engine"])
+    cfg = stage.train_config(sweep_spec(section, "heads"), 40000)
     assert cfg.steps == max(50000, -(-500 * 40000 // 256)) == 78125
     assert (cfg.batch_size, cfg.best_by, cfg.warmup_start) == (256, "loss", 0.01)
+
+
+def test_the_engine_section_reaches_both_recipes_train_configs():
+    config = _config()
+    default = StageSettings.from_config(config["synthetic"], 0, config["engine"])
+    assert (default.step, default.precision, default.compile) == ("fast", "float32", False)
+    config["engine"] |= {"step": "reference", "precision": "bf16", "compile": True}
+    config["engine"]["synthetic"] |= {"leave_when_fit": True, "group_by": ["shape"]}
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, 0, config["engine"])
+    assert stage.group_by == ("shape",) and stage.max_padding is None
+    for name in ("heads", "head_dim"):  # ours and the authors' recipe in configs/test.yaml
+        cfg = stage.train_config(sweep_spec(section, name), 16)
+        assert (cfg.engine, cfg.precision) == ("reference", "bf16")
+        assert cfg.compile and cfg.leave_when_fit

@@ -83,8 +83,8 @@ def schema_error(error: ValidationError, root: Mapping[str, Any]) -> ConfigError
             f"{error.validator_value}",
             "rename it (letters, digits and underscores, starting with a letter)",
         )
-    if error.validator == "additionalProperties":
-        allowed = list(error.schema.get("properties", {}))
+    if error.validator in ("additionalProperties", "unevaluatedProperties"):
+        allowed = list(_properties(error.schema, root))
         unknown = [str(name) for name in error.instance if name not in allowed]
         close = difflib.get_close_matches(unknown[0], allowed, n=1)
         return ConfigError(
@@ -200,9 +200,20 @@ def _type_phrase(kind: str, schema: Mapping[str, Any], root: Mapping[str, Any]) 
         words += " of " + re.sub(r"\b(an?) (\w+)", lambda m: m[2] + "s", items)
         if schema.get("minItems"):
             words = f"{words} (at least {schema['minItems']})"
-    elif kind == "object" and 0 < len(schema.get("properties", {})) <= _KEYS_LISTED:
-        words += " (" + ", ".join(schema["properties"]) + ")"
+    elif kind == "object" and 0 < len(_properties(schema, root)) <= _KEYS_LISTED:
+        words += " (" + ", ".join(_properties(schema, root)) + ")"
     return words
+
+
+def _properties(schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys an object schema defines: those of the schema it refers to, then its own."""
+    own = dict(schema.get("properties", {}))
+    if "$ref" not in schema:
+        return own
+    target: Any = root
+    for part in schema["$ref"].removeprefix("#/").split("/"):
+        target = target[part]
+    return {**_properties(target, root), **own}
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -3,8 +3,8 @@
 The schema (``workflow/schemas/config.schema.yaml``) checks types, ranges and unknown keys;
 the functions here check impossible combinations and name the offending key. Each stage
 contributes one checker; :func:`check_config` runs them all before any job starts.
-:func:`check_moved_keys` runs before the schema, so a config of an older shape is told which
-key replaced the one it uses rather than only that the key is unknown.
+:func:`check_old_keys` runs before the schema, so a config of an older shape is told which
+key or value replaced the one it uses rather than only that the key is unknown.
 """
 
 from __future__ import annotations
@@ -12,17 +12,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memcap.aot.settings import MOVED_KEYS as AOT_MOVED_KEYS
 from memcap.aot.settings import check_aot_config
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
-from memcap.synthetic.settings import MOVED_KEYS as SYNTHETIC_MOVED_KEYS
 from memcap.synthetic.settings import check_synthetic_config
 
 Config = Mapping[str, Any]
 
 STAGE_CHECKERS = (check_extract_config, check_synthetic_config, check_aot_config)
-MOVED_KEYS = {**SYNTHETIC_MOVED_KEYS, **AOT_MOVED_KEYS}
+# Keys of an older config shape -> the key that replaced them. "*" matches any key and stands
+# for the same key in the new path. Same parent: the key was renamed; else it moved.
+OLD_KEYS = {
+    "synthetic.real_capacity": "capacity",
+    "synthetic.sweeps.*.steps": "synthetic.sweeps.*.train.steps",
+    "synthetic.sweeps.*.heads": "synthetic.sweeps.*.H",
+    "synthetic.sweeps.*.head_dim": "synthetic.sweeps.*.d_h",
+    "synthetic.sweeps.*.examples": "synthetic.sweeps.*.T",
+    "synthetic.train.extra_rounds": "synthetic.train.extra_budgets",
+    "synthetic.group_by": "engine.synthetic.group_by",
+    "synthetic.max_padding": "engine.synthetic.max_padding",
+    "synthetic.leave_when_fit": "engine.synthetic.leave_when_fit",
+    "synthetic.precision": "engine.precision",
+    "synthetic.compile": "engine.compile",
+    "capacity.max_heads": "capacity.max_H",
+    "capacity.max_examples": "capacity.max_T",
+    "capacity.head_dim": "capacity.d_h",
+    "aot.lr": "aot.train.lr",
+    "aot.schedule": "aot.train.schedule",
+    "aot.warmup_frac": "aot.train.warmup_frac",
+    "aot.epochs": "aot.train.epochs",
+    "aot.batch_size": "aot.train.batch_size",
+    "aot.eval_every": "aot.train.eval_every",
+    "aot.early_stop": "aot.train.early_stop",
+    "aot.sweeps.*.epochs": "aot.sweeps.*.train.epochs",
+    "aot.sweeps.*.lr": "aot.sweeps.*.train.lr",
+    "aot.pad_replicas": "engine.aot.pad_replicas",
+}
+# Values of an older config shape: key -> {old value: new value} (also inside a list).
+OLD_VALUES = {
+    "aot.sweeps.*.variant": {"authors": "code"},
+    "engine.synthetic.group_by": {"examples": "T"},
+}
 # Sections whose `seeds` is a count of replicate seeds (once a list in `synthetic`).
 SEED_COUNT_SECTIONS = ("synthetic", "aot")
 
@@ -33,11 +63,23 @@ def check_config(config: Config) -> None:
         checker(config)
 
 
-def check_moved_keys(config: Config) -> None:
-    """Raise ``ConfigError`` naming the new key for a key of an older config shape."""
-    for old, new in MOVED_KEYS.items():
-        for found in _matches(config, old.split(".")):
-            raise ConfigError(found, "this key has moved", f"use {new} instead")
+def check_old_keys(config: Config) -> None:
+    """Raise ``ConfigError`` naming the new key or value for one of an older config shape."""
+    for old, new in OLD_KEYS.items():
+        for found, _ in _matches(config, old.split(".")):
+            raise _old_key_error(found, new)
+    for key, renamed in OLD_VALUES.items():
+        for found, value in _matches(config, key.split(".")):
+            items = value if isinstance(value, list) else [value]
+            old = next((v for v in items if isinstance(v, str) and v in renamed), None)
+            if old is not None:
+                fixed = [renamed.get(v, v) for v in items] if isinstance(value, list) else None
+                shown = f"[{', '.join(map(str, fixed))}]" if fixed else renamed[old]
+                raise ConfigError(
+                    found,
+                    f"{old!r} is now {renamed[old]!r}",
+                    f"use {found.rpartition('.')[2]}: {shown}",
+                )
     for section in SEED_COUNT_SECTIONS:
         seeds = (config.get(section) or {}).get("seeds")
         if isinstance(seeds, list):
@@ -48,16 +90,26 @@ def check_moved_keys(config: Config) -> None:
             )
 
 
-def _matches(node: Any, parts: list[str], prefix: str = "") -> list[str]:
-    """Dotted paths in ``node`` matching ``parts`` ("*" matches any key)."""
+def _old_key_error(found: str, new: str) -> ConfigError:
+    """The one-line error for key ``found`` of an older shape, which became ``new``."""
+    parts = found.split(".")
+    new = ".".join(parts[i] if part == "*" else part for i, part in enumerate(new.split(".")))
+    parent, _, name = new.rpartition(".")
+    if parent == found.rpartition(".")[0]:
+        return ConfigError(found, f"renamed to {name!r}", f"use {new} instead")
+    return ConfigError(found, f"moved to {new}", f"use {new} instead")
+
+
+def _matches(node: Any, parts: list[str], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every key in ``node`` matching ``parts`` ("*": any key)."""
     if not parts:
-        return [prefix]
+        return [(prefix, node)]
     if not isinstance(node, Mapping):
         return []
     head, rest = parts[0], parts[1:]
     keys = list(node) if head == "*" else [head] if head in node else []
     return [
-        path
+        found
         for key in keys
-        for path in _matches(node[key], rest, f"{prefix}.{key}" if prefix else str(key))
+        for found in _matches(node[key], rest, f"{prefix}.{key}" if prefix else str(key))
     ]

@@ -28,9 +28,9 @@ for layer, queries_path, contexts_path in zip(
     rows = real_capacity_rows(
         np.load(queries_path, mmap_mode="r"),
         np.load(contexts_path, mmap_mode="r"),
-        max_heads=section["max_heads"],
-        head_dim=section["head_dim"],
-        max_examples=section["max_examples"],
+        max_heads=section["max_H"],
+        head_dim=section["d_h"],
+        max_examples=section["max_T"],
         seed=snakemake.params.seed,
     )
     table = pd.DataFrame(rows).assign(model=model, layer=layer)

@@ -19,7 +19,7 @@ torch.set_num_threads(snakemake.threads)
 section = snakemake.params.section
 sweep = snakemake.wildcards.sweep
 device = resolve_device(snakemake.params.device)
-stage = StageSettings.from_config(section, snakemake.params.seed)
+stage = StageSettings.from_config(section, snakemake.params.seed, snakemake.params.engine)
 spec = sweep_spec(section, sweep)
 start = time.perf_counter()
 result = run_sweep(spec, stage, device)
@@ -37,6 +37,7 @@ write_provenance(
     device=str(device),
     threads=snakemake.threads,
     config=section,
+    engine=snakemake.params.engine,
     data_checksum=result.data_checksum,
     wall_seconds=round(wall, 2),
 )

@@ -16,7 +16,8 @@ from memcap.provenance import write_provenance  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 device = resolve_device(snakemake.params.device)
-stage = StageSettings.from_config(snakemake.params.stage, snakemake.params.seed)
+params = snakemake.params
+stage = StageSettings.from_config(params.stage, params.seed, params.engine)
 outputs = zip(snakemake.output.tables, snakemake.output.provenance, strict=True)
 for (sweep, spec), (table, provenance) in zip(snakemake.params.specs.items(), outputs, strict=True):
     start = time.perf_counter()
@@ -33,6 +34,7 @@ for (sweep, spec), (table, provenance) in zip(snakemake.params.specs.items(), ou
         device=str(device),
         threads=snakemake.threads,
         sweep_config=spec,
+        engine=snakemake.params.engine,
         training=result.train,
         groups=result.groups,
         wall_seconds=round(wall, 2),

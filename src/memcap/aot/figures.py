@@ -107,6 +107,6 @@ def _title(rows: pd.DataFrame, panel: str) -> str:
 def provenance_label(rows: pd.DataFrame) -> str:
     """Which recipe, model variant and accuracy metric a sweep's curves come from."""
     recipe = {"authors": "authors' recipe", "ours": "our recipe"}[rows["recipe"].iloc[0]]
-    variant = {"authors": "authors' AoT", "paper": "paper-text AoT"}[rows["variant"].iloc[0]]
+    variant = {"code": "authors'-code AoT", "paper": "paper-text AoT"}[rows["variant"].iloc[0]]
     metric = {"last_batches": "last-batch accuracy", "all_inputs": "accuracy on all inputs"}
     return f"{recipe}, {variant}, {metric[rows['metric'].iloc[0]]}"

@@ -20,18 +20,11 @@ from memcap.training.seeds import replicate_seeds
 
 Model = Literal["aot", "mlp"]
 Task = Literal["association", "distribution"]
-Variant = Literal["paper", "authors"]
+Variant = Literal["paper", "code"]
 Recipe = Literal["ours", "authors"]
 
 MAX_SEQUENCES = 2**20  # N^S inputs are enumerated (one table row each); more does not fit
 GRID_KEYS = ("N", "S", "d", "d_h", "H")  # keys that may hold a list of values
-TRAIN_KEYS = ("lr", "schedule", "warmup_frac", "epochs", "batch_size", "eval_every", "early_stop")
-# Keys of the old config shape -> the key that replaced them ("*": any sweep name).
-MOVED_KEYS = {
-    **{f"aot.{key}": f"aot.train.{key}" for key in TRAIN_KEYS},
-    "aot.sweeps.*.epochs": "aot.sweeps.<sweep>.train.epochs",
-    "aot.sweeps.*.lr": "aot.sweeps.<sweep>.train.lr",
-}
 
 
 @dataclass(frozen=True)
@@ -70,8 +63,8 @@ class Setting:
 
 def parameter_count(s: Setting) -> int:
     """Trainable parameters: embeddings, heads (W_Q, W_K, W_V, W_O), MLP, unembedding."""
-    if s.variant == "authors":
-        return _authors_parameter_count(s)
+    if s.variant == "code":
+        return _code_parameter_count(s)
     embeddings = s.N * s.d + s.S * s.d  # token + positional
     heads = s.H * 4 * s.d * s.d_h  # W_Q, W_K, W_V in R^{d_h x d}, W_O in R^{d x d_h}
     mlp = 2 * s.d * s.width + s.width  # W_1 (with bias), W_2 (no bias)
@@ -79,8 +72,8 @@ def parameter_count(s: Setting) -> int:
     return embeddings + s.depth * (heads + mlp) + unembedding
 
 
-def _authors_parameter_count(s: Setting) -> int:
-    """The authors' variant: map d → d_h (if d_h ≠ d), residual in R^{d_h}, biases."""
+def _code_parameter_count(s: Setting) -> int:
+    """The code variant: map d → d_h (if d_h ≠ d), residual in R^{d_h}, biases."""
     embeddings = s.N * s.d + (s.d_h * s.d if s.d_h != s.d else 0) + s.S * s.d_h
     heads = s.H * (4 * s.d_h * s.d_h + 4 * s.d_h)  # one nn.MultiheadAttention per head
     mlp = 2 * s.d_h * s.width + s.width + s.d_h if s.width else 0
@@ -129,24 +122,36 @@ def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
 
 @dataclass(frozen=True)
 class StageSettings:
-    """Settings shared by every sweep of the stage (``config["aot"]``)."""
+    """Settings shared by every sweep of the stage (``config["aot"]``) and how it trains."""
 
     seeds: int  # replicate seeds per setting (different table and initialisation), averaged
     base_seed: int  # the config's global seed; see memcap.training.seeds.replicate_seeds
-    pad_replicas: bool  # batch different shapes together (zero-padded, masked)
     train: Mapping[str, Any]  # our recipe's training settings (``aot.train``)
     authors: Mapping[str, Any]  # the authors' recipe's settings (``aot.authors``)
+    pad_replicas: bool  # batch different shapes together (zero-padded, masked)
+    step: str  # the training step: fast or reference (``engine.step``)
+    precision: str  # arithmetic of the training step (float32, tf32, bf16)
+    compile: bool  # torch.compile the training step
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
-        """Build from the validated ``aot`` config section and the global seed."""
+    def from_config(
+        cls, section: Mapping[str, Any], seed: int, engine: Mapping[str, Any]
+    ) -> StageSettings:
+        """Build from the validated ``aot`` and ``engine`` sections and the global seed."""
         return cls(
             seeds=section["seeds"],
             base_seed=int(seed),
-            pad_replicas=section["pad_replicas"],
             train=section["train"],
             authors=section["authors"],
+            pad_replicas=engine["aot"]["pad_replicas"],
+            step=engine["step"],
+            precision=engine["precision"],
+            compile=engine["compile"],
         )
+
+    def engine(self) -> dict[str, Any]:
+        """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
+        return {"engine": self.step, "precision": self.precision, "compile": self.compile}
 
     def replicate_seeds(self) -> list[int]:
         """The replicate seeds of every setting."""
@@ -165,7 +170,7 @@ class StageSettings:
         """Optimisation of one batched model of sweep ``spec`` with T0 inputs."""
         train = self.sweep_train(spec)
         if spec["recipe"] == "authors":
-            return authors_train_config(train, model)
+            return authors_train_config(train, model, self.engine())
         batch_size = train["batch_size"]
         steps = train["epochs"] * (1 if batch_size is None else math.ceil(T0 / batch_size))
         return TrainConfig(
@@ -178,17 +183,21 @@ class StageSettings:
             # the distribution task keeps lowering the KL after the argmax is right
             early_stop=train["early_stop"] and task == "association",
             regression_tol=None,
+            **self.engine(),
         )
 
 
-def authors_train_config(train: Mapping[str, Any], model: str) -> TrainConfig:
+def authors_train_config(
+    train: Mapping[str, Any], model: str, engine: Mapping[str, Any]
+) -> TrainConfig:
     """The authors' recipe: shuffled epochs over a fixed sample, per-epoch linear lr decay.
 
     ``epochs`` passes over ``sample`` sequences in batches of ``batch_size``; Adam's rate
     falls linearly, once per epoch, from ``lr`` towards ``final_lr`` (``mlp_final_lr`` for the
     MLP-Transformer), as PyTorch's ``LinearLR(start_factor, end_factor, total_iters=epochs)``
     on their base rate 0.1; one evaluation at the end; the curve's metric is the mean
-    training-batch accuracy of the last ``last_batches`` batches.
+    training-batch accuracy of the last ``last_batches`` batches. ``engine``: how the loop
+    runs (:meth:`StageSettings.engine`).
     """
     batches = train["sample"] // train["batch_size"]
     steps = train["epochs"] * batches
@@ -206,6 +215,7 @@ def authors_train_config(train: Mapping[str, Any], model: str) -> TrainConfig:
         lr_period=batches,
         final_lr_frac=final / train["lr"],
         last_batches=min(train["last_batches"], steps),
+        **engine,
     )
 
 

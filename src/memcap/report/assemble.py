@@ -177,8 +177,8 @@ def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> li
     if section.capacity_saturated:
         caveats.append(
             "the certified capacity equals the number of examples it was computed on at every "
-            "H: it is capped by T, not by the layer (raise T or capacity."
-            "max_examples to see it grow with H)."
+            "H: it is capped by T, not by the layer (raise T or capacity.max_T to see it "
+            "grow with H)."
         )
     if model is not None:
         if model.input_audit:

@@ -22,12 +22,7 @@ SWEEPS = ("heads", "context_size", "head_dim")
 SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
 CONTEXTS = ("shared", "random")
 TASKS = ("classification", "regression")
-GROUP_KEYS = ("shape", "examples")
-# Keys of the old config shape -> the key that replaced them ("*": any sweep name).
-MOVED_KEYS = {
-    "synthetic.real_capacity": "capacity",
-    "synthetic.sweeps.*.steps": "synthetic.sweeps.<sweep>.train.steps",
-}
+GROUP_KEYS = ("shape", "T")
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,7 @@ class Replica:
         key: tuple = (s.task,)
         if "shape" in keys:
             key += (s.heads, s.n, s.head_dim)
-        if "examples" in keys:
+        if "T" in keys:
             key += (self.examples,)
         return key
 
@@ -101,10 +96,10 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
     return SweepSpec(
         name=name,
         values=tuple(sweep["values"]),
-        examples=tuple(sweep["examples"]),
-        heads=sweep.get("heads", 0),
+        examples=tuple(sweep["T"]),
+        heads=sweep.get("H", 0),
         n=sweep.get("n", 0),
-        head_dim=sweep.get("head_dim", 0),
+        head_dim=sweep.get("d_h", 0),
         contexts=tuple(sweep["contexts"]),
         tasks=tuple(sweep["tasks"]),
         train=sweep["train"],
@@ -115,42 +110,47 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
 
 @dataclass(frozen=True)
 class StageSettings:
-    """Settings shared by every sweep of the stage."""
+    """Settings shared by every sweep of the stage, and how it trains (``engine``)."""
 
     d: int  # token dimension
     classes: int  # C, classification labels
     value_dim: int  # d_v per head
     base_seed: int  # the config's global seed; every data, model and batch seed derives from it
-    group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
     saturation_threshold: float
     train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
     authors: Mapping[str, Any]  # paper A's code's recipe (``synthetic.authors``)
+    group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
     max_padding: float | None  # cost-model buckets within a group_by group (None: off)
+    step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
     leave_when_fit: bool  # fitted replicas leave their batched model
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any], seed: int) -> StageSettings:
-        """Build from the validated ``synthetic`` config section and the global seed."""
+    def from_config(
+        cls, section: Mapping[str, Any], seed: int, engine: Mapping[str, Any]
+    ) -> StageSettings:
+        """Build from the validated ``synthetic`` and ``engine`` sections and the global seed."""
         return cls(
             d=section["d"],
             classes=section["classes"],
             value_dim=section["value_dim"],
             base_seed=int(seed),
-            group_by=tuple(section["group_by"]),
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],
             authors=section["authors"],
-            max_padding=section["max_padding"],
-            precision=section["precision"],
-            compile=section["compile"],
-            leave_when_fit=section["leave_when_fit"],
+            group_by=tuple(engine["synthetic"]["group_by"]),
+            max_padding=engine["synthetic"]["max_padding"],
+            step=engine["step"],
+            precision=engine["precision"],
+            compile=engine["compile"],
+            leave_when_fit=engine["synthetic"]["leave_when_fit"],
         )
 
     def _engine(self) -> dict[str, Any]:
-        """How the training loop runs, the same for both recipes."""
+        """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
         return {
+            "engine": self.step,
             "precision": self.precision,
             "compile": self.compile,
             "leave_when_fit": self.leave_when_fit,
@@ -186,7 +186,9 @@ class StageSettings:
         )
 
 
-def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) -> int:
+def sweep_memory_mb(
+    section: Mapping[str, Any], engine: Mapping[str, Any], name: str, base_mb: int = 1500
+) -> int:
     """Host memory a sweep job needs: the largest batched model's data and activations.
 
     A batched model holds every replica of one group padded to the group's largest T and n;
@@ -194,7 +196,7 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str, base_mb: int = 1500) 
     token and model dimension with gradients and evaluation copies.
     """
     spec = sweep_spec(section, name)
-    stage = StageSettings.from_config(section, 0)
+    stage = StageSettings.from_config(section, 0, engine)
     largest = 0
     for members in replica_groups(spec, stage).values():
         t_max = max(r.examples for r in members)
@@ -289,7 +291,7 @@ def check_synthetic_config(config: Mapping[str, Any]) -> None:
 def _check_sweep(spec: SweepSpec, d: int) -> None:
     key = f"synthetic.sweeps.{spec.name}"
     _check_grid(f"{key}.values", spec.values, increasing=False)
-    _check_grid(f"{key}.examples", spec.examples, increasing=True)
+    _check_grid(f"{key}.T", spec.examples, increasing=True)
     for field, allowed in (("contexts", CONTEXTS), ("tasks", TASKS)):
         chosen = getattr(spec, field)
         if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(allowed):
