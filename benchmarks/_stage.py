@@ -16,15 +16,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def resolve(config_path: Path) -> dict:
-    """The config with the schema's defaults filled in, as the workflow validates it."""
+def resolve(config_path: Path, root: Path = ROOT) -> dict:
+    """The config with the schema of the tree at ``root`` filled in, as its workflow does."""
     import yaml
 
     from memcap.config_schema import validate_schema
 
     config = yaml.safe_load(config_path.read_text())
-    validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    validate_schema(config, root / "workflow" / "schemas" / "config.schema.yaml")
     return config
+
+
+def resolve_before(config_path: Path, before: Path) -> dict:
+    """The config as the tree at ``before`` reads it: its own copy of a config of this tree
+    (same path; its keys may be of an older shape), else ``config_path`` itself."""
+    path = config_path.resolve()
+    if path.is_relative_to(ROOT) and (before / path.relative_to(ROOT)).exists():
+        path = before / path.relative_to(ROOT)
+    return resolve(path, before)
 
 
 def run_tree(
@@ -104,8 +113,10 @@ def time_stage(script: str, section: str, description: str) -> StageTimings | No
     print(f"single-thread float32 1024^2 matmul: {matmul_gflops():.0f} GFLOP/s", flush=True)
     before = None
     if args.before is not None:
+        before_json = work / "before_config.json"
+        before_json.write_text(json.dumps(resolve_before(args.config, args.before)))
         before = cached(work / "before_cpu.json", sweeps) or run_tree(
-            script, args.before / "src", config_json, sweeps, work, "before"
+            script, args.before / "src", before_json, sweeps, work, "before"
         )
         (work / "before_cpu.json").write_text(json.dumps(before))
     if args.before_only:

@@ -37,7 +37,8 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     config = json.loads(Path(config_json).read_text())
     section = config["aot"]
     stage_section = {k: v for k, v in section.items() if k != "sweeps"}
-    stage = StageSettings.from_config(stage_section, config["seed"])
+    engine = (config["engine"],) if "engine" in config else ()  # none before issue 35's
+    stage = StageSettings.from_config(stage_section, config["seed"], *engine)
     start = time.process_time()
     result = run_sweep(sweep, section["sweeps"][sweep], stage, torch.device("cpu"))
     cpu = time.process_time() - start

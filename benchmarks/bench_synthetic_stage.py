@@ -39,7 +39,8 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     torch.set_num_threads(1)
     config = json.loads(Path(config_json).read_text())
     section = config["synthetic"]
-    stage = StageSettings.from_config(section, config["seed"])
+    engine = (config["engine"],) if "engine" in config else ()  # none before issue 35's
+    stage = StageSettings.from_config(section, config["seed"], *engine)
     spec = sweep_spec(section, sweep)
     start = time.process_time()
     result = run_sweep(spec, stage, torch.device("cpu"))

@@ -36,7 +36,7 @@ def _paper_b(config: dict, name: str, device) -> dict:
     from memcap.aot.sweep import run_sweep
 
     section = config["aot"]
-    stage = StageSettings.from_config(section, config["seed"])
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
     start = time.perf_counter()
     result = run_sweep(name, section["sweeps"][name], stage, device)
     wall = time.perf_counter() - start

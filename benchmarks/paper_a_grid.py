@@ -1,14 +1,15 @@
 """Time paper A's whole synthetic grid on this machine and write one JSON.
 
-Every batched model of every sweep of the config's ``synthetic`` section (its group_by and
-max_padding, or the overrides below) is built with its data and timed: a warm-up run (which
-compiles, with --compile), one evaluation, then --max-steps training steps. Its share of the
-grid is its full step count (the authors' recipe: max(500 T / 256, 50,000) steps, 300,000 for
-the d_h sweep) times the seconds per step, plus one evaluation per eval_every steps. Models
-run one after another on one device; replicas leaving early (leave_when_fit) are not counted,
-so ``grid_hours`` is an upper bound on that account. ``--models-per-sweep K`` times K models
-of each sweep (the costliest, the cheapest and evenly between, by padded FLOPs) and
-extrapolates the others by their padded FLOPs at the measured seconds per padded FLOP.
+Every batched model of every sweep of the config's ``synthetic`` section (batched by
+``engine.synthetic``'s group_by and max_padding, or the overrides below) is built with its data
+and timed: a warm-up run (which compiles, with --compile), one evaluation, then --max-steps
+training steps. Its share of the grid is its full step count (the authors' recipe: max(500 T /
+256, 50,000) steps, 300,000 for the d_h sweep) times the seconds per step, plus one evaluation
+per eval_every steps. Models run one after another on one device; replicas leaving early
+(leave_when_fit) are not counted, so ``grid_hours`` is an upper bound on that account.
+``--models-per-sweep K`` times K models of each sweep (the costliest, the cheapest and evenly
+between, by padded FLOPs) and extrapolates the others by their padded FLOPs at the measured
+seconds per padded FLOP.
 
     PYTHONPATH=src python benchmarks/paper_a_grid.py configs/paper.yaml --max-steps 200 \\
         --precision bf16 --compile --commit <sha> --out benchmarks/gpu/paper_a_grid.json
@@ -44,7 +45,8 @@ from memcap.synthetic.settings import (
     sweep_spec,
 )
 from memcap.synthetic.sweep import batched_model, member_datasets
-from memcap.training.loop import evaluate, train_replicas
+from memcap.training.evaluation import evaluate
+from memcap.training.loop import train_replicas
 from memcap.training.precision import matmul_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,9 +149,11 @@ def chosen(costs: list[float], count: int | None) -> set[int]:
     return {order[round(k * (len(order) - 1) / max(count - 1, 1))] for k in range(count)}
 
 
-def time_sweep(name: str, section: dict, seed: int, args, device) -> dict:
+def time_sweep(name: str, config: dict, args, device) -> dict:
     """Every batched model of sweep ``name``: measured or extrapolated seconds."""
-    spec, stage = sweep_spec(section, name), StageSettings.from_config(section, seed)
+    section = config["synthetic"]
+    spec = sweep_spec(section, name)
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
     models = []
     for key, members in replica_groups(spec, stage).items():
         cfg = stage.train_config(spec, max(r.examples for r in members))
@@ -236,25 +240,26 @@ def main() -> None:
     from memcap.devices import resolve_device
 
     config = load_config(args.config)
-    section = config["synthetic"]
-    overrides = {"precision": args.precision, "max_padding": args.max_padding,
-                 "group_by": args.group_by}  # fmt: skip
-    section |= {key: value for key, value in overrides.items() if value is not None}
-    section["compile"] = args.compile or section["compile"]
+    engine, batching = config["engine"], config["engine"]["synthetic"]
+    if args.precision is not None:
+        engine["precision"] = args.precision
+    engine["compile"] = args.compile or engine["compile"]
+    overrides = {"max_padding": args.max_padding, "group_by": args.group_by}
+    batching |= {key: value for key, value in overrides.items() if value is not None}
     device = resolve_device("auto")
-    peak, peak_source = device_peak(device, section["precision"])
+    peak, peak_source = device_peak(device, engine["precision"])
     sweeps = {}
-    for name in args.sweeps or sweep_names(section):
-        sweeps[name] = time_sweep(name, section, config["seed"], args, device)
+    for name in args.sweeps or sweep_names(config["synthetic"]):
+        sweeps[name] = time_sweep(name, config, args, device)
         sweeps[name]["fraction_of_peak"] = (sweeps[name]["achieved_tflops"] or 0.0) / peak
         print(name, {k: v for k, v in sweeps[name].items() if k != "models"}, flush=True)
     grid_seconds = sum(s["grid_seconds"] for s in sweeps.values())
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "precision": section["precision"],
-        "compile": section["compile"],
-        "group_by": section["group_by"],
-        "max_padding": section["max_padding"],
+        "precision": engine["precision"],
+        "compile": engine["compile"],
+        "group_by": batching["group_by"],
+        "max_padding": batching["max_padding"],
         "commit": commit_of(args.commit),
         "torch": torch.__version__,
         "config": args.config,
