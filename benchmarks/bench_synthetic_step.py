@@ -224,7 +224,7 @@ def main() -> None:
     config = yaml.safe_load((ROOT / args.config).read_text())
     validate(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
     section = config["synthetic"]
-    stage = StageSettings.from_config(section, config["seed"])
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
     spec = sweep_spec(section, "heads")
     groups, datasets = sweep_groups(spec, stage)
     for members in groups.values():  # warm-up: first calls, allocator

@@ -104,9 +104,10 @@ def test_the_paper_heads_sweep_needs_a_few_models_not_one_per_head_count():
 
 
 def test_paper_grid_buckets_merge_t_of_one_step_count_and_keep_the_bound():
-    section = copy.deepcopy(_config("configs/paper.yaml")["synthetic"])
-    section.update(group_by=[], max_padding=0.2)
-    stage = StageSettings.from_config(section, 0)
+    config = _config("configs/paper.yaml")
+    section, engine = copy.deepcopy(config["synthetic"]), copy.deepcopy(config["engine"])
+    engine["synthetic"].update(group_by=[], max_padding=0.2)
+    stage = StageSettings.from_config(section, 0, engine)
     for name in ("heads", "context_size", "head_dim"):
         spec = sweep_spec(section, name)
         groups = replica_groups(spec, stage)
@@ -122,32 +123,45 @@ def test_paper_grid_buckets_merge_t_of_one_step_count_and_keep_the_bound():
         assert merged_t  # mini-batches: T does not shape the step
 
 
-def _tiny_section(**engine) -> dict:
-    section = copy.deepcopy(_config("configs/test.yaml")["synthetic"])
-    section.update(engine)
+_STAGE_ENGINE = ("group_by", "max_padding", "leave_when_fit")  # engine.synthetic's keys
+_ENGINE = ("step", "precision", "compile")  # engine's own keys
+
+
+def _tiny_section(**overrides) -> tuple[dict, dict]:
+    """configs/test.yaml's synthetic and engine sections, shrunk, with ``overrides`` put
+    where they belong (engine knobs into ``engine``, the rest into ``synthetic``)."""
+    config = _config("configs/test.yaml")
+    section, engine = copy.deepcopy(config["synthetic"]), copy.deepcopy(config["engine"])
+    for key, value in overrides.items():
+        target = (
+            engine["synthetic"] if key in _STAGE_ENGINE else engine if key in _ENGINE else section
+        )
+        target[key] = value
     section["train"].update(steps=150, lr=0.01, eval_every=25, early_stop=False)
-    section["sweeps"]["heads"].update(values=[1, 2, 3], examples=[4, 24], tasks=["classification"])
-    return section
+    section["sweeps"]["heads"].update(values=[1, 2, 3], T=[4, 24], tasks=["classification"])
+    return section, engine
 
 
-def _rows(section: dict) -> pd.DataFrame:
+def _rows(tiny: tuple[dict, dict]) -> pd.DataFrame:
+    section, engine = tiny
     spec = sweep_spec(section, "heads")
-    table = run_sweep(spec, StageSettings.from_config(section, 0), torch.device("cpu")).table
+    stage = StageSettings.from_config(section, 0, engine)
+    table = run_sweep(spec, stage, torch.device("cpu")).table
     return table.sort_values(["H", "context", "T"]).reset_index(drop=True)
 
 
 def test_buckets_train_the_same_replicas_as_one_model_per_shape():
     # A gentle lr keeps float rounding (batch shapes reduce in different orders) from being
     # amplified, as in test_synthetic's grouping test.
-    grouped = _rows(_tiny_section(group_by=["shape", "examples"]))
+    grouped = _rows(_tiny_section(group_by=["shape", "T"]))
     bucketed = _rows(_tiny_section(group_by=[], max_padding=0.2))
     pd.testing.assert_series_equal(grouped["memorized"], bucketed["memorized"])
     pd.testing.assert_series_equal(grouped["certified"], bucketed["certified"])
 
 
 def test_fitted_replicas_leaving_keeps_the_memorized_counts():
-    stay = _rows(_tiny_section(group_by=["examples"]))
-    leave = _rows(_tiny_section(group_by=["examples"], leave_when_fit=True))
+    stay = _rows(_tiny_section(group_by=["T"]))
+    leave = _rows(_tiny_section(group_by=["T"], leave_when_fit=True))
     assert (stay["accuracy"] == 1.0).any() and (stay["accuracy"] < 1.0).any()
     pd.testing.assert_series_equal(stay["memorized"], leave["memorized"])
     pd.testing.assert_series_equal(stay["fit_step"], leave["fit_step"])
@@ -186,10 +200,10 @@ def test_bf16_capacity_estimates_agree_with_float32_within_seed_noise():
     standard errors of their difference (seeds as samples) plus one example."""
     estimates = {}
     for precision in ("float32", "bf16"):
-        section = _tiny_section(group_by=["examples"], precision=precision, seeds=6)
-        section["train"].update(lr=0.05)
-        section["sweeps"]["heads"].update(values=[1, 3], examples=[12, 24, 48])
-        rows = _rows(section)
+        tiny = _tiny_section(group_by=["T"], precision=precision, seeds=6)
+        tiny[0]["train"].update(lr=0.05)
+        tiny[0]["sweeps"]["heads"].update(values=[1, 3], T=[12, 24, 48])
+        rows = _rows(tiny)
         estimates[precision] = rows.groupby(["H", "context", "seed"])["memorized"].max()
     both = pd.concat(estimates, axis=1).groupby(["H", "context"])
     mean, std, count = both.mean(), both.std(), both.count()
@@ -200,8 +214,8 @@ def test_bf16_capacity_estimates_agree_with_float32_within_seed_noise():
 
 def test_an_unknown_precision_names_the_key_and_the_choices():
     config = _config("configs/test.yaml")
-    config["synthetic"]["precision"] = "fp16"
+    config["engine"]["precision"] = "fp16"
     with pytest.raises(ConfigError) as err:
         validate_schema(config, SCHEMA)
-    assert err.value.key == "synthetic.precision"
+    assert err.value.key == "engine.precision"
     assert "bf16" in str(err.value)
