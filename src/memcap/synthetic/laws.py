@@ -18,6 +18,11 @@ restarts. The checks (on ``capacity_table`` rows):
   reported, not failed: more parameters may memorize more than the theorem guarantees).
 
 ``TOLERANCE`` is the optimiser noise the checks allow ("no drop of more than 10%").
+
+A law never passes on a censored estimate (``capacity_table``'s ``censored``: the grid, not
+the model, bounds it): a curve with a censored point gets the outcome ``censored``, and
+``holds`` is false. The best seed's estimate is censored when that seed's is; the seed mean
+when any seed's is.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from __future__ import annotations
 import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
+from memcap.synthetic.settings import SWEPT
 
 R2_MIN = 0.95
 TOLERANCE = 0.10
-COLUMNS = ["law", "sweep", "curve", "criterion", "measured", "holds"]
+COLUMNS = ["law", "sweep", "curve", "criterion", "measured", "outcome", "holds"]
 # The estimates every law is checked on: column of ``estimates`` -> how rows name it.
 ESTIMATES = {"best": "best seed", "mean": "seed mean"}
 
@@ -41,14 +47,32 @@ def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
         n = int(group["n"].iloc[0])
         for column, name in ESTIMATES.items():
             curve = {"sweep": sweep, "curve": f"{context} context, {task}, {name}s"}
-            rows += [{**curve, **row} for row in _checks(sweep, stats, column, name, n)]
+            for row in _checks(sweep, stats, column, name, n):
+                rows.append({**curve, **_censored(row, stats, column, sweep)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def estimates(group: pd.DataFrame) -> pd.DataFrame:
-    """Best seed, mean, standard deviation and seed count of the capacity, by swept value."""
-    stats = group.groupby("value")["capacity"].agg(["max", "mean", "std", "count"]).sort_index()
-    return stats.rename(columns={"max": "best"}).fillna({"std": 0.0})
+    """Best seed, mean, standard deviation and seed count of the capacity, by swept value,
+    and whether each estimate is censored (best: the best seed's; mean: any seed's)."""
+    by_value = group.groupby("value")
+    stats = by_value["capacity"].agg(["max", "mean", "std", "count"]).sort_index()
+    stats = stats.rename(columns={"max": "best"}).fillna({"std": 0.0})
+    censored = group.get("censored", pd.Series(False, index=group.index)).astype(bool)
+    best_rows = by_value["capacity"].idxmax().reindex(stats.index)
+    stats["best_censored"] = censored.loc[best_rows.to_numpy()].to_numpy()
+    stats["mean_censored"] = censored.groupby(group["value"]).any().reindex(stats.index)
+    return stats
+
+
+def _censored(row: dict, stats: pd.DataFrame, column: str, sweep: str) -> dict:
+    """``row`` with its outcome: censored where a point of its curve is, else holds / fails."""
+    flags = stats[f"{column}_censored"].to_numpy()
+    if flags.any():
+        where = ", ".join(str(v) for v in stats.index[flags])
+        measured = f"{row['measured']}; censored at {SWEPT[sweep]} = {where}"
+        return {**row, "measured": measured, "outcome": "censored", "holds": False}
+    return {**row, "outcome": "holds" if row["holds"] else "fails"}
 
 
 def _checks(sweep: str, stats: pd.DataFrame, column: str, name: str, n: int) -> list[dict]:

@@ -109,6 +109,41 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
 
 
 @dataclass(frozen=True)
+class Ladder:
+    """How every series walks its T grid (``synthetic.ladder``).
+
+    The grid's T train in increasing order. A series (sweep value, context, task, seed) whose
+    memorized fraction at the grid's largest T is at least ``grow_at`` goes on at twice that
+    T, and again, until the fraction falls below ``grow_at`` or the next T would exceed
+    ``max_T``. With ``warm_start`` each T starts from the series' trained state at the
+    previous one.
+    """
+
+    grow_at: float | None  # None: the grid as listed
+    max_T: int
+    warm_start: bool
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> Ladder:
+        ladder = section["ladder"]
+        return cls(ladder["grow_at"], ladder["max_T"], ladder["warm_start"])
+
+    def grows(self, memorized: int, T: int) -> bool:
+        """Whether a series that memorized ``memorized`` of ``T`` goes on at 2 T."""
+        return self.grow_at is not None and memorized >= self.grow_at * T and self.max_T >= 2 * T
+
+    def censored(self, memorized: int, T: int) -> bool:
+        """Whether ``memorized`` of the series' largest ``T`` leaves its capacity unbracketed:
+        at or above ``grow_at`` (the whole grid when the ladder does not grow)."""
+        level = 1.0 if self.grow_at is None else self.grow_at
+        return memorized >= level * T
+
+    def data_size(self, grid: tuple[int, ...]) -> int:
+        """Examples drawn per dataset: the largest T any series may reach."""
+        return max(grid) if self.grow_at is None else max(max(grid), self.max_T)
+
+
+@dataclass(frozen=True)
 class StageSettings:
     """Settings shared by every sweep of the stage, and how it trains (``engine``)."""
 
@@ -125,6 +160,7 @@ class StageSettings:
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
     leave_when_fit: bool  # fitted replicas leave their batched model
+    ladder: Ladder  # how every series walks its T grid
 
     @classmethod
     def from_config(
@@ -145,6 +181,7 @@ class StageSettings:
             precision=engine["precision"],
             compile=engine["compile"],
             leave_when_fit=engine["synthetic"]["leave_when_fit"],
+            ladder=Ladder.from_config(section),
         )
 
     def _engine(self) -> dict[str, Any]:
@@ -206,8 +243,20 @@ def sweep_memory_mb(
     return base_mb + 2 * largest // 2**20
 
 
-def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Replica]]:
-    """The sweep's replicas split into batched models.
+def grid_replicas(spec: SweepSpec, stage: StageSettings) -> list[Replica]:
+    """Every replica of the sweep's listed grid: settings × seeds × T."""
+    return [
+        Replica(setting, seed, examples)
+        for setting in spec.settings()
+        for seed in stage.replicate_seeds(spec)
+        for examples in spec.examples
+    ]
+
+
+def replica_groups(
+    spec: SweepSpec, stage: StageSettings, members: list[Replica] | None = None
+) -> dict[tuple, list[Replica]]:
+    """``members`` (default: the listed grid, :func:`grid_replicas`) split into batched models.
 
     ``stage.group_by`` splits first; with ``stage.max_padding`` set, each group is split
     further into buckets of one step count whose padding stays within the bound
@@ -217,11 +266,8 @@ def replica_groups(spec: SweepSpec, stage: StageSettings) -> dict[tuple, list[Re
     if unknown:
         raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
     groups: dict[tuple, list[Replica]] = {}
-    for setting in spec.settings():
-        for seed in stage.replicate_seeds(spec):
-            for examples in spec.examples:
-                replica = Replica(setting, seed, examples)
-                groups.setdefault(replica.group(stage.group_by), []).append(replica)
+    for replica in grid_replicas(spec, stage) if members is None else members:
+        groups.setdefault(replica.group(stage.group_by), []).append(replica)
     if stage.max_padding is None:
         return groups
     return {
@@ -277,8 +323,16 @@ def check_synthetic_config(config: Mapping[str, Any]) -> None:
             "enable a sweep, or switch the stage off with synthetic.enabled: false",
         )
     d = section["d"]
+    ladder = Ladder.from_config(section)
     for name in sweep_names(section):
-        _check_sweep(sweep_spec(section, name), d)
+        spec = sweep_spec(section, name)
+        _check_sweep(spec, d)
+        if ladder.grow_at is not None and max(spec.examples) > ladder.max_T:
+            raise ConfigError(
+                "synthetic.ladder.max_T",
+                f"{ladder.max_T} is below the largest T {max(spec.examples)} of sweep {name}",
+                f"use max_T >= {max(spec.examples)}, or shorten synthetic.sweeps.{name}.T",
+            )
     threshold = section["saturation_threshold"]
     if not 0.5 <= threshold < 1.0:
         raise ConfigError(

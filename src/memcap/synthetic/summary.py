@@ -7,6 +7,12 @@ the trained model gets exactly right; below capacity the model fits everything (
 fitted at ≥ 99% accuracy) is reported beside it. Certified capacities are maxima over the grid
 too; since the datasets of a grid are nested that is their value at the largest T.
 
+A setting is ``censored`` when its largest T is memorized at or above the ladder's level
+(``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
+its estimate. ``largest_drop`` is the largest fall of the memorized count from a smaller T to
+a larger one, as a fraction of the smaller T's count (the datasets are nested, so a trained
+model can keep what a smaller T's model memorized: a fall is the optimiser's).
+
 A setting is flagged ``under_trained`` when the replica that sets its capacity did not fit
 its data and its training loss still fell by more than ``STILL_FALLING`` (5%) over the last
 fifth of its evaluations (:mod:`memcap.training.plateau`; with ``train.extra_budgets`` such
@@ -37,6 +43,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in summary.groupby(SETTING, sort=True):
         best = group.loc[group["memorized"].idxmax()]
+        top = group.loc[group["T"].idxmax()]
         fitted = group.loc[group["accuracy"] >= FIT_ACCURACY, "T"]
         rows.append(
             {
@@ -46,15 +53,30 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "fitted_T": int(fitted.max()) if len(fitted) else 0,
                 "certified": int(group["certified"].max()),
                 "certified_trained": int(group["certified_trained"].max()),
-                "T_max": int(group["T"].max()),
-                # Every example of the largest T memorized: the true capacity may be larger.
-                "censored": bool(best["memorized"] == group["T"].max()),
+                "T_max": int(top["T"]),
+                "censored": bool(top["memorized"] >= _censor_level(top) * top["T"]),
+                "largest_drop": largest_drop(group),
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
                 ),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _censor_level(row: pd.Series) -> float:
+    """The memorized fraction of the largest T at or above which a capacity is censored."""
+    level = row.get("grow_at", float("nan"))
+    return 1.0 if pd.isna(level) else float(level)
+
+
+def largest_drop(series: pd.DataFrame) -> float:
+    """The largest fall of one series' memorized count along T, as a fraction of the count
+    before it (0 when it never falls)."""
+    counts = series.sort_values("T")["memorized"].astype(float)
+    before = counts.cummax().shift(1)
+    falls = ((before - counts) / before).where(before > 0)
+    return round(max(0.0, float(falls.max())) if falls.notna().any() else 0.0, 4)
 
 
 def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:

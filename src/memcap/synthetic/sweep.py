@@ -32,12 +32,14 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.engine import FastStep
+from memcap.synthetic.ladder import passes, series_of, trained_states, warm_start
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import (
     SWEPT,
     Replica,
     StageSettings,
     SweepSpec,
+    grid_replicas,
     replica_groups,
 )
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
@@ -62,33 +64,42 @@ class SweepResult:
 
 
 def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> SweepResult:
-    """Train and certify every replica of one sweep.
+    """Train and certify every replica of one sweep, pass by pass (:mod:`~memcap.synthetic.ladder`).
 
     Args:
         spec: the sweep.
         stage: stage-wide settings, the global seed among them.
         device: where to train.
     """
-    groups, datasets = sweep_groups(spec, stage)
+    datasets = member_datasets(spec, stage, grid_replicas(spec, stage))
     _logger.info(
-        "sweep %s (recipe %s): %d replicas in %d batched models (group_by=%s), device %s",
+        "sweep %s (recipe %s): T grid %s, ladder %s, group_by=%s, device %s",
         spec.name,
         spec.recipe,
-        sum(len(members) for members in groups.values()),
-        len(groups),
+        list(spec.examples),
+        stage.ladder,
         list(stage.group_by),
         device,
     )
     rows, saturation_rows = [], []
-    for key, members in groups.items():
-        start = time.perf_counter()
-        cfg = stage.train_config(spec, max(r.examples for r in members))
-        group_rows, group_saturation = _train_group(spec, stage, cfg, members, datasets, device)
-        rows += group_rows
-        saturation_rows += group_saturation
-        _logger.info(
-            "group %s: %d replicas in %.1f s", key, len(members), time.perf_counter() - start
-        )
+    memorized: dict[tuple, int] = {}
+    states: dict[tuple, dict[str, torch.Tensor]] = {}
+    for members in passes(spec, stage, memorized):
+        for key, group in replica_groups(spec, stage, members).items():
+            start = time.perf_counter()
+            cfg = stage.train_config(spec, max(r.examples for r in group))
+            warm = states if stage.ladder.warm_start else {}
+            group_rows, group_saturation, trained = _train_group(
+                spec, stage, cfg, group, datasets, device, warm
+            )
+            rows += group_rows
+            saturation_rows += group_saturation
+            states.update(trained)
+            for replica, row in zip(group, group_rows, strict=True):
+                memorized[series_of(replica), replica.examples] = row["memorized"]
+            _logger.info(
+                "group %s: %d replicas in %.1f s", key, len(group), time.perf_counter() - start
+            )
     checksum = array_checksum(
         t.numpy()
         for key in sorted(datasets)
@@ -148,7 +159,8 @@ def _data_key(replica: Replica) -> tuple:
 def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
     seed, n, context, task = key
     data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
-    return make_dataset(max(spec.examples), n, stage.d, context, task, stage.classes, data_seed)
+    size = stage.ladder.data_size(spec.examples)
+    return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
 
 
 def _train_group(
@@ -158,10 +170,13 @@ def _train_group(
     members: list[Replica],
     datasets: dict[tuple, SyntheticSet],
     device: torch.device,
-) -> tuple[list[dict], list[dict]]:
-    """Train one batched model of ``members``; return their result and saturation rows."""
+    states: dict[tuple, dict[str, torch.Tensor]],
+) -> tuple[list[dict], list[dict], dict[tuple, dict[str, torch.Tensor]]]:
+    """Train one batched model of ``members``, each from its series' state in ``states``
+    where it has one; return their result and saturation rows and trained states."""
     task = members[0].setting.task
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
+    started = warm_start(model, members, states)
     step = choose_step(cfg, model, task, device, fast=FastStep)
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
@@ -211,12 +226,15 @@ def _train_group(
                 "steps": cfg.steps,
                 "recipe": spec.recipe,
                 "late_loss_drop": float(still_falling[r]),
+                "warm_start": started[r],
+                "grow_at": stage.ladder.grow_at,
+                "grown": t > max(spec.examples),
             }
         )
         saturation_rows += [
             {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
         ]
-    return rows, saturation_rows
+    return rows, saturation_rows, trained_states(model, members)
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
