@@ -18,9 +18,18 @@ def test_lower_bound_formulas():
     assert bounds.chance(50) == pytest.approx(0.02)
     assert bounds.our_lower_bound(50, 2500, 1, 10, 10) == pytest.approx(0.02 + 0.98 * 20 / 2500)
     assert bounds.previous_lower_bound(50, 2500, 1, 10) == pytest.approx(0.02 + 0.98 * 10 / 2500)
-    # d_h < d: ours uses H d_h + d, the previous bound H(d - 1) + 1
+    # d_h < d: ours uses H d_h + d, the previous bound H(d_h - 1) + 1 as paper B draws it
+    # (the authors' plotting code: paper A's theorem at the head dimension, not at d)
     assert bounds.our_lower_bound(50, 2500, 20, 3, 10) == pytest.approx(0.02 + 0.98 * 70 / 2500)
     assert bounds.previous_lower_bound(50, 2500, 20, 10) == pytest.approx(0.02 + 0.98 * 181 / 2500)
+    assert bounds.previous_lower_bound(50, 2500, 20, 1) == pytest.approx(0.02 + 0.98 * 1 / 2500)
+    assert bounds.previous_lower_bound(50, 2500, 20, 2) == pytest.approx(0.02 + 0.98 * 21 / 2500)
+    # ours exceeds the previous bound at every d_h <= d (H d_h + d > H(d_h - 1) + 1)
+    d_h = np.arange(1, 11)
+    assert (
+        bounds.our_lower_bound(50, 2500, 20, d_h, 10)
+        > bounds.previous_lower_bound(50, 2500, 20, d_h)
+    ).all()
     # clipped at 1 once the bound exceeds T0 memorized examples; vectorised over H
     assert bounds.our_lower_bound(10, 100, 60, 2, 2) == 1.0
     np.testing.assert_allclose(
@@ -133,9 +142,17 @@ def test_tiny_sweep_rows_and_columns(tiny_summary):
     ].isna().all()
 
 
+def test_tiny_sweep_rows_carry_both_bounds_at_their_head_dimension(tiny_summary):
+    theirs = tiny_summary[tiny_summary["sweep"] == "theirs"]  # d = 4, d_h = 1, 2, 4, H = 2
+    expected = bounds.previous_lower_bound(theirs["N"], theirs["T0"], theirs["H"], theirs["d_h"])
+    np.testing.assert_allclose(theirs["bound_previous"], expected)
+    assert theirs.set_index("d_h")["bound_previous"].is_monotonic_increasing
+
+
 def test_fit_table_and_figures(tiny_summary):
     fits = fit_table(tiny_summary)
     assert set(fits["sweep"]) == {"heads", "dist", "theirs"}
+    assert (fits["n_all"] >= fits["n_points"]).all()
     assert set(fits["form"]) == {"linear", "quadratic"}
     assert fits["r2"].between(0, 1).all() or fits["r2"].isna().any()
     for name, rows in tiny_summary.groupby("sweep"):

@@ -46,6 +46,7 @@ def test_schema_fills_defaults_in_every_sweep():
         "temperature": 1.0,
         "recipe": "ours",
         "variant": "paper",
+        "seeds": None,
         "train": {"epochs": None, "lr": None, "batch_size": None, "sample": None},
     }
     check_aot_config(config)
@@ -113,6 +114,19 @@ def test_memory_request_grows_with_the_sweep():
     section = {"seeds": 1, "sweeps": {"s": small, "b": big}}
     assert sweep_memory_mb(section, "s") < sweep_memory_mb(section, "b")
     assert sweep_memory_mb(section, "b") < sweep_memory_mb({**section, "seeds": 4}, "b")
+    own = {**section, "sweeps": {**section["sweeps"], "b": big | {"seeds": 4}}}
+    assert sweep_memory_mb(own, "b") == sweep_memory_mb({**section, "seeds": 4}, "b")
+
+
+def test_a_sweeps_own_seeds_override_the_stages():
+    config = _config({"seeds": 2, "sweeps": {"a": {}, "b": {"seeds": 5}}})
+    stage = _stage(config, seed=1)
+    sweeps = config["aot"]["sweeps"]
+    assert stage.replicate_seeds(sweeps["a"]) == stage.replicate_seeds() == [1000, 1001]
+    # replicate k is the same seed in every sweep: more seeds add replicates
+    assert stage.replicate_seeds(sweeps["b"]) == [1000, 1001, 1002, 1003, 1004]
+    with pytest.raises(Exception, match="validat|not valid|is less than"):
+        _config({"sweeps": {"x": {"seeds": 0}}})
 
 
 def test_a_sweeps_own_train_block_overrides_the_stages():

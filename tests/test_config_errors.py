@@ -118,6 +118,13 @@ MISTAKES = [
         ["or 'd'", "did you mean 'd'?"],
     ),
     (
+        "a sweep's own seed count below one",
+        ["aot", "sweeps", "aot_vs_mlp", "seeds"],
+        0,
+        "aot.sweeps.aot_vs_mlp.seeds",
+        ["found 0"],
+    ),
+    (
         "device typo",
         ["device"],
         "cuda0",

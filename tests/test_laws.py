@@ -155,29 +155,102 @@ def test_paper_b_bound_and_unmatched_settings():
     assert not laws.set_index("law").loc["above paper B's lower bound", "holds"]
 
 
-def test_paper_b_aot_against_the_mlp_transformer_at_equal_parameter_counts():
+def _pairs(per_seed: dict[str, list[list[float]]]) -> pd.DataFrame:
+    """An aot_vs_mlp sweep at d = 7: ``per_seed[model][k]`` are the seeds' accuracies of the
+    model's k-th smallest setting (H = 1, 6, 11)."""
     rows = []
-    for model, accuracies in (("aot", [0.07, 0.11, 0.15]), ("mlp", [0.06, 0.10, 0.22])):
-        for k, acc in enumerate(accuracies):
-            rows.append(
-                {**_aot_summary({1: acc}).iloc[0].to_dict(), "sweep": "aot_vs_mlp",
-                 "model": model, "N": 70, "d": 7, "d_h": 7, "H": 1 + 5 * k,
-                 "params": 1288 + 1100 * k + (0 if model == "aot" else -60 * k),
-                 "accuracy": acc, "x_axis": "params", "facet": "d"}
-            )  # fmt: skip
-    summary = pd.DataFrame(rows)
-    laws = aot_laws.law_table(summary).set_index("law")
-    row = laws.loc["AoT and MLP-Transformer alike per parameter"]
-    assert row["curve"] == "d=7" and not row["holds"]
-    assert "3488 / 3368 parameters: 0.150 vs 0.220; largest |Δ| 0.070" in row["measured"]
-    summary.loc[summary["accuracy"] == 0.22, "accuracy"] = 0.17
-    laws = aot_laws.law_table(summary).set_index("law")
-    assert laws.loc["AoT and MLP-Transformer alike per parameter", "holds"]
+    for model, points in per_seed.items():
+        for k, accuracies in enumerate(points):
+            for seed, acc in enumerate(accuracies):
+                rows.append(
+                    {**_aot_summary({1: acc}).iloc[0].to_dict(), "sweep": "aot_vs_mlp",
+                     "model": model, "N": 70, "d": 7, "d_h": 7, "H": 1 + 5 * k, "seed": seed,
+                     "params": 1288 + 1100 * k + (0 if model == "aot" else -60 * k),
+                     "accuracy": acc, "x_axis": "params", "facet": "d"}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
-def test_paper_b_forms_are_checked_below_saturation_with_enough_points():
-    bent = _aot_summary({1: 0.1, 11: 0.5, 21: 0.6, 31: 0.99})  # 0.99 is saturated: left out
+def _alike_row(summary: pd.DataFrame) -> pd.Series:
+    laws = aot_laws.law_table(summary)
+    assert list(laws.columns) == aot_laws.COLUMNS
+    return laws.set_index("law").loc["AoT and MLP-Transformer alike per parameter"]
+
+
+def test_paper_b_aot_against_the_mlp_transformer_at_equal_parameter_counts():
+    # three seeds, paired: every difference small and steady -> alike, the law holds
+    alike = _pairs(
+        {
+            "aot": [[0.07, 0.08, 0.06], [0.11, 0.12, 0.10], [0.15, 0.16, 0.14]],
+            "mlp": [[0.06, 0.07, 0.05], [0.10, 0.10, 0.10], [0.17, 0.18, 0.16]],
+        }
+    )
+    row = _alike_row(alike)
+    assert row["curve"] == "d=7" and row["holds"] and row["outcome"] == "holds"
+    assert "3488 / 3368 parameters: 0.150 vs 0.170, Δ -0.020 ± 0.000 (alike)" in row["measured"]
+    assert "2388 / 2328 parameters: 0.110 vs 0.100, Δ +0.010 ± 0.006 (alike)" in row["measured"]
+    assert row["measured"].endswith("; 3 seed(s)")
+    # a steady gap of 0.07 at the largest pair -> that pair differs, the law fails
+    differ = _pairs(
+        {
+            "aot": [[0.07, 0.08, 0.06], [0.11, 0.12, 0.10], [0.15, 0.16, 0.14]],
+            "mlp": [[0.06, 0.07, 0.05], [0.10, 0.10, 0.10], [0.22, 0.23, 0.21]],
+        }
+    )
+    row = _alike_row(differ)
+    assert row["outcome"] == "fails" and not row["holds"]
+    assert "Δ -0.070 ± 0.000 (differ)" in row["measured"]
+    # the same mean gap of 0.07 but a sign that flips with the seed -> inconclusive
+    flipping = _pairs(
+        {
+            "aot": [[0.07, 0.08, 0.06], [0.11, 0.12, 0.10], [0.15, 0.15, 0.15]],
+            "mlp": [[0.06, 0.07, 0.05], [0.10, 0.10, 0.10], [0.07, 0.35, 0.24]],
+        }
+    )
+    row = _alike_row(flipping)
+    assert row["outcome"] == "inconclusive" and not row["holds"]
+    assert "Δ -0.070 ± 0.081 (inconclusive)" in row["measured"]
+    # one seed: no spread, so no verdict either way
+    one = _pairs({"aot": [[0.07], [0.11], [0.15]], "mlp": [[0.06], [0.10], [0.22]]})
+    row = _alike_row(one)
+    assert row["outcome"] == "inconclusive" and "Δ -0.070 ± n/a (inconclusive)" in row["measured"]
+
+
+@pytest.mark.parametrize(
+    ("difference", "spread", "verdict"),
+    [
+        (0.0, 0.01, "alike"),
+        (-0.05, 0.05, "alike"),  # both at the tolerance
+        (0.04, 0.06, "inconclusive"),  # small, but the seeds disagree more than the tolerance
+        (0.07, 0.01, "differ"),
+        (-0.07, 0.01, "differ"),
+        (0.07, 0.03, "inconclusive"),  # beyond the tolerance, but within the spread of it
+        (0.07, float("nan"), "inconclusive"),  # one seed
+    ],
+)
+def test_alike_differ_inconclusive_rule(difference, spread, verdict):
+    assert aot_laws.alike_verdict(difference, spread) == verdict
+
+
+def test_paper_b_forms_are_checked_on_every_point_saturated_ones_included():
+    # The default heads curve's shape: linear up to H = 21 (R² 1.000 over those three), then
+    # pinned near 1 at H = 31. Over all four points R² = 0.944: the law fails, and the row
+    # names the saturated point instead of dropping it.
+    bent = _aot_summary({1: 0.143, 11: 0.526, 21: 0.902, 31: 0.993})
     row = aot_laws.law_table(bent).set_index("law").loc["linear in H"]
-    assert not row["holds"] and "over 3 points" in row["measured"]
-    short = _aot_summary({1: 0.1, 11: 0.5, 21: 0.97})  # two points below saturation: untested
+    assert not row["holds"] and row["outcome"] == "fails"
+    assert "R² = 0.944) over 4 points (1 at or above 0.95: H = 31)" in row["measured"]
+    assert "every point" in row["criterion"]
+    straight = _aot_summary({1: 0.1, 11: 0.4, 21: 0.7, 31: 0.99})
+    row = aot_laws.law_table(straight).set_index("law").loc["linear in H"]
+    assert row["holds"] and row["outcome"] == "holds" and "over 4 points" in row["measured"]
+    # the drawn fit (fits.csv) keeps the authors' rule: up to the first saturated point
+    from memcap.aot.summary import fit_table
+
+    pinned = _aot_summary({1: 0.1, 11: 0.5, 21: 0.97, 31: 1.0})
+    fits = fit_table(pinned).iloc[0]
+    assert (fits["n_points"], fits["n_all"]) == (3, 4) and fits["r2_all"] < fits["r2"]
+    row = aot_laws.law_table(pinned).set_index("law").loc["linear in H"]
+    assert f"R² = {fits['r2_all']:.3f}) over 4 points" in row["measured"]
+    short = _aot_summary({1: 0.1, 11: 0.5})  # as many points as the form has coefficients
     assert "linear in H" not in set(aot_laws.law_table(short)["law"])

@@ -30,7 +30,7 @@ for (sweep, spec), (table, provenance) in zip(snakemake.params.specs.items(), ou
         stage="aot",
         sweep=sweep,
         seed=snakemake.params.seed,
-        replica_seeds=stage.replicate_seeds(),
+        replica_seeds=stage.replicate_seeds(spec),
         device=str(device),
         threads=snakemake.threads,
         sweep_config=spec,

@@ -3,7 +3,12 @@
 With a uniform prior over T0 input sequences and N tokens, an AoT that memorizes M
 associations and guesses the rest has accuracy 1/N + (1 − 1/N)·M/T0. Paper B's construction
 gives M = H·d_h + d ("our lower bound"); paper A's construction in this setting gives
-M = H(d − 1) + 1 ("previous lower bound"). Both are clipped at 1.
+M = H(d_h − 1) + 1 ("previous lower bound", as paper B draws it: its theorem at n = d_h, the
+head dimension; in the heads sweep d_h = d). Both are clipped at 1.
+
+The fits drawn on the figures follow the authors' plotting rule (up to and including the
+first point at ``SATURATION``, :func:`unsaturated`); the laws of :mod:`memcap.aot.laws` are
+tested on every point.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import numpy as np
 from memcap.theory import theory_bound
 from memcap.training.fits import least_squares, r_squared
 
-SATURATION = 0.95  # fits skip points after the first mean accuracy at or above this
+SATURATION = 0.95  # drawn fits skip points after the first mean accuracy at or above this
 COEFFICIENTS = {"linear": 2, "quadratic": 3, "hinge": 3}  # per fit form (see _basis)
 
 
@@ -36,9 +41,13 @@ def our_lower_bound(N, T0, H, d_h, d) -> np.ndarray:
     return accuracy_from_memorized(np.asarray(H) * np.asarray(d_h) + np.asarray(d), N, T0)
 
 
-def previous_lower_bound(N, T0, H, d) -> np.ndarray:
-    """Paper A's construction: 1/N + (1 − 1/N)(H(d − 1) + 1)/T0 (its bound at n = d)."""
-    return accuracy_from_memorized(theory_bound(np.asarray(H), np.asarray(d)), N, T0)
+def previous_lower_bound(N, T0, H, d_h) -> np.ndarray:
+    """Paper A's construction as paper B draws it: 1/N + (1 − 1/N)(H(d_h − 1) + 1)/T0.
+
+    Paper A's theorem at n = d_h (a head of dimension d_h): the authors' plotting code passes
+    the head dimension, so the d_h sweep's curve rises with d_h (in the heads sweep d_h = d).
+    """
+    return accuracy_from_memorized(theory_bound(np.asarray(H), np.asarray(d_h)), N, T0)
 
 
 @dataclass(frozen=True)
@@ -91,8 +100,8 @@ def fit(x, y, form: str, knot: float = float("nan")) -> Fit:
 
 
 def unsaturated(x, y, threshold: float = SATURATION) -> tuple[np.ndarray, np.ndarray]:
-    """Points sorted by x up to and including the first with y ≥ threshold (the authors' rule:
-    accuracy pinned at 1 is no longer linear)."""
+    """Points sorted by x up to and including the first with y ≥ threshold (the authors' rule
+    for drawing a fit: accuracy pinned at 1 is no longer linear). The laws use every point."""
     order = np.argsort(np.asarray(x, dtype=float), kind="stable")
     x, y = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
     hits = np.flatnonzero(y >= threshold)

@@ -153,9 +153,10 @@ class StageSettings:
         """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
         return {"engine": self.step, "precision": self.precision, "compile": self.compile}
 
-    def replicate_seeds(self) -> list[int]:
-        """The replicate seeds of every setting."""
-        return replicate_seeds(self.base_seed, self.seeds)
+    def replicate_seeds(self, spec: Mapping[str, Any] | None = None) -> list[int]:
+        """The replicate seeds of every setting of sweep ``spec``: its own ``seeds``, or the
+        stage's where it has none (replicate k is the same seed in every sweep)."""
+        return replicate_seeds(self.base_seed, sweep_seeds(spec, self.seeds))
 
     def sweep_train(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The training settings of one sweep: its recipe's, with the sweep's own."""
@@ -217,6 +218,12 @@ def authors_train_config(
         last_batches=min(train["last_batches"], steps),
         **engine,
     )
+
+
+def sweep_seeds(spec: Mapping[str, Any] | None, stage_seeds: int) -> int:
+    """Replicate seeds of one sweep: its ``seeds`` when set, else the stage's ``aot.seeds``."""
+    own = None if spec is None else spec.get("seeds")
+    return stage_seeds if own is None else int(own)
 
 
 def sweep_names(section: Mapping[str, Any]) -> list[str]:
@@ -301,7 +308,8 @@ def _check_setting(key: str, s: Setting) -> None:
 
 def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
     """Rough peak memory of one sweep: its largest padded replica group's activations."""
-    spec, seeds = section["sweeps"][name], section["seeds"]
+    spec = section["sweeps"][name]
+    seeds = sweep_seeds(spec, section["seeds"])
     groups: dict[tuple, list[Setting]] = {}
     for s in expand_sweep(name, spec):
         width_key = s.width if spec["recipe"] != "authors" else -1  # see sweep.group_replicas

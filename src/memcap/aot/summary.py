@@ -54,21 +54,27 @@ def curve_form(rows: pd.DataFrame, x: str) -> tuple[str, float]:
     return form, float(rows["d_h"].max()) if form == "hinge" else float("nan")
 
 
-def fit_curve(rows: pd.DataFrame, x: str) -> bounds.Fit | None:
-    """The scaling-law fit of one curve's seed-mean accuracy, before saturation."""
+def fit_curve(rows: pd.DataFrame, x: str, all_points: bool = False) -> bounds.Fit | None:
+    """The scaling-law fit of one curve's seed-mean accuracy: up to and including the first
+    saturated point (the authors' rule for drawing it), or over ``all_points`` (the law's
+    verdict, :mod:`memcap.aot.laws`)."""
     means = seed_means(rows, x)
-    xs, ys = bounds.unsaturated(means[x], means["accuracy"])
+    xs, ys = means[x].to_numpy(float), means["accuracy"].to_numpy(float)
     form, knot = curve_form(rows, x)
     needed = bounds.COEFFICIENTS[form]
-    if len(xs) < needed:
-        xs, ys = means[x].to_numpy(float), means["accuracy"].to_numpy(float)
+    if not all_points:
+        drawn = bounds.unsaturated(xs, ys)
+        if len(drawn[0]) >= needed:
+            xs, ys = drawn
     if len(np.unique(xs)) < needed:
         return None
     return bounds.fit(xs, ys, form, knot)
 
 
 def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One fit per sweep × model × facet: form, coefficients, slope and R²."""
+    """One fit per sweep × model × facet: form, coefficients, slope and R² of the drawn fit
+    (up to the first saturated point), and ``r2_all`` / ``n_all``: R² of the same form over
+    every point (what the law's verdict uses)."""
     records = []
     for sweep_name, sweep in summary.groupby("sweep", sort=False):
         x = sweep["x_axis"].iloc[0]
@@ -76,6 +82,7 @@ def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
             result = fit_curve(rows, x)
             if result is None:
                 continue
+            every = fit_curve(rows, x, all_points=True)
             records.append(
                 {
                     "sweep": sweep_name,
@@ -90,6 +97,8 @@ def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
                     "r2": result.r2,
                     "n_points": result.n_points,
                     "equation": result.describe(x),
+                    "r2_all": every.r2,
+                    "n_all": every.n_points,
                 }
             )
     return pd.DataFrame(records)

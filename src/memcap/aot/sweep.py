@@ -115,7 +115,7 @@ def run_sweep(
 ) -> SweepResult:
     """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
     settings = expand_sweep(name, spec)
-    replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds()]
+    replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds(spec)]
     groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
     rows, timings = [], []
@@ -187,7 +187,7 @@ def _train_group(
                 "steps_run": int(result.steps_run[r]),
                 "chance": float(bounds.chance(s.N)),
                 "bound_ours": float(bounds.our_lower_bound(s.N, s.T0, s.H, s.d_h, s.d)),
-                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T0, s.H, s.d)),
+                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T0, s.H, s.d_h)),
             }
         )
     return rows
