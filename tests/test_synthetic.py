@@ -131,6 +131,7 @@ def _tiny_section(group_by: list[str]) -> tuple[dict, dict]:
     engine["synthetic"]["group_by"] = group_by
     section["train"].update(steps=150, lr=0.05, eval_every=25)
     section["sweeps"]["heads"].update(values=[1, 2], T=[4, 24])
+    section["ladder"].update(grow_at=None, restarts=0)  # the listed grid, one training each
     return section, engine
 
 

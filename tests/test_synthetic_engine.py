@@ -139,6 +139,7 @@ def _tiny_section(**overrides) -> tuple[dict, dict]:
         target[key] = value
     section["train"].update(steps=150, lr=0.01, eval_every=25, early_stop=False)
     section["sweeps"]["heads"].update(values=[1, 2, 3], T=[4, 24], tasks=["classification"])
+    section["ladder"].update(grow_at=None, restarts=0)  # the listed grid, one training each
     return section, engine
 
 

@@ -99,7 +99,9 @@ def test_censored_at_the_ladder_level_and_the_largest_drop():
     assert not capacity_table(_series({64: 64, 128: 110}, grow_at=0.9))["censored"].item()
     assert not capacity_table(_series({64: 64, 128: 120}))["censored"].item()  # grid: all of T
     assert capacity_table(_series({64: 64, 128: 128}))["censored"].item()
-    assert largest_drop(_series({64: 60, 128: 123, 256: 46})) == pytest.approx(1 - 46 / 123, abs=1e-4)
+    assert largest_drop(_series({64: 60, 128: 123, 256: 46})) == pytest.approx(
+        1 - 46 / 123, abs=1e-4
+    )
     assert largest_drop(_series({64: 60, 128: 70})) == 0.0
 
 
@@ -129,8 +131,8 @@ def test_max_t_below_the_grid_names_the_key():
 
 
 def test_ladder_rules():
-    ladder = Ladder(grow_at=0.9, max_T=256, warm_start=True)
+    ladder = Ladder(grow_at=0.9, factor=2, max_T=256, warm_start=True, restarts=0)
     assert ladder.grows(116, 128) and not ladder.grows(115, 128)
     assert not ladder.grows(256, 256)  # 2 T would pass max_T
     assert ladder.data_size((64, 128)) == 256
-    assert Ladder(None, 256, False).data_size((64, 128)) == 128
+    assert Ladder(None, 2, 256, False, 0).data_size((64, 128)) == 128

@@ -302,8 +302,16 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
         if "censored" in capacity and capacity["censored"].astype(bool).any():
             section.notes.append(
                 f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} settings "
-                "memorized every example of the largest T tried: their capacity is a lower "
-                "bound (add larger T to the sweep's examples)."
+                "memorized their largest T at or above the ladder's level: their capacity is a "
+                "lower bound, and no law passes on them (raise synthetic.ladder.max_T or the "
+                "sweep's T)."
+            )
+        if "largest_drop" in capacity:
+            drops = capacity[capacity["largest_drop"] > 0.10]
+            section.notes.append(
+                f"{len(drops)} of {len(capacity)} series memorize more than 10% fewer examples "
+                "at a larger T than at a smaller one (the datasets are nested)"
+                + (f": {', '.join(_settings(drops))}." if len(drops) else ".")
             )
         if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
             flagged = capacity[capacity["under_trained"].astype(bool)]
@@ -341,10 +349,16 @@ def _extra_budgets(summary: pd.DataFrame) -> list[str]:
 
 
 def _laws(laws: pd.DataFrame) -> tuple[Table, list[str]]:
-    """The laws table with "holds" as yes / no, and the laws that do not hold, named."""
+    """The laws table with "holds" as yes / no, and the laws that do not hold, named (with
+    "censored" where the grid, not the model, bounds a point of the curve, "inconclusive"
+    where the seed spread exceeds the difference tested)."""
     holds = laws["holds"].astype(str).str.lower() == "true"
     shown = laws.assign(holds=holds.map({True: "yes", False: "no"}))
-    failing = [f"{r.law} ({r.sweep}, {r.curve})" for r in laws[~holds].itertuples()]
+    outcome = laws["outcome"] if "outcome" in laws else holds.map({True: "holds", False: ""})
+    failing = [
+        f"{r.law} ({r.sweep}, {r.curve}{f', {o}' if o in ('censored', 'inconclusive') else ''})"
+        for r, o in zip(laws[~holds].itertuples(), outcome[~holds], strict=True)
+    ]
     return Table.from_frame(shown), failing
 
 

@@ -4,7 +4,8 @@ A *series* is one setting (sweep value, context, task) and replicate seed; its r
 dataset sizes T, whose datasets are nested (the first T examples of one draw). Without growth
 or warm starts the whole listed grid trains in one pass, grouped as the engine section says.
 Otherwise T trains in increasing order, one pass per T (a *rung*): the listed grid for every
-series, then 2 T, 4 T, ... for the series whose memorized fraction is still at least
+series, then larger T (``ladder.factor`` apart) for the series whose memorized fraction is
+still at least
 ``ladder.grow_at`` (:class:`~memcap.synthetic.settings.Ladder`). With ``warm_start`` a replica
 starts from its series' trained state at the previous rung, so the examples that state
 memorized are memorized at its first evaluation and the kept (best) state never memorizes
@@ -42,17 +43,18 @@ def passes(
     T = spec.examples[-1]
     growing = [s for s in series if ladder.grows(memorized[s, T], T)]
     while growing:
-        T *= 2
+        T = ladder.next_T(T)
         yield [Replica(s, seed, T) for s, seed in growing]
         growing = [s for s in growing if ladder.grows(memorized[s, T], T)]
 
 
-def trained_states(model: nn.Module, members: list[Replica]) -> dict[Series, dict[str, Tensor]]:
-    """Every member's parameters (its slice of the batched model), by series."""
-    return {
-        series_of(r): {name: p[k].detach().clone() for name, p in model.named_parameters()}
-        for k, r in enumerate(members)
-    }
+def trained_states(model: nn.Module) -> list[dict[str, Tensor]]:
+    """Every replica's parameters (its slice of the batched model), in replica order."""
+    parameters = list(model.named_parameters())
+    return [
+        {name: p[k].detach().clone() for name, p in parameters}
+        for k in range(parameters[0][1].shape[0])
+    ]
 
 
 @torch.no_grad()

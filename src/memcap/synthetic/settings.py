@@ -23,6 +23,7 @@ SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
 CONTEXTS = ("shared", "random")
 TASKS = ("classification", "regression")
 GROUP_KEYS = ("shape", "T")
+DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,13 @@ class Setting:
 
 @dataclass(frozen=True)
 class Replica:
-    """One trained model: a sweep setting, a replicate seed and a dataset size T."""
+    """One trained model: a sweep setting, a replicate seed, a dataset size T and a restart
+    (0: the first training of the three; k: the k-th retraining from a fresh initialisation)."""
 
     setting: Setting
     seed: int
     examples: int
+    restart: int = 0
 
     def group(self, keys: tuple[str, ...]) -> tuple:
         s = self.setting
@@ -113,24 +116,38 @@ class Ladder:
     """How every series walks its T grid (``synthetic.ladder``).
 
     The grid's T train in increasing order. A series (sweep value, context, task, seed) whose
-    memorized fraction at the grid's largest T is at least ``grow_at`` goes on at twice that
-    T, and again, until the fraction falls below ``grow_at`` or the next T would exceed
-    ``max_T``. With ``warm_start`` each T starts from the series' trained state at the
-    previous one.
+    memorized fraction at the grid's largest T is at least ``grow_at`` goes on at ``factor``
+    times that T (rounded up), and again, until the fraction falls below ``grow_at`` or the
+    next T would exceed ``max_T``. With ``warm_start`` each T starts from the series' trained
+    state at the previous one.
     """
 
     grow_at: float | None  # None: the grid as listed
+    factor: float
     max_T: int
     warm_start: bool
+    restarts: int  # retrainings from fresh initialisations of a replica that fell along T
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> Ladder:
         ladder = section["ladder"]
-        return cls(ladder["grow_at"], ladder["max_T"], ladder["warm_start"])
+        keys = ("grow_at", "factor", "max_T", "warm_start", "restarts")
+        return cls(*(ladder[key] for key in keys))
+
+    def fell(self, memorized: int, before: list[int]) -> bool:
+        """Whether ``memorized`` lies more than ``DROP`` below the series' best count at a
+        smaller T (``before``): the datasets are nested, so that is the optimiser's."""
+        return bool(before) and memorized < (1.0 - DROP) * max(before)
+
+    def next_T(self, T: int) -> int:
+        """The T after ``T`` on a grown grid."""
+        return max(T + 1, math.ceil(self.factor * T))
 
     def grows(self, memorized: int, T: int) -> bool:
-        """Whether a series that memorized ``memorized`` of ``T`` goes on at 2 T."""
-        return self.grow_at is not None and memorized >= self.grow_at * T and self.max_T >= 2 * T
+        """Whether a series that memorized ``memorized`` of ``T`` goes on at the next T."""
+        if self.grow_at is None or memorized < self.grow_at * T:
+            return False
+        return self.next_T(T) <= self.max_T
 
     def censored(self, memorized: int, T: int) -> bool:
         """Whether ``memorized`` of the series' largest ``T`` leaves its capacity unbracketed:

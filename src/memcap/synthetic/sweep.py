@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -44,7 +44,6 @@ from memcap.synthetic.settings import (
 )
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
-from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData
 from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
@@ -81,25 +80,31 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         list(stage.group_by),
         device,
     )
-    rows, saturation_rows = [], []
+    kept: dict[Replica, Trained] = {}  # every replica's best training so far
     memorized: dict[tuple, int] = {}
-    states: dict[tuple, dict[str, torch.Tensor]] = {}
     for members in passes(spec, stage, memorized):
-        for key, group in replica_groups(spec, stage, members).items():
-            start = time.perf_counter()
-            cfg = stage.train_config(spec, max(r.examples for r in group))
-            warm = states if stage.ladder.warm_start else {}
-            group_rows, group_saturation, trained = _train_group(
-                spec, stage, cfg, group, datasets, device, warm
-            )
-            rows += group_rows
-            saturation_rows += group_saturation
-            states.update(trained)
-            for replica, row in zip(group, group_rows, strict=True):
-                memorized[series_of(replica), replica.examples] = row["memorized"]
-            _logger.info(
-                "group %s: %d replicas in %.1f s", key, len(group), time.perf_counter() - start
-            )
+        trainings = members
+        for restart in range(1 + stage.ladder.restarts):
+            for key, group in replica_groups(spec, stage, trainings).items():
+                start = time.perf_counter()
+                states = {r: kept[r].state for r in kept} if stage.ladder.warm_start else {}
+                for replica, trained in _train_group(spec, stage, group, datasets, device, states):
+                    first = replica if not restart else replace(replica, restart=0)
+                    if first not in kept or trained.memorized > kept[first].memorized:
+                        kept[first] = trained
+                _logger.info(
+                    "group %s, restart %d: %d replicas in %.1f s",
+                    key, restart, len(group), time.perf_counter() - start,
+                )  # fmt: skip
+            for replica in members:
+                memorized[series_of(replica), replica.examples] = kept[replica].memorized
+            trainings = [
+                replace(r, restart=restart + 1) for r in members if _fell(r, memorized, stage)
+            ]
+            if not trainings:
+                break
+    rows = [kept[r].row | {"restarts": kept[r].restart} for r in kept]
+    saturation_rows = [row for r in kept for row in kept[r].saturation]
     checksum = array_checksum(
         t.numpy()
         for key in sorted(datasets)
@@ -163,25 +168,48 @@ def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
     return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
 
 
+@dataclass
+class Trained:
+    """One training of a replica: its result row, saturation rows and trained parameters."""
+
+    row: dict
+    saturation: list[dict]
+    state: dict[str, torch.Tensor]
+    restart: int
+
+    @property
+    def memorized(self) -> int:
+        return self.row["memorized"]
+
+
+def _fell(replica: Replica, memorized: dict[tuple, int], stage: StageSettings) -> bool:
+    """Whether ``replica``'s count fell along T (:meth:`Ladder.fell`)."""
+    series = series_of(replica)
+    before = [m for (s, t), m in memorized.items() if s == series and t < replica.examples]
+    return stage.ladder.fell(memorized[series, replica.examples], before)
+
+
 def _train_group(
     spec: SweepSpec,
     stage: StageSettings,
-    cfg: TrainConfig,
     members: list[Replica],
     datasets: dict[tuple, SyntheticSet],
     device: torch.device,
-    states: dict[tuple, dict[str, torch.Tensor]],
-) -> tuple[list[dict], list[dict], dict[tuple, dict[str, torch.Tensor]]]:
-    """Train one batched model of ``members``, each from its series' state in ``states``
-    where it has one; return their result and saturation rows and trained states."""
+    states: dict[Replica, dict[str, torch.Tensor]],
+) -> list[tuple[Replica, Trained]]:
+    """Train one batched model of ``members``, a first training starting from its series'
+    state at the previous T where ``states`` has it (warm starts); every training's result."""
     task = members[0].setting.task
+    cfg = stage.train_config(spec, max(r.examples for r in members))
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
-    started = warm_start(model, members, states)
+    previous = {series_of(r): state for r, state in states.items()}  # the latest T last
+    started = warm_start(model, members, {} if members[0].restart else previous)
     step = choose_step(cfg, model, task, device, fast=FastStep)
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     attention, embedded = _trained_attention(model, data)
-    rows, saturation_rows = [], []
+    trained = []
+    states_after = trained_states(model)
     for r, replica in enumerate(members):
         s, t = replica.setting, replica.examples
         own = datasets[_data_key(replica)].head(t)
@@ -197,60 +225,46 @@ def _train_group(
             "T": t,
             "seed": replica.seed,
         }
-        rows.append(
-            {
-                **ids,
-                "value": s.value,
-                "swept": SWEPT[spec.name],
-                "d": stage.d,
-                "d_v": stage.value_dim,
-                "classes": stage.classes if task == "classification" else 0,
-                "accuracy": float(result.accuracy[r]),
-                "memorized": int(result.memorized[r]),
-                "certified": certified_capacity_curve(
-                    own.queries,
-                    own.contexts,
-                    [s.heads],
-                    s.head_dim,
-                    seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
-                    device=device,
-                )[0].rank,
-                "certified_trained": certified_capacity_from_attention(
-                    weights, embedded[r, :t, : s.n]
-                ),
-                "bound": theory_bound(s.heads, s.n),
-                "saturation": float(per_head.mean()),
-                "loss": float(result.loss[r]),
-                "fit_step": int(result.fit_step[r]),
-                "steps_run": int(result.steps_run[r]),
-                "steps": cfg.steps,
-                "recipe": spec.recipe,
-                "late_loss_drop": float(still_falling[r]),
-                "warm_start": started[r],
-                "grow_at": stage.ladder.grow_at,
-                "grown": t > max(spec.examples),
-            }
-        )
-        saturation_rows += [
-            {**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)
-        ]
-    return rows, saturation_rows, trained_states(model, members)
+        row = {
+            **ids,
+            "value": s.value,
+            "swept": SWEPT[spec.name],
+            "d": stage.d,
+            "d_v": stage.value_dim,
+            "classes": stage.classes if task == "classification" else 0,
+            "accuracy": float(result.accuracy[r]),
+            "memorized": int(result.memorized[r]),
+            "certified": certified_capacity_curve(
+                own.queries,
+                own.contexts,
+                [s.heads],
+                s.head_dim,
+                seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
+                device=device,
+            )[0].rank,
+            "certified_trained": certified_capacity_from_attention(weights, embedded[r, :t, : s.n]),
+            "bound": theory_bound(s.heads, s.n),
+            "saturation": float(per_head.mean()),
+            "loss": float(result.loss[r]),
+            "fit_step": int(result.fit_step[r]),
+            "steps_run": int(result.steps_run[r]),
+            "steps": cfg.steps,
+            "recipe": spec.recipe,
+            "late_loss_drop": float(still_falling[r]),
+            "warm_start": started[r],
+            "grow_at": stage.ladder.grow_at,
+            "grown": t > max(spec.examples),
+        }
+        per_head_rows = [{**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)]
+        trained.append((replica, Trained(row, per_head_rows, states_after[r], replica.restart)))
+    return trained
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
     s = replica.setting
-    return derive_seed(
-        base_seed,
-        purpose,
-        spec.name,
-        replica.seed,
-        s.heads,
-        s.n,
-        s.head_dim,
-        s.context,
-        s.task,
-        replica.examples,
-    )
+    parts = (spec.name, replica.seed, s.heads, s.n, s.head_dim, s.context, s.task, replica.examples)
+    restart = ("restart", replica.restart) if replica.restart else ()
+    return derive_seed(base_seed, purpose, *parts, *restart)
 
 
 def _stack(
