@@ -19,7 +19,7 @@ from memcap.synthetic.settings import (
     sweep_names,
     sweep_spec,
 )
-from memcap.synthetic.summary import capacity_table, fit_table, saturation_table
+from memcap.synthetic.summary import bound_ratios, capacity_table, fit_table, saturation_table
 from memcap.synthetic.sweep import run_sweep
 from memcap.theory import theory_bound
 
@@ -294,3 +294,19 @@ def test_the_engine_section_reaches_both_recipes_train_configs():
         cfg = stage.train_config(sweep_spec(section, name), 16)
         assert (cfg.engine, cfg.precision) == ("reference", "bf16")
         assert cfg.compile and cfg.leave_when_fit
+
+
+def test_bound_ratios_compare_best_seeds_with_h_n_minus_1_plus_1():
+    counts = {"regression": {1: (4, 8), 2: (30, 20)}, "classification": {1: (40, 16), 2: (60, 75)}}
+    rows = [
+        {"sweep": "heads", "task": task, "context": "shared", "value": h, "seed": seed,
+         "capacity": capacity, "bound": 7 * h + 1}
+        for task, per_h in counts.items()
+        for h, seeds in per_h.items()
+        for seed, capacity in enumerate(seeds)
+    ]  # fmt: skip
+    table = bound_ratios(pd.DataFrame(rows)).set_index("task")
+    assert table.loc["regression", "ratio_min"] == pytest.approx(1.0)  # 8 of 8 at H = 1
+    assert table.loc["regression", "ratio_max"] == pytest.approx(2.0)  # 30 of 15 at H = 2
+    assert table.loc["classification", "ratio_median"] == pytest.approx((5 + 5) / 2)
+    assert table.loc["regression", "below_bound"] == 0

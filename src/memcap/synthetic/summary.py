@@ -79,6 +79,20 @@ def largest_drop(series: pd.DataFrame) -> float:
     return round(max(0.0, float(falls.max())) if falls.notna().any() else 0.0, 4)
 
 
+def bound_ratios(capacity: pd.DataFrame) -> pd.DataFrame:
+    """Trained counts against Theorem 1's H(n−1)+1, per sweep, task and context kind: the
+    range and median over settings of each setting's best seed over its bound."""
+    best = capacity.groupby(["sweep", "task", "context", "value"], sort=True).agg(
+        capacity=("capacity", "max"), bound=("bound", "first")
+    )
+    best["ratio"] = best["capacity"] / best["bound"]
+    table = best.groupby(["sweep", "task", "context"], sort=True)["ratio"].agg(
+        ["min", "median", "max"]
+    )
+    table["below_bound"] = (best["ratio"] < 1).groupby(["sweep", "task", "context"]).sum()
+    return table.rename(columns=lambda c: c if c == "below_bound" else f"ratio_{c}").reset_index()
+
+
 def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
     """Linear fits of every capacity quantity against the swept value.
 
