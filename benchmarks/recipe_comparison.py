@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +30,6 @@ import torch
 import yaml
 from _results import record
 
-from memcap.config_schema import validate_schema
 from memcap.synthetic.settings import StageSettings, sweep_spec
 from memcap.synthetic.sweep import run_sweep
 
@@ -50,6 +52,55 @@ def sampled(section: dict, name: str, value: int, context: str) -> dict:
     return section
 
 
+def compare(config: dict, item: str, authors_steps: int | None, min_T: int) -> dict:
+    """One sampled setting ``sweep:value:context``: both recipes' estimates and CPU seconds."""
+    torch.set_num_threads(1)
+    engine = config["engine"]
+    name, value, context = item.split(":")
+    section = sampled(config["synthetic"], name, int(value), context)
+    ours, ours_seconds = estimates(section, engine, config["seed"], name)
+    theirs_section = copy.deepcopy(section)
+    sweep = theirs_section["sweeps"][name]
+    # the authors' own step counts (50,000 for every sweep here: their d_h sweep's 300,000
+    # does not fit a CPU benchmark), not our sweep's train overrides
+    visited = sorted(t for t in ours["T"].unique().tolist() if t >= min_T)
+    sweep.update(recipe="authors", T=visited, train={})
+    if authors_steps:
+        sweep["train"] = {"steps": authors_steps}
+        theirs_section["authors"] = {**theirs_section["authors"], "epochs": 1}
+    theirs_section["ladder"] = {**theirs_section["ladder"], "grow_at": None, "restarts": 0}
+    theirs_section["ladder"]["warm_start"] = False
+    theirs, theirs_seconds = estimates(theirs_section, engine, config["seed"], name)
+    best = {
+        key: table.groupby("seed")["memorized"].max()
+        for key, table in (("ours", ours), ("authors", theirs))
+    }
+    better = max(best["ours"].max(), best["authors"].max())
+    return {
+        "setting": item,
+        "T": " ".join(str(t) for t in sorted(ours["T"].unique())),
+        "ours_best": int(best["ours"].max()),
+        "ours_seeds": " ".join(str(int(v)) for v in best["ours"]),
+        "authors_best": int(best["authors"].max()),
+        "authors_seeds": " ".join(str(int(v)) for v in best["authors"]),
+        "ours_over_better": round(best["ours"].max() / better, 3),
+        "ours_cpu_s": round(ours_seconds, 1),
+        "authors_cpu_s": round(theirs_seconds, 1),
+    }
+
+
+def load(path: Path) -> dict:
+    """A YAML config validated against the schema, or the JSON of an already validated one
+    (``--resolve``; for machines without jsonschema)."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    from memcap.config_schema import validate_schema  # jsonschema: only for YAML configs
+
+    config = yaml.safe_load(path.read_text())
+    validate_schema(config, ROOT / "workflow/schemas/config.schema.yaml")
+    return config
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default="config.yaml")
@@ -58,55 +109,33 @@ def main() -> None:
     parser.add_argument(
         "--min-T", type=int, default=64, help="the authors' recipe skips smaller T (fitted by both)"
     )
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--jobs", type=int, default=1, help="samples run in parallel processes")
+    parser.add_argument("--seeds", type=int, help="seeds of every sample (default: the config's)")
+    parser.add_argument("--resolve", type=Path, help="write the validated config as JSON; exit")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    config = yaml.safe_load((ROOT / args.config).read_text())
-    validate_schema(config, ROOT / "workflow/schemas/config.schema.yaml")
-    engine, rows = config["engine"], []
-    cpu = {"ours": 0.0, "authors": 0.0}
-    for item in args.sample.split(","):
-        name, value, context = item.split(":")
-        section = sampled(config["synthetic"], name, int(value), context)
-        ours, seconds = estimates(section, engine, config["seed"], name)
-        cpu["ours"] += seconds
-        theirs_section = copy.deepcopy(section)
-        sweep = theirs_section["sweeps"][name]
-        # the authors' own step counts (50,000 for every sweep here: their d_h sweep's
-        # 300,000 does not fit a CPU benchmark), not our sweep's train overrides
-        visited = sorted(t for t in ours["T"].unique().tolist() if t >= args.min_T)
-        sweep.update(recipe="authors", T=visited, train={})
-        if args.authors_steps:
-            sweep["train"] = {"steps": args.authors_steps}
-            theirs_section["authors"] = {**theirs_section["authors"], "epochs": 1}
-        theirs_section["ladder"] = {**theirs_section["ladder"], "grow_at": None}
-        theirs_section["ladder"]["warm_start"] = False
-        theirs, seconds = estimates(theirs_section, engine, config["seed"], name)
-        cpu["authors"] += seconds
-        best = {
-            key: table.groupby("seed")["memorized"].max()
-            for key, table in (("ours", ours), ("authors", theirs))
-        }
-        better = max(best["ours"].max(), best["authors"].max())
-        rows.append(
-            {
-                "setting": item,
-                "T": " ".join(str(t) for t in sorted(ours["T"].unique())),
-                "ours_best": int(best["ours"].max()),
-                "ours_seeds": " ".join(str(int(v)) for v in best["ours"]),
-                "authors_best": int(best["authors"].max()),
-                "authors_seeds": " ".join(str(int(v)) for v in best["authors"]),
-                "ours_over_better": round(best["ours"].max() / better, 3),
-            }
-        )
-        print(pd.DataFrame(rows[-1:]).to_string(index=False), flush=True)
-    table = pd.DataFrame(rows)
+    config = load(ROOT / args.config)
+    if args.resolve:
+        args.resolve.write_text(json.dumps(config))
+        return
+    items = args.sample.split(",")
+    if args.seeds:
+        config["synthetic"]["seeds"] = args.seeds
+        for sweep in config["synthetic"]["sweeps"].values():
+            sweep["seeds"] = None
+    rows = []
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(compare, config, i, args.authors_steps, args.min_T) for i in items]
+        for future in as_completed(futures):
+            rows.append(future.result())
+            print(json.dumps(rows[-1]), flush=True)
+    table = pd.DataFrame(rows).sort_values("setting")
     print(table.to_string(index=False))
+    cpu = {key: float(table[f"{key}_cpu_s"].sum()) for key in ("ours", "authors")}
     print(f"CPU seconds: ours {cpu['ours']:.0f}, authors' {cpu['authors']:.0f}")
     ratio = float(table["ours_over_better"].min())
     record(
         __file__,
-        "paper A's capacity estimate on sampled settings: our recipe (T ladder, warm starts) "
+        "paper A's capacity estimate on sampled settings: our recipe (T ladder, restarts) "
         "against the authors' recipe of paper A's code in the same engine",
         ratio,
         ("ours", cpu["ours"], "s CPU"),
