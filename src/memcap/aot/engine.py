@@ -23,19 +23,19 @@ from memcap.aot.step import NAMES, MergedStep
 from memcap.aot.tables import table_logits
 from memcap.aot.tasks import all_sequences, sequence_index
 from memcap.training.config import TrainConfig
-from memcap.training.engine import LossFunction, compiled
+from memcap.training.engine import AutogradStep
 from memcap.training.fused_loss import ExampleLoss
-from memcap.training.objectives import Objective, example_losses
+from memcap.training.objectives import Objective
 
 
-class FastStep:
+class FastStep(AutogradStep):
     """Token tables, merged heads and the one-node step of a one-layer model."""
 
     name = "fast"
 
     def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+        super().__init__(cfg, device)
         self._direct = not cfg.compile and cfg.precision != "bf16"
-        self._loss: LossFunction = compiled(self.loss, device) if cfg.compile else self.loss
         self._sequences: dict[tuple, Tensor] = {}  # every input sequence, per (N, S, device)
         self._row_ids: dict[tuple, Tensor] = {}  # their table rows 0 .. N^S - 1
 
@@ -69,9 +69,7 @@ class FastStep:
         (tokens,) = inputs
         if self._direct and self._one_node(model, tokens, objective):
             return direct_step(model, tokens, targets, weights)
-        per_replica, outputs = self._loss(model, inputs, targets, weights, objective)
-        per_replica.sum().backward()
-        return per_replica.detach(), outputs.detach()
+        return super().__call__(model, inputs, targets, weights, objective)
 
     def loss(
         self,
@@ -86,8 +84,7 @@ class FastStep:
         (tokens,) = inputs
         low = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
         if low or not self._one_node(model, tokens, objective):
-            outputs = self.outputs(model, inputs).float()
-            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+            return super().loss(model, inputs, targets, weights, objective)
         loss = ExampleLoss(targets, weights, classification=True)
         w = model.weights()
         per_replica, logits = MergedStep.apply(

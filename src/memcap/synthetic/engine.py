@@ -16,20 +16,20 @@ from memcap.synthetic.folded import folded_logits, folded_loss
 from memcap.synthetic.head_slots import SlotCache
 from memcap.synthetic.model import ReplicaMHA
 from memcap.training.config import TrainConfig
-from memcap.training.engine import LossFunction, compiled
+from memcap.training.engine import AutogradStep
 from memcap.training.fused_loss import ExampleLoss
-from memcap.training.objectives import Objective, example_losses
+from memcap.training.objectives import Objective
 
 
-class FastStep:
-    """Folded weights, stacked heads and the fused loss (float32); under bfloat16 the folded
-    logits with the loss taken in float32."""
+class FastStep(AutogradStep):
+    """Folded weights, stacked heads and the fused loss; under bfloat16 the folded logits
+    with the loss taken in float32."""
 
     name = "fast"
 
     def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
+        super().__init__(cfg, device)
         self.slots = SlotCache()  # full batches pass the same tensors every step
-        self._loss: LossFunction = compiled(self.loss, device) if cfg.compile else self.loss
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
@@ -43,18 +43,6 @@ class FastStep:
         query, context = inputs
         decoded = folded_logits(model, query, context, self.slots)
         return decoded.squeeze(-1) if model.classes is None else decoded
-
-    def __call__(
-        self,
-        model: nn.Module,
-        inputs: tuple[Tensor, ...],
-        targets: Tensor,
-        weights: Tensor,
-        objective: Objective,
-    ) -> tuple[Tensor, Tensor]:
-        per_replica, outputs = self._loss(model, inputs, targets, weights, objective)
-        per_replica.sum().backward()
-        return per_replica.detach(), outputs.detach()
 
     def loss(
         self,
@@ -71,8 +59,7 @@ class FastStep:
                 f"objective '{objective}' does not fit a model with classes={model.classes}"
             )
         if next(model.parameters()).dtype in (torch.bfloat16, torch.float16):
-            outputs = self.outputs(model, inputs).float()
-            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
+            return super().loss(model, inputs, targets, weights, objective)
         loss = ExampleLoss(targets, weights, classification=objective == "classification")
         per_replica, decoded = folded_loss(model, *inputs, loss, self.slots)
         return per_replica, decoded.squeeze(-1) if model.classes is None else decoded

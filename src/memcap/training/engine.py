@@ -63,18 +63,6 @@ class FastEngine(Protocol):
     def __call__(self, cfg: TrainConfig, device: torch.device) -> Step: ...
 
 
-def weighted_loss(
-    model: nn.Module,
-    inputs: tuple[Tensor, ...],
-    targets: Tensor,
-    weights: Tensor,
-    objective: Objective,
-) -> tuple[Tensor, Tensor]:
-    """Per-replica weighted loss (R,) of ``model``'s forward and its float32 outputs."""
-    outputs = model(*inputs).float()  # a float32 output is returned as it is
-    return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
-
-
 def compiled(loss: LossFunction, device: torch.device) -> LossFunction:
     """``torch.compile`` of a loss function (its backward too); CUDA graphs on CUDA."""
     # Dynamo caches compiled graphs per function: every batched model of a sweep and every
@@ -84,16 +72,30 @@ def compiled(loss: LossFunction, device: torch.device) -> LossFunction:
     return torch.compile(loss, mode="reduce-overhead" if device.type == "cuda" else "default")
 
 
-class ReferenceStep:
-    """The model's own forward and autograd's backward (``compile``: through torch.compile)."""
+class AutogradStep:
+    """A step whose loss autograd differentiates: :meth:`loss` (through torch.compile with
+    ``cfg.compile``), then the backward of the summed loss. Subclasses change how the loss
+    and the outputs are computed."""
 
-    name = "reference"
+    name = "autograd"
 
     def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
-        self._loss = compiled(weighted_loss, device) if cfg.compile else weighted_loss
+        self._loss: LossFunction = compiled(self.loss, device) if cfg.compile else self.loss
 
     def outputs(self, model: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
         return model(*inputs)
+
+    def loss(
+        self,
+        model: nn.Module,
+        inputs: tuple[Tensor, ...],
+        targets: Tensor,
+        weights: Tensor,
+        objective: Objective,
+    ) -> tuple[Tensor, Tensor]:
+        """Per-replica weighted loss (R,) of the outputs, taken in float32, and the outputs."""
+        outputs = self.outputs(model, inputs).float()  # a float32 output is returned as it is
+        return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
 
     def __call__(
         self,
@@ -106,6 +108,12 @@ class ReferenceStep:
         per_replica, outputs = self._loss(model, inputs, targets, weights, objective)
         per_replica.sum().backward()
         return per_replica.detach(), outputs.detach()
+
+
+class ReferenceStep(AutogradStep):
+    """The model's own forward and autograd's backward."""
+
+    name = "reference"
 
 
 def choose_step(
