@@ -5,8 +5,8 @@ dataset sizes T, whose datasets are nested (the first T examples of one draw). W
 or warm starts the whole listed grid trains in one pass, grouped as the engine section says.
 Otherwise T trains in increasing order, one pass per T (a *rung*): the listed grid for every
 series, then larger T (``ladder.factor`` apart) for the series whose memorized fraction is
-still at least
-``ladder.grow_at`` (:class:`~memcap.synthetic.settings.Ladder`). With ``warm_start`` a replica
+still at least ``ladder.grow_at`` (:class:`~memcap.synthetic.settings.Ladder`). With
+``warm_start`` a replica
 starts from its series' trained state at the previous rung, so the examples that state
 memorized are memorized at its first evaluation and the kept (best) state never memorizes
 fewer: memorized counts do not fall along T.

@@ -111,6 +111,12 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
     )
 
 
+def censor_level(grow_at: float | None) -> float:
+    """The memorized fraction of a series' largest T at or above which its capacity is
+    censored: the ladder's ``grow_at``, or every example where the grid does not grow."""
+    return 1.0 if grow_at is None else grow_at
+
+
 @dataclass(frozen=True)
 class Ladder:
     """How every series walks its T grid (``synthetic.ladder``).
@@ -150,10 +156,9 @@ class Ladder:
         return self.next_T(T) <= self.max_T
 
     def censored(self, memorized: int, T: int) -> bool:
-        """Whether ``memorized`` of the series' largest ``T`` leaves its capacity unbracketed:
-        at or above ``grow_at`` (the whole grid when the ladder does not grow)."""
-        level = 1.0 if self.grow_at is None else self.grow_at
-        return memorized >= level * T
+        """Whether ``memorized`` of the series' largest ``T`` leaves its capacity unbracketed
+        (:func:`censor_level`)."""
+        return memorized >= censor_level(self.grow_at) * T
 
     def data_size(self, grid: tuple[int, ...]) -> int:
         """Examples drawn per dataset: the largest T any series may reach."""

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
+from memcap.synthetic.settings import censor_level
 from memcap.training.plateau import STILL_FALLING
 
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
@@ -65,9 +66,9 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _censor_level(row: pd.Series) -> float:
-    """The memorized fraction of the largest T at or above which a capacity is censored."""
-    level = row.get("grow_at", float("nan"))
-    return 1.0 if pd.isna(level) else float(level)
+    """:func:`~memcap.synthetic.settings.censor_level` of the row's ladder (none: NaN)."""
+    grow_at = row.get("grow_at", float("nan"))
+    return censor_level(None if pd.isna(grow_at) else float(grow_at))
 
 
 def largest_drop(series: pd.DataFrame) -> float:

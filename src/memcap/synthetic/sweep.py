@@ -85,11 +85,12 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
     for members in passes(spec, stage, memorized):
         trainings = members
         for restart in range(1 + stage.ladder.restarts):
+            # a first training starts from its series' latest kept state; a restart afresh
+            warm = _latest_states(kept) if stage.ladder.warm_start and not restart else {}
             for key, group in replica_groups(spec, stage, trainings).items():
                 start = time.perf_counter()
-                states = {r: kept[r].state for r in kept} if stage.ladder.warm_start else {}
-                for replica, trained in _train_group(spec, stage, group, datasets, device, states):
-                    first = replica if not restart else replace(replica, restart=0)
+                for replica, trained in _train_group(spec, stage, group, datasets, device, warm):
+                    first = replace(replica, restart=0)
                     if first not in kept or trained.memorized > kept[first].memorized:
                         kept[first] = trained
                 _logger.info(
@@ -174,12 +175,17 @@ class Trained:
 
     row: dict
     saturation: list[dict]
-    state: dict[str, torch.Tensor]
+    state: dict[str, torch.Tensor] | None  # kept for warm starts only
     restart: int
 
     @property
     def memorized(self) -> int:
         return self.row["memorized"]
+
+
+def _latest_states(kept: dict[Replica, Trained]) -> dict[tuple, dict[str, torch.Tensor]]:
+    """Every series' state at its largest T trained so far (``kept`` is in increasing T)."""
+    return {series_of(r): trained.state for r, trained in kept.items()}
 
 
 def _fell(replica: Replica, memorized: dict[tuple, int], stage: StageSettings) -> bool:
@@ -195,21 +201,20 @@ def _train_group(
     members: list[Replica],
     datasets: dict[tuple, SyntheticSet],
     device: torch.device,
-    states: dict[Replica, dict[str, torch.Tensor]],
+    warm: dict[tuple, dict[str, torch.Tensor]],
 ) -> list[tuple[Replica, Trained]]:
-    """Train one batched model of ``members``, a first training starting from its series'
-    state at the previous T where ``states`` has it (warm starts); every training's result."""
+    """Train one batched model of ``members``, each starting from its series' state in
+    ``warm`` where it has one (warm starts); every training's result."""
     task = members[0].setting.task
     cfg = stage.train_config(spec, max(r.examples for r in members))
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
-    previous = {series_of(r): state for r, state in states.items()}  # the latest T last
-    started = warm_start(model, members, {} if members[0].restart else previous)
+    started = warm_start(model, members, warm)
     step = choose_step(cfg, model, task, device, fast=FastStep)
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     attention, embedded = _trained_attention(model, data)
     trained = []
-    states_after = trained_states(model)
+    states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
     for r, replica in enumerate(members):
         s, t = replica.setting, replica.examples
         own = datasets[_data_key(replica)].head(t)
