@@ -232,6 +232,7 @@ def main() -> None:
     parser.add_argument("--sweeps", nargs="*", default=None, help="default: every enabled")
     parser.add_argument("--precision", choices=["float32", "tf32", "bf16"], default=None)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--cuda-graph", action="store_true", help="engine.cuda_graph")
     parser.add_argument("--max-padding", type=float, default=None)
     parser.add_argument("--group-by", nargs="*", default=None)
     parser.add_argument("--commit", default=None)
@@ -244,6 +245,7 @@ def main() -> None:
     if args.precision is not None:
         engine["precision"] = args.precision
     engine["compile"] = args.compile or engine["compile"]
+    engine["cuda_graph"] = args.cuda_graph or engine.get("cuda_graph", False)
     overrides = {"max_padding": args.max_padding, "group_by": args.group_by}
     batching |= {key: value for key, value in overrides.items() if value is not None}
     device = resolve_device("auto")
@@ -258,6 +260,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": engine["precision"],
         "compile": engine["compile"],
+        "cuda_graph": engine["cuda_graph"],
         "group_by": batching["group_by"],
         "max_padding": batching["max_padding"],
         "commit": commit_of(args.commit),

@@ -106,7 +106,7 @@ def tiny_summary():
     authors |= {"mlp_final_lr": 1e-4, "last_batches": 8}
     stage = StageSettings(
         seeds=2, base_seed=0, train=train, authors=authors, pad_replicas=True, step="fast",
-        precision="float32", compile=False,
+        precision="float32", compile=False, cuda_graph=False,
     )  # fmt: skip
     frames = []
     for name, spec in {

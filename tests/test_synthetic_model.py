@@ -7,7 +7,7 @@ from train_configs import train_config
 
 from memcap.synthetic import folded, folded_core, folded_core_head_major
 from memcap.synthetic.engine import FastStep
-from memcap.synthetic.head_slots import SlotCache, head_slots
+from memcap.synthetic.head_slots import SlotCache, head_slots, separate_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.data import ReplicaData
@@ -252,3 +252,18 @@ def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():
     assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 3
     context[2] = context[0]  # changed in place: grouped anew
     assert cache.get(query, context, [2, 1, 3, 3], 3)[0].groups == 2
+
+
+def test_separate_slots_are_what_grouping_finds_for_inputs_that_all_differ():
+    query, context = _inputs(4, 3, 2)
+    found = head_slots(query, context, heads=[2, 1, 3, 3], max_heads=3)
+    separate = separate_slots([2, 1, 3, 3], 3, query.device)
+    assert found.trivial and separate.trivial and found.slots == separate.slots
+    for name in ("first", "source", "target", "head"):
+        assert torch.equal(getattr(found, name), getattr(separate, name))
+    query[1], context[1] = query[0], context[0]  # separate: never looked at
+    got = SlotCache(separate=True).get(query, context, [2, 1, 3, 3], 3)
+    want = SlotCache().get(query[[0, 1, 2, 3]].clone(), context.clone(), [2, 1, 3, 3], 3)
+    assert got[0].trivial and not want[0].trivial
+    torch.testing.assert_close(got[1], torch.cat([query, torch.ones(4, 3, 1)], -1))
+    torch.testing.assert_close(got[3], context)

@@ -151,6 +151,19 @@ def test_shuffled_epochs_visit_every_example_once_per_epoch():
         BatchStream([12, 8], 4, "shuffle", replica_generators([0, 1], "cpu"))
 
 
+def test_draws_made_a_block_at_a_time_are_the_step_by_step_draws_on_the_cpu():
+    from memcap.training.batches import BLOCK, BatchStream, replica_generators
+
+    stream = BatchStream([12, 40_000], 4, "replacement", replica_generators([5, 6], "cpu"))
+    drawn = torch.stack([stream.next() for _ in range(BLOCK + 3)], 1)  # across a block's end
+    for row, (size, seed) in enumerate([(12, 5), (40_000, 6)]):
+        g = torch.Generator().manual_seed(seed)
+        step_by_step = torch.stack(
+            [torch.randint(size, (4,), generator=g) for _ in range(BLOCK + 3)]
+        )
+        assert torch.equal(drawn[row], step_by_step)
+
+
 @pytest.mark.parametrize("sampling", ["replacement", "shuffle"])
 def test_a_replica_leaving_keeps_the_others_batch_streams(sampling):
     from memcap.training.batches import BatchStream, replica_generators
@@ -159,7 +172,7 @@ def test_a_replica_leaving_keeps_the_others_batch_streams(sampling):
         return BatchStream([12, 12, 12], 4, sampling, replica_generators([5, 6, 7], "cpu"))
 
     whole, leaving = stream(), stream()
-    for step in range(7):
+    for step in range(70):  # past the first block of draws with replacement
         if step == 2:
             leaving.keep([0, 2])
         expected = whole.next()

@@ -132,6 +132,7 @@ class StageSettings:
     step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
+    cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
 
     @classmethod
     def from_config(
@@ -147,11 +148,17 @@ class StageSettings:
             step=engine["step"],
             precision=engine["precision"],
             compile=engine["compile"],
+            cuda_graph=engine["cuda_graph"],
         )
 
     def engine(self) -> dict[str, Any]:
         """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
-        return {"engine": self.step, "precision": self.precision, "compile": self.compile}
+        return {
+            "engine": self.step,
+            "precision": self.precision,
+            "compile": self.compile,
+            "cuda_graph": self.cuda_graph,
+        }
 
     def replicate_seeds(self, spec: Mapping[str, Any] | None = None) -> list[int]:
         """The replicate seeds of every setting of sweep ``spec``: its own ``seeds``, or the

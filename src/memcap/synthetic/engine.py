@@ -18,7 +18,7 @@ from memcap.synthetic.model import ReplicaMHA
 from memcap.training.config import TrainConfig
 from memcap.training.engine import AutogradStep
 from memcap.training.fused_loss import ExampleLoss
-from memcap.training.objectives import Objective
+from memcap.training.objectives import Objective, example_losses
 
 
 class FastStep(AutogradStep):
@@ -30,6 +30,8 @@ class FastStep(AutogradStep):
     def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
         super().__init__(cfg, device)
         self.slots = SlotCache()  # full batches pass the same tensors every step
+        # mini-batches: every replica draws its own stream, so no two read the same inputs
+        self.step_slots = SlotCache(separate=True) if cfg.batch_size is not None else self.slots
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
@@ -40,8 +42,10 @@ class FastStep(AutogradStep):
         return None
 
     def outputs(self, model: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
-        query, context = inputs
-        decoded = folded_logits(model, query, context, self.slots)
+        return self._decoded(folded_logits(model, *inputs, self.slots), model)
+
+    @staticmethod
+    def _decoded(decoded: Tensor, model: nn.Module) -> Tensor:
         return decoded.squeeze(-1) if model.classes is None else decoded
 
     def loss(
@@ -59,7 +63,8 @@ class FastStep(AutogradStep):
                 f"objective '{objective}' does not fit a model with classes={model.classes}"
             )
         if next(model.parameters()).dtype in (torch.bfloat16, torch.float16):
-            return super().loss(model, inputs, targets, weights, objective)
+            outputs = self._decoded(folded_logits(model, *inputs, self.step_slots), model).float()
+            return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
         loss = ExampleLoss(targets, weights, classification=objective == "classification")
-        per_replica, decoded = folded_loss(model, *inputs, loss, self.slots)
-        return per_replica, decoded.squeeze(-1) if model.classes is None else decoded
+        per_replica, decoded = folded_loss(model, *inputs, loss, self.step_slots)
+        return per_replica, self._decoded(decoded, model)

@@ -66,6 +66,19 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
         else:
             candidates.append(len(members))
             members.append([r])
+    return _stacked(members, heads, max_heads, query.device)
+
+
+def separate_slots(heads: Sequence[int], max_heads: int, device: torch.device) -> HeadSlots:
+    """One group per replica, nothing stacked: what :func:`head_slots` finds for inputs that
+    all differ, without reading them (no device-to-host copy)."""
+    return _stacked([[r] for r in range(len(heads))], heads, max_heads, device)
+
+
+def _stacked(
+    members: list[list[int]], heads: Sequence[int], max_heads: int, device: torch.device
+) -> HeadSlots:
+    """The slots of replica groups ``members`` (each group's real heads stacked)."""
     slots = max(sum(heads[r] for r in group) for group in members)
     source, head, target = [], [], [len(members) * slots] * (len(heads) * max_heads)
     for g, group in enumerate(members):
@@ -74,7 +87,6 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
             target[flat] = g * slots + s
         source += own + [own[0]] * (slots - len(own))
         head += own + [len(heads) * max_heads] * (slots - len(own))
-    device = query.device
     return HeadSlots(
         first=torch.tensor([group[0] for group in members], device=device),
         source=torch.tensor(source, device=device),
@@ -87,11 +99,20 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
 
 class SlotCache:
     """The last inputs' :class:`HeadSlots` and grouped inputs, reused while the same tensors
-    (same objects, unmodified) come back: full-batch training passes one pair every step."""
+    (same objects, unmodified) come back: full-batch training passes one pair every step.
 
-    def __init__(self) -> None:
+    Args:
+        separate: the replicas' inputs are known to differ (training mini-batches, drawn by
+            independent streams): every call gets :func:`separate_slots`, found once per head
+            count, and the inputs are never read on the host, so a step holds no device
+            synchronisation.
+    """
+
+    def __init__(self, separate: bool = False) -> None:
+        self.separate = separate
         self._key: tuple | None = None
         self._value: tuple[HeadSlots, Tensor, Tensor, Tensor] | None = None
+        self._separate: dict[tuple, HeadSlots] = {}
 
     def get(
         self, query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int
@@ -100,6 +121,11 @@ class SlotCache:
         every row's one-hot position appended (G, B, n, d + n), and the groups' raw
         contexts (G, B, n, d), contiguous: the per-example products read them (a strided
         slice of the augmented rows is slower)."""
+        if self.separate:
+            key = (tuple(heads), max_heads, query.device)
+            if key not in self._separate:
+                self._separate[key] = separate_slots(heads, max_heads, query.device)
+            return (self._separate[key], *_grouped_inputs(query, context))
         if self._key is not None and self._value is not None:
             query_ref, context_ref, versions = self._key
             if (
@@ -113,10 +139,16 @@ class SlotCache:
         queries, contexts = (
             (query[slots.first], context[slots.first]) if shared else (query, context)
         )
-        ones = queries.new_ones(*queries.shape[:2], 1)
-        groups, batch, n, _ = contexts.shape
-        positions = torch.eye(n, dtype=contexts.dtype, device=contexts.device)
-        augmented = torch.cat([contexts, positions.expand(groups, batch, n, n)], -1)
         self._key = (weakref.ref(query), weakref.ref(context), (query._version, context._version))
-        self._value = (slots, torch.cat([queries, ones], -1), augmented, contexts.contiguous())
+        self._value = (slots, *_grouped_inputs(queries, contexts))
         return self._value
+
+
+def _grouped_inputs(queries: Tensor, contexts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The groups' queries with a 1 appended, contexts with one-hot positions appended, and
+    the raw contexts, contiguous."""
+    ones = queries.new_ones(*queries.shape[:2], 1)
+    groups, batch, n, _ = contexts.shape
+    positions = torch.eye(n, dtype=contexts.dtype, device=contexts.device)
+    augmented = torch.cat([contexts, positions.expand(groups, batch, n, n)], -1)
+    return torch.cat([queries, ones], -1), augmented, contexts.contiguous()

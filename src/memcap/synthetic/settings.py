@@ -181,6 +181,7 @@ class StageSettings:
     step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
+    cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
     leave_when_fit: bool  # fitted replicas leave their batched model
     ladder: Ladder  # how every series walks its T grid
 
@@ -202,6 +203,7 @@ class StageSettings:
             step=engine["step"],
             precision=engine["precision"],
             compile=engine["compile"],
+            cuda_graph=engine["cuda_graph"],
             leave_when_fit=engine["synthetic"]["leave_when_fit"],
             ladder=Ladder.from_config(section),
         )
@@ -212,6 +214,7 @@ class StageSettings:
             "engine": self.step,
             "precision": self.precision,
             "compile": self.compile,
+            "cuda_graph": self.cuda_graph,
             "leave_when_fit": self.leave_when_fit,
         }
 

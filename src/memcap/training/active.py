@@ -72,6 +72,7 @@ class ActiveReplicas:
         self.counted = None if self.stream is None else counted_batches(data, cfg.batch_size)
         self._copied = False
         self._weights: Tensor | None = None
+        self.version = 0  # counts the changes of the active set (a captured step is redone)
 
     def example_weights(self, batch_size: int | None) -> Tensor:
         """(R, B) weight of each example in its replica's mean loss: 1 / batch size, or
@@ -85,11 +86,16 @@ class ActiveReplicas:
                 self._weights = torch.full(shape, 1.0 / batch_size, device=data.sizes.device)
         return self._weights
 
-    def batch(self, batch_size: int | None) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
-        """Inputs, targets and example weights (R, B) of the next training step."""
-        if self.stream is None:
+    def draw(self) -> Tensor | None:
+        """The next training step's (R, B) example indices (None: the full batch)."""
+        return None if self.stream is None else self.stream.next()
+
+    def take(
+        self, index: Tensor | None, batch_size: int | None
+    ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
+        """Inputs, targets and example weights (R, B) of the batch ``index`` (:meth:`draw`)."""
+        if index is None:
             return self.data.inputs, self.data.targets, self.example_weights(batch_size)
-        index = self.stream.next()
         if self.counted is not None:
             return self.counted.take(index)
         return *self.data.take(index), self.example_weights(batch_size)
@@ -121,6 +127,7 @@ class ActiveReplicas:
             self.counted.select(local)
         self.index = self.index[local]
         self._weights = None
+        self.version += 1
 
 
 def _select_parameters(model: nn.Module, index: Tensor) -> None:

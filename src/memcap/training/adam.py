@@ -37,8 +37,9 @@ class FusedAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, lr: float) -> None:
-        """One update of every parameter that has a gradient, at rate ``lr``."""
+    def step(self, lr: float | torch.Tensor) -> None:
+        """One update of every parameter that has a gradient, at rate ``lr`` (a 0-d tensor on
+        the parameters' device: read when the kernel runs, as a captured CUDA graph needs)."""
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         for i in live:
             if self.steps[i] is None:

@@ -49,6 +49,7 @@ class TrainConfig:
     engine: EngineName = "fast"  # the fast step where it supports the run, or the reference
     precision: Precision = "float32"  # arithmetic of the training step (evaluation: float32)
     compile: bool = False  # torch.compile the step's forward and loss (CUDA: CUDA graphs)
+    cuda_graph: bool = False  # capture the whole step (batch, step, Adam) once, replay it (CUDA)
     # replicas that memorized all their examples leave the batch at an evaluation (their
     # memorized count cannot grow; the state kept until then is reported)
     leave_when_fit: bool = False
@@ -75,6 +76,8 @@ class TrainConfig:
             raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine '{self.engine}' is not one of {list(ENGINES)}")
+        if self.compile and self.cuda_graph:
+            raise ValueError("compile and cuda_graph both capture CUDA graphs: choose one")
         if self.extra_budgets < 0:
             raise ValueError("extra_budgets must be non-negative")
         if self.last_batches and (self.leave_when_fit or self.extra_budgets):

@@ -6,8 +6,9 @@ maps inputs of shape (R, B, ...) to outputs of shape (R, B, ...). Replica r's lo
 only on replica r's parameters, and Adam is element-wise, so one optimizer step on the sum of
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
-Each step runs through a :class:`~memcap.training.engine.Step`: the model's own forward and
-autograd (the reference) or an experiment's fast step. Settings come from
+Each step (:mod:`~memcap.training.update`: eager, or replayed as a CUDA graph) runs through a
+:class:`~memcap.training.engine.Step`: the model's own forward and autograd (the reference)
+or an experiment's fast step. Settings come from
 :class:`~memcap.training.config.TrainConfig`: precision (:mod:`~memcap.training.precision`),
 ``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_budgets``: further budgets
 for the replicas still learning when a budget ends (:mod:`~memcap.training.plateau`). The
@@ -35,6 +36,7 @@ from memcap.training.plateau import still_learning
 from memcap.training.precision import matmul_precision
 from memcap.training.record import Record, TrainResult
 from memcap.training.schedule import lr_multiplier
+from memcap.training.update import updater
 
 _logger = logging.getLogger(__name__)
 
@@ -98,18 +100,11 @@ def _train_budget(
     peak = cfg.lr * (cfg.extra_lr_frac if budget else 1.0)
     all_fit = record.all_fit(active.index)
     progress = tqdm(range(cfg.steps), desc=f"train {len(active.index)} replicas", mininterval=5.0)
+    update = updater(active, step, objective, cfg)
     for k in progress:
         if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
             break  # with leaving, every replica fitted means none is left to train
-        active.optimizer.zero_grad()
-        inputs, targets, weights = active.batch(cfg.batch_size)
-        if active.compute is not None:  # bfloat16: the step runs on the rounded copy
-            active.compute.pull()
-            inputs = active.compute.inputs(inputs)
-        _, outputs = step(active.step_model, inputs, targets, weights, objective)
-        if active.compute is not None:
-            active.compute.push_gradients()
-        active.optimizer.step(peak * lr_multiplier(k, cfg))  # torch's LambdaLR, step by step
+        outputs, targets, weights = update(peak * lr_multiplier(k, cfg))  # LambdaLR's rates
         if k >= cfg.steps - cfg.last_batches:
             right = example_correct(outputs, targets, objective, cfg.regression_tol)
             record.batch_correct += (right * weights).sum(1)
