@@ -1,13 +1,20 @@
-"""Time configs/paper.yaml's paper B sweeps on a GPU, without Snakemake.
+"""Train configs/paper.yaml's sweeps end to end on a GPU, without Snakemake.
 
 The machine with the GPU may lack Snakemake, so the config is resolved (schema defaults
 filled, as the workflow does) where Snakemake is installed, and this script reads that JSON:
 
     python benchmarks/gpu_sweeps.py resolve configs/paper.yaml resolved.json   # with Snakemake
     python benchmarks/gpu_sweeps.py run resolved.json --aot heads --out timings.csv  # on the GPU
+    python benchmarks/gpu_sweeps.py run resolved.json --synthetic context_size \
+        --json benchmarks/gpu/paper_a_sweep.json --commit <sha>                      # on the GPU
+    python benchmarks/gpu_sweeps.py laws benchmarks/gpu/paper_a_sweep.json          # anywhere
 
-Paper B sweeps run in full. Paper A's grid is timed by ``benchmarks/paper_a_grid.py``
-(which reads the same resolved JSON). Prints one line per sweep.
+Sweeps run in full. A paper A sweep writes one JSON: device, commit, sweep, seeds, wall
+seconds, the training settings, one row per replica (setting, seed and T), one row per setting
+and seed (capacity, as the synthetic stage's summary defines it) and the sweep's laws as
+``memcap.synthetic.laws`` decides them; ``laws`` decides them again from the stored rows (for
+a later version of the law checks). Paper A's whole grid is timed by
+``benchmarks/paper_a_grid.py`` (which reads the same resolved JSON). Prints one line per sweep.
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ import yaml
 
 
 def resolve(config_path: str, out: str) -> None:
-    """Validate ``config_path`` against the schema (filling defaults) and write it as JSON."""
-    from snakemake.utils import validate
+    """The config a ``--configfile config_path`` run sees (config.yaml updated by it, as
+    Snakemake merges them), validated against the schema (defaults filled), as JSON."""
+    from snakemake.utils import update_config, validate
 
     root = Path(__file__).resolve().parents[1]
-    config = yaml.safe_load(Path(config_path).read_text())
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    update_config(config, yaml.safe_load(Path(config_path).read_text()))
     validate(config, str(root / "workflow" / "schemas" / "config.schema.yaml"))
     Path(out).write_text(json.dumps(config))
 
@@ -50,6 +59,56 @@ def _paper_b(config: dict, name: str, device) -> dict:
     }
 
 
+def _paper_a(config: dict, name: str, device, commit: str) -> dict:
+    """Train and certify every replica of paper A's sweep ``name``; its rows and laws."""
+    import torch
+
+    from memcap.synthetic.settings import StageSettings, sweep_spec
+    from memcap.synthetic.sweep import run_sweep
+
+    section = config["synthetic"]
+    spec = sweep_spec(section, name)
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    start = time.perf_counter()
+    result = run_sweep(spec, stage, device)
+    wall = time.perf_counter() - start
+    rows = result.table
+    return {
+        "paper": "A",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "commit": commit,
+        "torch": torch.__version__,
+        "sweep": name,
+        "seeds": stage.replicate_seeds(spec),
+        "wall_seconds": round(wall, 1),
+        "engine": config["engine"],
+        "settings": {key: value for key, value in section["sweeps"][name].items()},
+        "rows": json.loads(rows.to_json(orient="records")),
+        **_decided(rows),
+    }
+
+
+def _decided(rows: pd.DataFrame) -> dict:
+    """Capacity per setting and seed, and the laws decided on them."""
+    from memcap.synthetic.laws import law_table
+    from memcap.synthetic.summary import capacity_table
+
+    capacity = capacity_table(rows)
+    return {
+        "capacity": json.loads(capacity.to_json(orient="records")),
+        "laws": json.loads(law_table(capacity).to_json(orient="records")),
+    }
+
+
+def laws(path: str) -> None:
+    """Decide the laws again from a stored sweep JSON's rows, in place."""
+    stored = json.loads(Path(path).read_text())
+    stored |= _decided(pd.DataFrame(stored["rows"]))
+    Path(path).write_text(json.dumps(stored, indent=1) + "\n")
+    for law in stored["laws"]:
+        print(law)
+
+
 def run(args: argparse.Namespace) -> None:
     import torch
 
@@ -63,6 +122,11 @@ def run(args: argparse.Namespace) -> None:
         rows.append(_paper_b(config, sweep, device) | {"device": name})
         print(rows[-1], flush=True)
         pd.DataFrame(rows).to_csv(args.out, index=False)  # after each sweep: a cut run keeps it
+    if args.synthetic:
+        sweep = _paper_a(config, args.synthetic, device, args.commit)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(sweep, indent=1) + "\n")
+        print({k: sweep[k] for k in ("sweep", "device", "wall_seconds", "seeds")}, flush=True)
 
 
 def main() -> None:
@@ -75,9 +139,16 @@ def main() -> None:
     running.add_argument("config")
     running.add_argument("--aot", nargs="*", default=[])
     running.add_argument("--out", default="gpu_sweeps.csv")
+    running.add_argument("--synthetic", default=None, help="one paper A sweep, end to end")
+    running.add_argument("--json", default="benchmarks/gpu/paper_a_sweep.json")
+    running.add_argument("--commit", default="unknown")
+    deciding = commands.add_parser("laws")
+    deciding.add_argument("json")
     args = parser.parse_args()
     if args.command == "resolve":
         resolve(args.config, args.out)
+    elif args.command == "laws":
+        laws(args.json)
     else:
         run(args)
 

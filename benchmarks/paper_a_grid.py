@@ -104,7 +104,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_model(spec, stage, members, device, warmup: int, steps: int) -> dict:
+def time_model(
+    spec, stage, members, device, warmup: int, steps: int, profile_steps: int = 0
+) -> dict:
     """Seconds per training step and per evaluation of one batched model of ``members``."""
     cfg = stage.train_config(spec, max(r.examples for r in members))
     model, data, seeds = batched_model(
@@ -134,10 +136,52 @@ def time_model(spec, stage, members, device, warmup: int, steps: int) -> dict:
     _sync(device)
     evaluation = time.perf_counter() - start
     run = train(steps)  # its steps, plus an evaluation before and after
-    return {
+    timing = {
         "seconds_per_step": max(run - 2 * evaluation, 0.0) / steps,
         "seconds_per_evaluation": evaluation,
         "measured_seconds": run,
+    }
+    if profile_steps:
+        timing["profile"] = profiled(lambda: train(profile_steps), profile_steps, device)
+    return timing
+
+
+def profiled(run, steps: int, device: torch.device) -> dict:
+    """What bounds a step: torch.profiler over ``run`` (``steps`` training steps and two
+    evaluations). ``device_busy`` is the kernels' summed time over the wall time (near 1:
+    the arithmetic or memory bounds the step; well below: launches and the host do), with
+    the kernels launched per step and the five costliest kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    _sync(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        run()
+        _sync(device)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    kernels = [e for e in events if e.device_type.name == "CUDA"]
+    busy = sum(e.self_device_time_total for e in kernels) / 1e6
+    launches = sum(
+        e.count
+        for e in events
+        if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaGraphLaunch")
+    )
+    top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:5]
+    return {
+        "steps": steps,
+        "wall_seconds": wall,
+        "device_busy": busy / wall if device.type == "cuda" else None,
+        "launches_per_step": launches / steps,
+        "top_kernels": [
+            {"name": e.key[:120], "share": e.self_device_time_total / 1e6 / busy, "count": e.count}
+            for e in top
+        ]
+        if busy
+        else [],
     }
 
 
@@ -170,7 +214,10 @@ def time_sweep(name: str, config: dict, args, device) -> dict:
     for k, model in enumerate(models):
         members = model.pop("members")
         if k in timed:
-            model |= time_model(spec, stage, members, device, args.warmup, args.max_steps)
+            profile_steps = args.profile_steps if k == min(timed) else 0
+            model |= time_model(
+                spec, stage, members, device, args.warmup, args.max_steps, profile_steps
+            )
             model["measured_steps"] = args.max_steps
             print(name, model["key"], {key: model[key] for key in ("replicas", "seconds_per_step")})
     rate = statistics.median(
@@ -235,6 +282,9 @@ def main() -> None:
     parser.add_argument("--cuda-graph", action="store_true", help="engine.cuda_graph")
     parser.add_argument("--max-padding", type=float, default=None)
     parser.add_argument("--group-by", nargs="*", default=None)
+    parser.add_argument(
+        "--profile-steps", type=int, default=0, help="profile this many steps of one model a sweep"
+    )
     parser.add_argument("--commit", default=None)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "gpu" / "paper_a_grid.json"))
     args = parser.parse_args()

@@ -11,6 +11,7 @@ def test_grid_benchmark_writes_every_sweeps_timing_and_the_grid_total(tmp_path):
         "paper_a_grid.py", "configs/test.yaml",
         "--max-steps", "2", "--warmup", "1", "--sweeps", "context_size", "head_dim",
         "--max-padding", "0.2", "--group-by", "--models-per-sweep", "1", "--out", str(out),
+        "--profile-steps", "2",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(out.read_text())
@@ -26,3 +27,6 @@ def test_grid_benchmark_writes_every_sweeps_timing_and_the_grid_total(tmp_path):
     total = sum(s["grid_seconds"] for s in report["sweeps"].values())
     assert abs(report["grid_hours"] * 3600 - total) < 1e-6 * max(total, 1.0)
     assert report["peak_tflops"] > 0
+    for sweep in report["sweeps"].values():  # one profiled model a sweep: launches counted
+        (profiled,) = [m["profile"] for m in sweep["models"] if "profile" in m]
+        assert profiled["steps"] == 2 and profiled["wall_seconds"] > 0
