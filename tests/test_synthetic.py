@@ -310,3 +310,22 @@ def test_bound_ratios_compare_best_seeds_with_h_n_minus_1_plus_1():
     assert table.loc["regression", "ratio_max"] == pytest.approx(2.0)  # 30 of 15 at H = 2
     assert table.loc["classification", "ratio_median"] == pytest.approx((5 + 5) / 2)
     assert table.loc["regression", "below_bound"] == 0
+
+
+def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(monkeypatch):
+    """Mini-batch sweeps (the authors' recipe) store each distinct dataset once and analyse
+    trained attention a block of replicas at a time: the rows are those of one copy per
+    replica analysed at once."""
+    import memcap.synthetic.sweep as sweep
+
+    config = _config()
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    spec = sweep_spec(section, "head_dim")
+    assert stage.train_config(spec, 16).batch_size is not None
+    shared = run_sweep(spec, stage, torch.device("cpu")).table
+    stack = sweep._stack
+    monkeypatch.setattr(sweep, "_stack", lambda *args: stack(*args[:4], False))
+    monkeypatch.setattr(sweep, "ANALYSIS_BYTES", 1)  # one replica a block
+    copies = run_sweep(spec, stage, torch.device("cpu")).table
+    pd.testing.assert_frame_equal(shared, copies)

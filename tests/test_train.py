@@ -213,3 +213,22 @@ def test_best_by_loss_keeps_the_lowest_loss_state():
     new = {"memorized": torch.tensor([6.0, 4.0]), "loss": torch.tensor([1.5, 0.5])}
     assert _improved(new, old, "memorized").tolist() == [True, False]
     assert _improved(new, old, "loss").tolist() == [False, True]
+
+
+def test_replicas_reading_one_stored_dataset_take_what_their_own_copies_give():
+    from memcap.training.data import ReplicaData
+
+    stored = torch.randn(2, 6, 3), torch.randn(2, 6, 4, 3)  # two distinct datasets
+    source = torch.tensor([1, 0, 1])
+    copies = ReplicaData(
+        tuple(x[source] for x in stored), torch.arange(18).view(3, 6), torch.tensor([6, 4, 5])
+    )
+    shared = ReplicaData(stored, copies.targets, copies.sizes, source)
+    index = torch.tensor([[0, 5], [3, 3], [2, 1]])
+    for got, want in zip(shared.take(index), copies.take(index), strict=True):
+        for a, b in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
+            assert torch.equal(a, b)
+    kept = torch.tensor([2, 0])
+    assert shared.select(kept).inputs is stored  # the storage stays shared
+    for a, b in zip(shared.select(kept).replica_inputs(), copies.select(kept).inputs):
+        assert torch.equal(a, b)

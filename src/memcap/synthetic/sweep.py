@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -44,6 +45,7 @@ from memcap.synthetic.settings import (
 )
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.theory import theory_bound
+from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
 from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
@@ -153,7 +155,8 @@ def batched_model(
     model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
     batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
-    return model, _stack(members, datasets, model.max_n, device), batch_seeds
+    shared = stage.train_config(spec, max(r.examples for r in members)).batch_size is not None
+    return model, _stack(members, datasets, model.max_n, device, shared), batch_seeds
 
 
 def _data_key(replica: Replica) -> tuple:
@@ -212,13 +215,11 @@ def _train_group(
     step = choose_step(cfg, model, task, device, fast=FastStep)
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
-    attention, embedded = _trained_attention(model, data)
     trained = []
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
-    for r, replica in enumerate(members):
+    for r, replica, weights, embedded in _trained_attention(model, data, members):
         s, t = replica.setting, replica.examples
         own = datasets[_data_key(replica)].head(t)
-        weights = attention[r, :t, : s.heads, : s.n]
         per_head = saturation(weights, stage.saturation_threshold).cpu().numpy()
         ids = {
             "sweep": spec.name,
@@ -247,7 +248,7 @@ def _train_group(
                 seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
                 device=device,
             )[0].rank,
-            "certified_trained": certified_capacity_from_attention(weights, embedded[r, :t, : s.n]),
+            "certified_trained": certified_capacity_from_attention(weights, embedded),
             "bound": theory_bound(s.heads, s.n),
             "saturation": float(per_head.mean()),
             "loss": float(result.loss[r]),
@@ -273,39 +274,63 @@ def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replic
 
 
 def _stack(
-    members: list[Replica], datasets: dict[tuple, SyntheticSet], n_max: int, device: torch.device
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    n_max: int,
+    device: torch.device,
+    shared: bool,
 ) -> ReplicaData:
-    """Pad every member's data to the group's largest T and n, on ``device``."""
+    """Pad every member's data to the group's largest T and n, on ``device``; ``shared``:
+    one copy per distinct dataset (``ReplicaData.source``), else one per replica (full
+    batches read every replica's inputs at every step)."""
     t_max = max(r.examples for r in members)
-    queries, contexts, targets = [], [], []
-    for replica in members:
-        own = datasets[_data_key(replica)].head(t_max)
-        pad = n_max - own.contexts.shape[1]
+    keys = list(dict.fromkeys(_data_key(r) for r in members)) if shared else None
+    queries, contexts = [], []
+    for key in keys or [_data_key(r) for r in members]:
+        own = datasets[key].head(t_max)
         queries.append(own.queries)
-        contexts.append(torch.nn.functional.pad(own.contexts, (0, 0, 0, pad)))
-        targets.append(own.targets)
-    sizes = torch.tensor([r.examples for r in members])
+        contexts.append(
+            torch.nn.functional.pad(own.contexts, (0, 0, 0, n_max - own.contexts.shape[1]))
+        )
+    targets = [datasets[_data_key(r)].head(t_max).targets for r in members]
+    source = None if keys is None else torch.tensor([keys.index(_data_key(r)) for r in members])
     return ReplicaData(
         (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
         torch.stack(targets).to(device),
-        sizes.to(device),
+        torch.tensor([r.examples for r in members]).to(device),
+        None if source is None else source.to(device),
     )
+
+
+ANALYSIS_BYTES = 2**31  # float64 attention and embedded contexts of one block of replicas
 
 
 @torch.no_grad()
 def _trained_attention(
-    model: ReplicaMHA, data: ReplicaData, chunk: int = 1024
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Trained query attention (R, T, H_max, n_max) and embedded contexts, in float64.
+    model: ReplicaMHA, data: ReplicaData, members: list[Replica], chunk: int = 1024
+) -> Iterator[tuple[int, Replica, torch.Tensor, torch.Tensor]]:
+    """Each replica's position, its trained query attention (T, H, n) and its embedded
+    contexts (T, n, d), in float64, for blocks of replicas within :data:`ANALYSIS_BYTES`.
 
     Recomputed in float64: float32 weights sum to one only to ~1e-7, which the rank of Z
     would count as extra directions.
     """
-    exact = copy.deepcopy(model).double()
-    attention, embedded = [], []
-    queries, contexts = (x.double() for x in data.inputs)
-    for start in range(0, queries.shape[1], chunk):
-        q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
-        attention.append(exact.attention(q, c))
-        embedded.append(exact.embed(q, c)[1])
-    return torch.cat(attention, 1), torch.cat(embedded, 1)
+    t_max, n_max = data.targets.shape[1], model.max_n
+    per_replica = 8 * t_max * n_max * (model.max_heads + model.d)
+    block = max(1, ANALYSIS_BYTES // per_replica)
+    for first in range(0, len(members), block):
+        index = torch.arange(first, min(first + block, len(members)), device=data.sizes.device)
+        exact = copy.deepcopy(model).double()
+        if len(index) < len(members):
+            select_parameters(exact, index)
+            exact.select_replicas(index)
+        queries, contexts = (x.double() for x in data.select(index).replica_inputs())
+        attention, embedded = [], []
+        for start in range(0, t_max, chunk):
+            q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
+            attention.append(exact.attention(q, c))
+            embedded.append(exact.embed(q, c)[1])
+        attention, embedded = torch.cat(attention, 1), torch.cat(embedded, 1)
+        for k, r in enumerate(index.tolist()):
+            s, t = members[r].setting, members[r].examples
+            yield r, members[r], attention[k, :t, : s.heads, : s.n], embedded[k, :t, : s.n]

@@ -95,7 +95,7 @@ class ActiveReplicas:
     ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
         """Inputs, targets and example weights (R, B) of the batch ``index`` (:meth:`draw`)."""
         if index is None:
-            return self.data.inputs, self.data.targets, self.example_weights(batch_size)
+            return self.data.replica_inputs(), self.data.targets, self.example_weights(batch_size)
         if self.counted is not None:
             return self.counted.take(index)
         return *self.data.take(index), self.example_weights(batch_size)
@@ -114,7 +114,7 @@ class ActiveReplicas:
         if not self._copied:
             self.model = copy.deepcopy(self.model)
             self._copied = True
-        _select_parameters(self.model, local)
+        select_parameters(self.model, local)
         if self.select is not None:
             self.select(self.model, local)
         self.optimizer = self.optimizer.selected(list(self.model.parameters()), local)
@@ -130,7 +130,7 @@ class ActiveReplicas:
         self.version += 1
 
 
-def _select_parameters(model: nn.Module, index: Tensor) -> None:
+def select_parameters(model: nn.Module, index: Tensor) -> None:
     """Replace every parameter by a new one holding replicas ``index`` (a new leaf: autograd
     keeps the shape a parameter had when it first took a gradient)."""
     for name, p in list(model.named_parameters()):

@@ -112,7 +112,7 @@ def _row_keys(rows: Tensor) -> Tensor | None:
 def _rows(data: ReplicaData) -> Tensor:
     """(R, T, K) every example's inputs and target flattened into one integer row."""
     R, T = data.targets.shape[:2]
-    parts = [x.reshape(R, T, -1).long() for x in (*data.inputs, data.targets)]
+    parts = [x.reshape(R, T, -1).long() for x in (*data.replica_inputs(), data.targets)]
     return torch.cat(parts, 2)
 
 
@@ -120,7 +120,7 @@ def _split(rows: Tensor, data: ReplicaData) -> tuple[tuple[Tensor, ...], Tensor]
     """Inputs and targets of distinct rows (R, U, K), in the data's shapes and dtypes."""
     R, U = rows.shape[:2]
     out, start = [], 0
-    for x in (*data.inputs, data.targets):
+    for x in (*data.replica_inputs(), data.targets):
         shape = x.shape[2:]
         width = shape.numel()
         out.append(rows[:, :, start : start + width].reshape(R, U, *shape).to(x.dtype).contiguous())

@@ -13,15 +13,20 @@ class ReplicaData:
     """Training sets of R replicas, padded to a common size.
 
     Attributes:
-        inputs: tensors of shape (R, T_max, ...) passed to the model, indexed per example.
+        inputs: tensors of shape (R, T_max, ...) passed to the model, indexed per example;
+            with ``source``, (D, T_max, ...): one row per distinct training set.
         targets: (R, T_max) class indices or regression values, or (R, T_max, C)
             target distributions.
         sizes: (R,) number of valid examples of each replica (the first ``sizes[r]`` rows).
+        source: (R,) the row of ``inputs`` that replica r reads, or None (row r). Replicas
+            that train on one dataset (paired sweeps, nested T) then share its storage: at
+            paper A's sizes a copy per replica would not fit a GPU.
     """
 
     inputs: tuple[Tensor, ...]
     targets: Tensor
     sizes: Tensor
+    source: Tensor | None = None
 
     @property
     def replicas(self) -> int:
@@ -32,16 +37,32 @@ class ReplicaData:
         t_max = self.targets.shape[1]
         return torch.arange(t_max, device=self.sizes.device)[None, :] < self.sizes[:, None]
 
+    def replica_inputs(self) -> tuple[Tensor, ...]:
+        """Every replica's inputs (R, T_max, ...): ``inputs`` itself, or gathered by
+        ``source`` (a copy)."""
+        if self.source is None:
+            return self.inputs
+        return tuple(x.index_select(0, self.source) for x in self.inputs)
+
     def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""
-        return tuple(gather_rows(x, index) for x in self.inputs), gather_rows(self.targets, index)
+        if self.source is None:
+            inputs = tuple(gather_rows(x, index) for x in self.inputs)
+        else:
+            inputs = tuple(x[self.source[:, None], index] for x in self.inputs)
+        return inputs, gather_rows(self.targets, index)
 
     def select(self, replicas: Tensor) -> ReplicaData:
         """The training sets of replicas ``replicas`` (positions along the replica axis)."""
+        if self.source is None:
+            inputs, source = tuple(x.index_select(0, replicas) for x in self.inputs), None
+        else:
+            inputs, source = self.inputs, self.source.index_select(0, replicas)
         return ReplicaData(
-            tuple(x.index_select(0, replicas) for x in self.inputs),
+            inputs,
             self.targets.index_select(0, replicas),
             self.sizes.index_select(0, replicas),
+            source,
         )
 
 

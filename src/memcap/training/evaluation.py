@@ -10,6 +10,9 @@ from memcap.training.engine import Step
 from memcap.training.objectives import Objective, example_correct, example_losses
 
 
+CUDA_ROWS = 2**18  # replica × example rows of one evaluation chunk on a GPU
+
+
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
@@ -19,15 +22,18 @@ def evaluate(
     step: Step | None = None,
     chunk: int = 4096,
 ) -> dict[str, Tensor]:
-    """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks,
-    with ``step``'s outputs (None: the model's own forward)."""
+    """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks
+    (on a GPU at most :data:`CUDA_ROWS` replica-examples a chunk), with ``step``'s outputs
+    (None: the model's own forward)."""
     mask = data.mask()
     t_max = data.targets.shape[1]
+    if mask.device.type == "cuda":  # a GPU's memory bounds the chunk's intermediates
+        chunk = min(chunk, max(256, CUDA_ROWS // data.replicas))
     loss = torch.zeros(data.replicas, device=mask.device)
     correct = torch.zeros_like(loss)
     for start in range(0, t_max, chunk):
         if t_max <= chunk:  # the data's own tensors (a step may cache what it derives)
-            inputs, targets, valid = data.inputs, data.targets, mask.float()
+            inputs, targets, valid = data.replica_inputs(), data.targets, mask.float()
         else:
             index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
             index = index.expand(data.replicas, -1)
