@@ -9,7 +9,6 @@ from memcap.training.data import ReplicaData, gather_rows
 from memcap.training.engine import Step
 from memcap.training.objectives import Objective, example_correct, example_losses
 
-
 CUDA_ROWS = 2**18  # replica × example rows of one evaluation chunk on a GPU
 
 
