@@ -225,10 +225,11 @@ def test_replicas_reading_one_stored_dataset_take_what_their_own_copies_give():
     )
     shared = ReplicaData(stored, copies.targets, copies.sizes, source)
     index = torch.tensor([[0, 5], [3, 3], [2, 1]])
-    for got, want in zip(shared.take(index), copies.take(index), strict=True):
-        for a, b in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
-            assert torch.equal(a, b)
+    (inputs, targets), (want_inputs, want_targets) = shared.take(index), copies.take(index)
+    assert torch.equal(targets, want_targets)
+    for a, b in zip(inputs, want_inputs, strict=True):
+        assert torch.equal(a, b)
     kept = torch.tensor([2, 0])
     assert shared.select(kept).inputs is stored  # the storage stays shared
-    for a, b in zip(shared.select(kept).replica_inputs(), copies.select(kept).inputs):
+    for a, b in zip(shared.select(kept).replica_inputs(), copies.select(kept).inputs, strict=True):
         assert torch.equal(a, b)
