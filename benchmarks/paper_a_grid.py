@@ -7,9 +7,10 @@ training steps. Its share of the grid is its full step count (the authors' recip
 256, 50,000) steps, 300,000 for the d_h sweep) times the seconds per step, plus one evaluation
 per eval_every steps. Models run one after another on one device; replicas leaving early
 (leave_when_fit) are not counted, so ``grid_hours`` is an upper bound on that account.
-``--models-per-sweep K`` times K models of each sweep (the costliest, the cheapest and evenly
-between, by padded FLOPs) and extrapolates the others by their padded FLOPs at the measured
-seconds per padded FLOP.
+``--models-per-sweep K`` times K models of each sweep and context kind (the costliest, the
+cheapest and evenly between, by padded FLOPs; models of shared contexts run the one-context
+core) and extrapolates the others by their padded FLOPs at the seconds per padded FLOP
+measured on models of their kind.
 
     PYTHONPATH=src python benchmarks/paper_a_grid.py configs/paper.yaml --max-steps 200 \\
         --precision bf16 --compile --commit <sha> --out benchmarks/gpu/paper_a_grid.json
@@ -205,12 +206,18 @@ def time_sweep(name: str, config: dict, args, device) -> dict:
         shapes = [step_shape(r, cfg.batch_size) for r in members]
         padded, own = cost.bucket(shapes)
         needed = sum(cost.needed(s) for s in shapes)
+        kinds = {r.setting.context for r in members}
         models.append(
             {"key": [str(k) for k in key], "members": members, "replicas": len(members),
+             "contexts": kinds.pop() if len(kinds) == 1 else "both",
              "steps": cfg.steps, "evaluations": math.ceil(cfg.steps / cfg.eval_every),
              "padded_flops": padded, "own_flops": own, "needed_flops": needed}
         )  # fmt: skip
-    timed = chosen([m["padded_flops"] for m in models], args.models_per_sweep)
+    timed = set()  # K models of each context kind: shared contexts run another core
+    for kind in dict.fromkeys(m["contexts"] for m in models):
+        positions = [k for k, m in enumerate(models) if m["contexts"] == kind]
+        picked = chosen([models[k]["padded_flops"] for k in positions], args.models_per_sweep)
+        timed |= {positions[k] for k in picked}
     for k, model in enumerate(models):
         members = model.pop("members")
         if k in timed:
@@ -220,17 +227,15 @@ def time_sweep(name: str, config: dict, args, device) -> dict:
             )
             model["measured_steps"] = args.max_steps
             print(name, model["key"], {key: model[key] for key in ("replicas", "seconds_per_step")})
-    rate = statistics.median(
-        m["seconds_per_step"] / m["padded_flops"] for m in models if "measured_steps" in m
-    )  # seconds per padded FLOP, for models not timed
-    evaluation_rate = statistics.median(
-        m["seconds_per_evaluation"] / m["padded_flops"] for m in models if "measured_steps" in m
-    )
     for model in models:
         model["measured"] = "measured_steps" in model
-        if not model["measured"]:
-            model["seconds_per_step"] = rate * model["padded_flops"]
-            model["seconds_per_evaluation"] = evaluation_rate * model["padded_flops"]
+        if not model["measured"]:  # seconds per padded FLOP of the timed models of its kind
+            alike = [
+                m for m in models if "measured_steps" in m and m["contexts"] == model["contexts"]
+            ]
+            for field in ("seconds_per_step", "seconds_per_evaluation"):
+                rate = statistics.median(m[field] / m["padded_flops"] for m in alike)
+                model[field] = rate * model["padded_flops"]
         model["grid_seconds"] = (
             model["steps"] * model["seconds_per_step"]
             + model["evaluations"] * model["seconds_per_evaluation"]

@@ -329,3 +329,31 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     monkeypatch.setattr(sweep, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
     pd.testing.assert_frame_equal(shared, copies)
+
+
+def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
+    """Grouped by context kind, a mini-batch model of shared contexts stores one context row
+    per dataset and trains through the one-context core: the rows of one copy per example."""
+    import memcap.synthetic.sweep as sweep
+
+    config = _config()
+    config["engine"]["synthetic"]["group_by"] = ["context"]
+    section = config["synthetic"]
+    section["sweeps"]["head_dim"]["contexts"] = ["shared", "random"]
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    spec = sweep_spec(section, "head_dim")
+    from memcap.synthetic import folded_core_shared
+
+    calls, core = [], folded_core_shared.core_forward
+    monkeypatch.setattr(folded_core_shared, "core_forward", lambda *a: calls.append(1) or core(*a))
+    rows = []
+    for store in (lambda *args: stack(*args), lambda *args: stack(*args[:4], False)):
+        stack = sweep._stack
+        monkeypatch.setattr(sweep, "_stack", store)
+        rows.append(run_sweep(spec, stage, torch.device("cpu")).table)
+        monkeypatch.setattr(sweep, "_stack", stack)
+        calls.append(None)
+    one, copies = rows
+    assert set(one["context"]) == {"shared", "random"}
+    assert calls.index(None) > 100 and calls[calls.index(None) + 1 :] == [None]
+    pd.testing.assert_frame_equal(one, copies, check_exact=False, rtol=1e-4)

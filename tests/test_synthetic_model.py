@@ -5,7 +5,7 @@ import pytest
 import torch
 from train_configs import train_config
 
-from memcap.synthetic import folded, folded_core, folded_core_head_major
+from memcap.synthetic import folded, folded_core, folded_core_head_major, folded_core_shared
 from memcap.synthetic.engine import FastStep
 from memcap.synthetic.head_slots import SlotCache, head_slots, separate_slots
 from memcap.synthetic.model import MHAShape, ReplicaMHA
@@ -26,9 +26,12 @@ def _inputs(replicas: int, batch: int, n: int, seed: int = 0):
     )
 
 
-def _folded_case(value_dim: int, classes: int | None, shared: bool, seed: int):
+def _folded_case(
+    value_dim: int, classes: int | None, shared: bool, seed: int, one_context: bool = False
+):
     """Four replicas of different shapes in float64, replica 0 with padded context positions;
-    ``shared``: replicas 0, 2 and 3 read one input, so their heads are stacked (2 + 1 + 3 rows)."""
+    ``shared``: replicas 0, 2 and 3 read one input, so their heads are stacked (2 + 1 + 3 rows);
+    ``one_context``: every example of a replica reads one context (a batch axis of size 1)."""
     shapes = [
         MHAShape(D, 3, 2, 2, value_dim=value_dim, classes=classes),
         MHAShape(D, 5, 4, 6, value_dim=value_dim, classes=classes),
@@ -37,6 +40,8 @@ def _folded_case(value_dim: int, classes: int | None, shared: bool, seed: int):
     ]
     model = ReplicaMHA(shapes, [1, 2, 3, 4]).double()
     query, context = (x.double() for x in _inputs(4, 7, 5, seed=seed))
+    if one_context:
+        context = context[:, :1].clone()
     context[0, :, 3:] = 100.0
     step = FastStep(train_config(), torch.device("cpu"))
     if shared:
@@ -190,22 +195,30 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
     assert theirs.w_query.abs().max() <= bound < ours.w_query.abs().max() * 10
 
 
+@pytest.mark.parametrize("one_context", [False, True])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_forward_and_gradients_equal_the_plain_form(value_dim, classes, shared, core):
-    model, step, query, context = _folded_case(value_dim, classes, shared, seed=0)
-    folded, plain = step.outputs(model, (query, context)), model(query, context)
-    torch.testing.assert_close(folded, plain)
+def test_folded_forward_and_gradients_equal_the_plain_form(
+    value_dim, classes, shared, one_context, core
+):
+    model, step, query, context = _folded_case(value_dim, classes, shared, 0, one_context)
+    fixed = folded._fixed(model, query, context, step.slots)
+    assert (fixed.core is folded_core_shared) == one_context
+    folded_out, plain = step.outputs(model, (query, context)), model(query, context)
+    torch.testing.assert_close(folded_out, plain)
     weights = torch.rand_like(plain)  # a loss that weighs every output differently
-    _assert_same_gradients((folded * weights).sum(), (plain * weights).sum(), model)
+    _assert_same_gradients((folded_out * weights).sum(), (plain * weights).sum(), model)
     with pytest.raises(ValueError, match="no gradient for its inputs"):
         step.outputs(model, (query.requires_grad_(), context))
 
 
+@pytest.mark.parametrize("one_context", [False, True])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("value_dim", "classes"), [(1, 5), (2, 5), (1, None)])
-def test_folded_loss_and_gradients_equal_the_plain_forms(value_dim, classes, shared, core):
-    model, step, query, context = _folded_case(value_dim, classes, shared, seed=1)
+def test_folded_loss_and_gradients_equal_the_plain_forms(
+    value_dim, classes, shared, one_context, core
+):
+    model, step, query, context = _folded_case(value_dim, classes, shared, 1, one_context)
     objective = "regression" if classes is None else "classification"
     g = torch.Generator().manual_seed(2)
     targets = (

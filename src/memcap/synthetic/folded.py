@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from memcap.synthetic import folded_core, folded_core_head_major
+from memcap.synthetic import folded_core, folded_core_head_major, folded_core_shared
 from memcap.synthetic.head_slots import HeadSlots, SlotCache
 from memcap.synthetic.model import ReplicaMHA
 from memcap.training.fused_loss import ExampleLoss, loss_backward, loss_forward
@@ -89,7 +89,9 @@ def _fixed(model: ReplicaMHA, query: Tensor, context: Tensor, cache: SlotCache) 
             model.head_mask[:, :, None, None] if slots.trivial and model.padded_heads else None
         ),
         position_mask=_position_mask(model, slots, context.shape[2]),
-        core=core_for(slots.slots, context.shape[2]),
+        core=folded_core_shared
+        if context.shape[1] == 1
+        else core_for(slots.slots, context.shape[2]),
         slots=slots,
         query=grouped_query,
         context=grouped_context,

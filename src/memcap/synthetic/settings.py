@@ -22,7 +22,7 @@ SWEEPS = ("heads", "context_size", "head_dim")
 SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
 CONTEXTS = ("shared", "random")
 TASKS = ("classification", "regression")
-GROUP_KEYS = ("shape", "T")
+GROUP_KEYS = ("shape", "T", "context")
 DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
 
 
@@ -60,6 +60,8 @@ class Replica:
             key += (s.heads, s.n, s.head_dim)
         if "T" in keys:
             key += (self.examples,)
+        if "context" in keys:
+            key += (s.context,)
         return key
 
 

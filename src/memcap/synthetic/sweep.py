@@ -281,17 +281,18 @@ def _stack(
     shared: bool,
 ) -> ReplicaData:
     """Pad every member's data to the group's largest T and n, on ``device``; ``shared``:
-    one copy per distinct dataset (``ReplicaData.source``), else one per replica (full
-    batches read every replica's inputs at every step)."""
+    one copy per distinct dataset (``ReplicaData.source``), and one context row per dataset
+    where every member's context is shared (the fast step's one-context core), else one copy
+    per replica (full batches read every replica's inputs at every step)."""
     t_max = max(r.examples for r in members)
     keys = list(dict.fromkeys(_data_key(r) for r in members)) if shared else None
+    one_context = shared and all(r.setting.context == "shared" for r in members)
     queries, contexts = [], []
     for key in keys or [_data_key(r) for r in members]:
         own = datasets[key].head(t_max)
         queries.append(own.queries)
-        contexts.append(
-            torch.nn.functional.pad(own.contexts, (0, 0, 0, n_max - own.contexts.shape[1]))
-        )
+        rows = own.contexts[:1] if one_context else own.contexts  # (1, n, d): one for all
+        contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
     targets = [datasets[_data_key(r)].head(t_max).targets for r in members]
     source = None if keys is None else torch.tensor([keys.index(_data_key(r)) for r in members])
     return ReplicaData(
@@ -325,12 +326,16 @@ def _trained_attention(
             select_parameters(exact, index)
             exact.select_replicas(index)
         queries, contexts = (x.double() for x in data.select(index).replica_inputs())
+        one = contexts.shape[1] == 1 < t_max  # one context for every example
         attention, embedded = [], []
         for start in range(0, t_max, chunk):
-            q, c = queries[:, start : start + chunk], contexts[:, start : start + chunk]
+            q = queries[:, start : start + chunk]
+            c = contexts if one else contexts[:, start : start + chunk]
             attention.append(exact.attention(q, c))
-            embedded.append(exact.embed(q, c)[1])
+            if not one or not embedded:
+                embedded.append(exact.embed(q, c)[1])
         attention, embedded = torch.cat(attention, 1), torch.cat(embedded, 1)
         for k, r in enumerate(index.tolist()):
             s, t = members[r].setting, members[r].examples
-            yield r, members[r], attention[k, :t, : s.heads, : s.n], embedded[k, :t, : s.n]
+            rows = embedded[k, :, : s.n].expand(t, -1, -1) if one else embedded[k, :t, : s.n]
+            yield r, members[r], attention[k, :t, : s.heads, : s.n], rows

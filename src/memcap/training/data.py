@@ -14,7 +14,9 @@ class ReplicaData:
 
     Attributes:
         inputs: tensors of shape (R, T_max, ...) passed to the model, indexed per example;
-            with ``source``, (D, T_max, ...): one row per distinct training set.
+            with ``source``, (D, T_max, ...): one row per distinct training set. An input of
+            shape (R, 1, ...) is the same for every example (paper A's shared context): a
+            batch reads it as it is, and the model broadcasts it over the batch.
         targets: (R, T_max) class indices or regression values, or (R, T_max, C)
             target distributions.
         sizes: (R,) number of valid examples of each replica (the first ``sizes[r]`` rows).
@@ -46,11 +48,14 @@ class ReplicaData:
 
     def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""
+        return tuple(self._rows(x, index) for x in self.inputs), gather_rows(self.targets, index)
+
+    def _rows(self, x: Tensor, index: Tensor) -> Tensor:
+        if x.shape[1] == 1 < self.targets.shape[1]:  # one row read by every example
+            return x if self.source is None else x.index_select(0, self.source)
         if self.source is None:
-            inputs = tuple(gather_rows(x, index) for x in self.inputs)
-        else:
-            inputs = tuple(x[self.source[:, None], index] for x in self.inputs)
-        return inputs, gather_rows(self.targets, index)
+            return gather_rows(x, index)
+        return x[self.source[:, None], index]
 
     def select(self, replicas: Tensor) -> ReplicaData:
         """The training sets of replicas ``replicas`` (positions along the replica axis)."""
