@@ -132,6 +132,32 @@ def test_wikipedia_is_the_default_text_source_with_one_document_per_article():
     assert 0 < len(long_only.texts) < 1000 and min(map(len, long_only.texts)) >= 2000
 
 
+def test_wikipedia_leads_are_read_without_datasets_and_equal_its_json_loader(
+    tmp_path, monkeypatch
+):
+    """The GPU image has no `datasets`: the plain JSON read gives the rows its loader gives."""
+    import json
+
+    import datasets
+
+    from memcap.extract.corpus import wiki_leads_path, wikipedia_leads
+
+    rows = json.loads(wiki_leads_path().read_text()).values()
+    lines = tmp_path / "leads.jsonl"
+    lines.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    loaded = datasets.load_dataset(
+        "json", data_files=str(lines), split="train", cache_dir=str(tmp_path / "cache")
+    )
+    expected = [(t, title) for t, title in zip(loaded["extract"], loaded["title"]) if t]
+    wikipedia_leads.cache_clear()
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` now fails
+    try:
+        leads = wikipedia_leads()
+    finally:
+        wikipedia_leads.cache_clear()
+    assert list(zip(leads.texts, leads.titles, strict=True)) == expected
+
+
 def test_files_corpus_reads_a_directory(tmp_path):
     (tmp_path / "a.txt").write_text("alpha beta")
     (tmp_path / "sub").mkdir()
