@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device, synchronize
+from memcap.devices import (
+    host_pool,
+    peak_memory_gb,
+    reset_peak_memory,
+    resolve_device,
+    synchronize,
+)
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
@@ -313,13 +320,14 @@ def extract_layers(
         )
         for layer in layers
     }
+    pool = host_pool(device)  # the host's eigenvalue solves beside a GPU's forwards
     streams = {
-        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device)
+        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device, pool=pool)
         for layer in layers
         if outputs[layer].context_ranks is not None
     }
     rank_seconds = dict.fromkeys(streams, 0.0)
-    with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
+    with pool or nullcontext(), torch.inference_mode(), tqdm(total=T, desc=entry.name) as bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
@@ -334,12 +342,15 @@ def extract_layers(
                     synchronize(device)
                     rank_seconds[layer] += time.perf_counter() - ranking
             bar.update(len(hidden))
+        for layer, stream in streams.items():  # waits for the host's solves
+            ranking = time.perf_counter()
+            ranks = stream.result()
+            rank_seconds[layer] += time.perf_counter() - ranking
+            save_context_ranks(outputs[layer].context_ranks, ranks)
     checksums = {
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
         for layer, (q_w, c_w) in writers.items()
     }
-    for layer, stream in streams.items():
-        save_context_ranks(outputs[layer].context_ranks, stream.result())
     _logger.info(
         "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
