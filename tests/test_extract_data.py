@@ -319,6 +319,26 @@ def test_chunked_writer_rejects_bad_chunks(tmp_path):
         writer.close()
 
 
+@pytest.mark.parametrize("background", [False, True])
+def test_ordered_writes_keep_the_order_and_raise_the_writers_errors(tmp_path, background):
+    from memcap.extract.store import OrderedWrites
+
+    data = np.random.default_rng(1).standard_normal((12, 5)).astype(np.float32)
+    writers = [ChunkedArrayWriter(tmp_path / f"{i}.npy", data.shape) for i in range(2)]
+    writes = OrderedWrites(background, max_bytes=data[:2].nbytes)  # every write waits
+    for start in range(0, 12, 2):
+        for writer in writers:
+            writes.write(writer, data[start : start + 2].copy())
+    writes.wait()
+    for i, writer in enumerate(writers):
+        assert writer.close() == array_checksum([data])
+        np.testing.assert_array_equal(np.load(tmp_path / f"{i}.npy"), data)
+    broken = OrderedWrites(background)
+    with pytest.raises(ValueError, match="exceed"):  # the array is full: at once or at wait
+        broken.write(writers[0], data[:1])
+        broken.wait()
+
+
 def test_chunked_writer_memory_does_not_grow_with_the_array(tmp_path):
     """Writing 400 MB in 4 MB chunks must not raise the peak RSS by more than a few chunks."""
     code = f"""

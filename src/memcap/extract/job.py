@@ -54,7 +54,7 @@ from memcap.extract.registry import (
     parameter_count,
     position_encoding,
 )
-from memcap.extract.store import ChunkedArrayWriter
+from memcap.extract.store import ChunkedArrayWriter, OrderedWrites
 from memcap.extract.text import (
     document_tokens,
     document_windows,
@@ -327,15 +327,17 @@ def extract_layers(
         if outputs[layer].context_ranks is not None
     }
     rank_seconds = dict.fromkeys(streams, 0.0)
-    with pool or nullcontext(), torch.inference_mode(), tqdm(total=T, desc=entry.name) as bar:
+    writes = OrderedWrites(background=pool is not None)  # to disk while a GPU runs on
+    bar = tqdm(total=T, desc=entry.name, unit="ex")
+    with pool or nullcontext(), torch.inference_mode(), bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
                 hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
                 queries, contexts = writers[layer]
                 if contexts is not None:
-                    contexts.write(hidden.cpu().numpy())
-                queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+                    writes.write(contexts, hidden.cpu().numpy())
+                writes.write(queries, hidden[:, q].cpu().numpy())  # (B, d)
                 if layer in streams:  # Assumption 2 on the values as stored, while they pass
                     ranking = time.perf_counter()
                     streams[layer].add(hidden)
@@ -347,6 +349,7 @@ def extract_layers(
             ranks = stream.result()
             rank_seconds[layer] += time.perf_counter() - ranking
             save_context_ranks(outputs[layer].context_ranks, ranks)
+        writes.wait()
     checksums = {
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
         for layer, (q_w, c_w) in writers.items()
