@@ -132,9 +132,7 @@ def test_wikipedia_is_the_default_text_source_with_one_document_per_article():
     assert 0 < len(long_only.texts) < 1000 and min(map(len, long_only.texts)) >= 2000
 
 
-def test_wikipedia_leads_are_read_without_datasets_and_equal_its_json_loader(
-    tmp_path, monkeypatch
-):
+def test_wikipedia_leads_are_read_without_datasets_and_equal_its_json_loader(tmp_path, monkeypatch):
     """The GPU image has no `datasets`: the plain JSON read gives the rows its loader gives."""
     import json
 
@@ -148,7 +146,8 @@ def test_wikipedia_leads_are_read_without_datasets_and_equal_its_json_loader(
     loaded = datasets.load_dataset(
         "json", data_files=str(lines), split="train", cache_dir=str(tmp_path / "cache")
     )
-    expected = [(t, title) for t, title in zip(loaded["extract"], loaded["title"]) if t]
+    rows = zip(loaded["extract"], loaded["title"], strict=True)
+    expected = [(text, title) for text, title in rows if text]
     wikipedia_leads.cache_clear()
     monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` now fails
     try:

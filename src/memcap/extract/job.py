@@ -289,8 +289,7 @@ def extract_layers(
     started = time.perf_counter()
     layers = tuple(outputs)
     device = resolve_device(settings.device)
-    if device.type == "cpu":
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # on a GPU, each host-solve thread of the pool runs one
     reset_peak_memory(device)
     # Rank checks downstream need full float32 products, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -321,6 +320,8 @@ def extract_layers(
         for layer in layers
     }
     pool = host_pool(device)  # the host's eigenvalue solves beside a GPU's forwards
+    # A 7B model's checksum reads 26 GB as float32: on the pool, while the forwards run.
+    checksum = pool.submit(parameter_checksum, loaded.module) if pool is not None else None
     streams = {
         layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device, pool=pool)
         for layer in layers
@@ -380,7 +381,7 @@ def extract_layers(
         precision=entry.precision,
         device_map=entry.device_map,
         parameters=parameter_count(loaded.module),
-        parameter_checksum=parameter_checksum(loaded.module),
+        parameter_checksum=checksum.result() if checksum else parameter_checksum(loaded.module),
         prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
         positions=position_encoding(loaded.module, arch.config),
         seed=entry.seed,

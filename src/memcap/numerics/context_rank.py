@@ -305,7 +305,7 @@ def host_ranks(
         s_min[redo], s_max[redo] = s[:, -1], s[:, 0]
     checked = torch.zeros_like(rank)
     checked[redo] = 1
-    return tuple(x.numpy() for x in (rank, s_min, s_max, checked))
+    return tuple(x.cpu().numpy() for x in (rank, s_min, s_max, checked))
 
 
 def rank_histogram(ranks: ContextRanks) -> dict[int, int]:
