@@ -24,6 +24,8 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -92,6 +94,28 @@ def top_functions(stats: pstats.Stats, count: int) -> list[dict]:
     ]
 
 
+@contextmanager
+def torch_profiler(path: Path | None, device: str) -> Iterator[None]:
+    """torch.profiler around the job when ``path`` is given: the ops by their own device time
+    (on a GPU) and host time, as tables in ``path``."""
+    if path is None:
+        yield
+        return
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device != "cpu" and torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as run:
+        yield
+    averages = run.key_averages()
+    sorts = ["self_cuda_time_total"] if len(activities) > 1 else []
+    tables = [averages.table(sort_by=key, row_limit=25) for key in [*sorts, "self_cpu_time_total"]]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join(tables))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path)
@@ -107,6 +131,9 @@ def main() -> None:
         "a shared machine's wall time is noise) or wall seconds (default on a GPU: waits count)",
     )
     parser.add_argument("--out", type=Path, help="write the profile as JSON")
+    parser.add_argument(
+        "--torch-profile", type=Path, help="also write torch.profiler's op tables (a GPU's time)"
+    )
     args = parser.parse_args()
     from memcap.extract.config import ExtractSettings
     from memcap.extract.job import ExtractOutputs, extract_layers
@@ -129,9 +156,10 @@ def main() -> None:
         clock = args.clock or ("cpu" if settings.device == "cpu" else "wall")
         profiler = cProfile.Profile(time.thread_time if clock == "cpu" else time.perf_counter)
         cpu, wall = time.process_time(), time.perf_counter()
-        profiler.enable()
-        records = extract_layers(entry, outputs, settings, threads=args.threads)
-        profiler.disable()
+        with torch_profiler(args.torch_profile, settings.device):
+            profiler.enable()
+            records = extract_layers(entry, outputs, settings, threads=args.threads)
+            profiler.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     stats = pstats.Stats(profiler)
     first = next(iter(records.values()))

@@ -11,7 +11,8 @@
 #   audit-7b          the scale audit of llama-7b-random, every block (goal: 8 minutes)
 #   context-ranks     bench_context_rank_device.py: solves on the GPU vs on the host (~1 min)
 #   profile-extract   profile_extract.py: where a GPT-2-large extraction's time goes (~1 min)
-#   kruskal           bench_kruskal_device.py: device vs host search, d = 1,280, T = 2,000
+#   kruskal           bench_kruskal_device.py: device vs host search, d = 1,280, T = 2,000,
+#                     and a torch.profiler table of one device search
 #   grid              paper_a_grid.py on configs/paper.yaml (bf16, compiled)
 #   sweep             gpu_sweeps.py: paper B's sweeps of configs/paper.yaml, end to end
 # Environment: OUT (default benchmarks/gpu/out), COMMIT (the commit measured: the machine's
@@ -40,11 +41,13 @@ case "$MEASURE" in
     profile-extract)
         BUDGET=${BUDGET:-240}
         COMMAND="$PY benchmarks/profile_extract.py configs/scale.yaml --model gpt2-large-random"
-        COMMAND="$COMMAND --T 512 --device cuda --out $OUT/profile_extract.json" ;;
+        COMMAND="$COMMAND --T 512 --device cuda --out $OUT/profile_extract.json"
+        COMMAND="$COMMAND --torch-profile $OUT/extract_ops.txt" ;;
     kruskal)
         BUDGET=${BUDGET:-300}
         COMMAND="$PY benchmarks/bench_kruskal_device.py --device cuda --d 1280 --T 2000"
-        COMMAND="$COMMAND --samples 200 --repeats 1 && cp benchmarks/results/"
+        COMMAND="$COMMAND --samples 200 --repeats 1 --profile $OUT/kruskal_profile.txt"
+        COMMAND="$COMMAND && cp benchmarks/results/"
         COMMAND="${COMMAND}bench_kruskal_device.json $OUT/" ;;
     grid)
         BUDGET=${BUDGET:-540}
