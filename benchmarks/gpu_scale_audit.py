@@ -6,8 +6,9 @@ run left into one JSON: per model its sizes (parameters, d, blocks, T, n, S), th
 commit, the wall seconds of each stage, windows per second, the context ranks' and Kruskal
 searches' seconds and the peak GPU memory - read from the rules' benchmark files (wall seconds
 per job), the extraction's provenance, the depth table and the jobs' logs. A run cut by
-``--timeout`` (or a failed job) is recorded as ``partial``, with how far the extraction got and
-how many layers were checked. Models already in ``--out`` and not measured now are kept.
+``--timeout`` (or a failed job) is recorded as ``partial`` (``extracted`` when only the checks
+are missing, as after ``--stage extract``), with how far the extraction got and how many
+layers were checked. Models already in ``--out`` and not measured now are kept.
 
     python benchmarks/gpu_scale_audit.py --run --model gpt2-large-random --timeout 420 \\
         --commit <sha>                                  # on the GPU machine, one model a call
@@ -42,8 +43,11 @@ STAGES = {"extract": "extract_model", "check": "check_assumptions"}
 STAGES["capacity"] = "certify_real_capacity"
 
 
-def audit_targets(models: list[str]) -> list[str]:
-    """The Snakemake targets of each model's audit: its depth table (every layer checked)."""
+def audit_targets(models: list[str], stage: str = "audit") -> list[str]:
+    """The Snakemake targets of each model's audit: its depth table (every layer checked), or
+    for ``extract`` one layer's files (the one extraction job writes every layer)."""
+    if stage == "extract":
+        return [f"results/extract/{model}/0/context_ranks.npz" for model in models]
     return [f"results/assumptions/{model}/depth.csv" for model in models]
 
 
@@ -140,8 +144,11 @@ def model_timings(root: Path, model: str, samples: int) -> dict[str, Any]:
         record["kruskal_seconds"] = round(float(pd.read_csv(depth)["kruskal_seconds"].sum()), 2)
     peaks = [p for p in peaks if p is not None]
     record["peak_gpu_memory_gb"] = max(peaks) if peaks else None
-    done = stages["extract_seconds"] is not None and stages["check_seconds"] is not None
-    record["status"] = "complete" if done and depth.is_file() else "partial"
+    extracted = stages["extract_seconds"] is not None
+    if extracted and stages["check_seconds"] is not None and depth.is_file():
+        record["status"] = "complete"
+    else:
+        record["status"] = "extracted" if extracted else "partial"
     return record
 
 
@@ -197,6 +204,9 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="where the run's files are")
     parser.add_argument("--run", action="store_true", help="run the workflow first")
     parser.add_argument("--model", action="append", default=[], help="a model to audit")
+    parser.add_argument(
+        "--stage", choices=["audit", "extract"], default="audit", help="how far to run"
+    )
     parser.add_argument("--cores", type=int, default=16)
     parser.add_argument("--target", nargs="*", default=[], help="more Snakemake targets")
     parser.add_argument("--timeout", type=float, help="stop the run after this many seconds")
@@ -211,7 +221,7 @@ def main() -> None:
     unknown = sorted(set(args.model) - set(names))
     if unknown:
         parser.error(f"--model {', '.join(unknown)}: not in {config_path.name} ({names})")
-    targets = audit_targets(args.model) + args.target
+    targets = audit_targets(args.model, args.stage) + args.target
     if args.run and not targets:
         parser.error("--run needs --model (one model a call) or --target")
     command = snakemake_command(root, config_path, args.cores, targets)

@@ -35,10 +35,17 @@ def printed(measurement: str, **env: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("measurement", "model", "budget"),
-    [("audit-gpt2-large", "gpt2-large-random", 330), ("audit-7b", "llama-7b-random", 540)],
+    [
+        ("audit-gpt2-large", "gpt2-large-random", 330),
+        ("audit-7b", "llama-7b-random", 540),
+        ("extract-gpt2-large", "gpt2-large-random", 300),
+        ("extract-7b", "llama-7b-random", 300),
+    ],
 )
 def test_audits_measure_one_model_under_a_time_guard(measurement, model, budget):
     lines = printed(measurement)
+    stage = "extract" if measurement.startswith("extract") else None
+    assert (f"--stage {stage}" in lines[f"measure ({budget} s)"]) == (stage is not None)
     assert "--no-index --no-deps" in lines["install"] and ".whl/*.whl" in lines["install"]
     command = lines[f"measure ({budget} s)"].split()
     assert command[1] == "benchmarks/gpu_scale_audit.py" and "--run" in command
@@ -112,6 +119,13 @@ def test_a_run_cut_by_the_timeout_is_stopped_and_recorded_as_partial(tmp_path):
     assert record["status"] == "partial" and record["extract_seconds"] is None
     assert record["extract_progress"] == "900/2000 windows in 01:40"
     assert record["checked_layers"] == 0 and record["total_seconds"] == 0
+    tsv = tmp_path / "benchmarks" / "results" / "extract_model" / "m.tsv"
+    tsv.parent.mkdir(parents=True)
+    tsv.write_text("s\th:m:s\n12.5\t0:00:12\n")
+    assert gpu_scale_audit.model_timings(tmp_path, "m", 5000)["status"] == "extracted"
+    assert gpu_scale_audit.audit_targets(["m"], "extract") == [
+        "results/extract/m/0/context_ranks.npz"
+    ]
 
 
 def test_a_measured_model_joins_the_models_measured_before(tmp_path):

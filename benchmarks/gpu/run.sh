@@ -9,6 +9,7 @@
 # Measurements (each sized for a session's 15 device minutes; BUDGET=<s> overrides the guard):
 #   audit-gpt2-large  the scale audit of gpt2-large-random, every block (goal: 3 minutes)
 #   audit-7b          the scale audit of llama-7b-random, every block (goal: 8 minutes)
+#   extract-gpt2-large, extract-7b   the extraction alone (every block, context ranks)
 #   context-ranks     bench_context_rank_device.py: solves on the GPU vs on the host (~1 min)
 #   profile-extract   profile_extract.py: where a GPT-2-large extraction's time goes (~1 min)
 #   kruskal           bench_kruskal_device.py: device vs host search, d = 1,280, T = 2,000,
@@ -34,6 +35,10 @@ case "$MEASURE" in
     audit-7b)
         BUDGET=${BUDGET:-540}
         COMMAND="$AUDIT --model llama-7b-random --timeout $BUDGET" ;;
+    extract-gpt2-large|extract-7b)
+        BUDGET=${BUDGET:-300}
+        MODEL=$([ "$MEASURE" = extract-7b ] && echo llama-7b-random || echo gpt2-large-random)
+        COMMAND="$AUDIT --model $MODEL --stage extract --timeout $BUDGET" ;;
     context-ranks)
         BUDGET=${BUDGET:-240}
         COMMAND="$PY benchmarks/bench_context_rank_device.py --device cuda --d 1280 --T 512"
@@ -60,7 +65,8 @@ case "$MEASURE" in
         COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
         COMMAND="$COMMAND --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;
     *)
-        echo "usage: $0 audit-gpt2-large|audit-7b|context-ranks|profile-extract|kruskal|grid|sweep" >&2
+        echo "usage: $0 audit-gpt2-large|audit-7b|extract-gpt2-large|extract-7b|" \
+            "context-ranks|profile-extract|kruskal|grid|sweep" >&2
         exit 2 ;;
 esac
 INSTALL="$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade"
