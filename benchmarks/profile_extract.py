@@ -123,6 +123,9 @@ def main() -> None:
     parser.add_argument("--T", type=int, help="examples (default: the config's)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the rule's)")
+    parser.add_argument(
+        "--checkpoint", type=Path, help="a converted checkpoint (ONNX weights: the workflow's)"
+    )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument(
         "--clock",
@@ -158,7 +161,7 @@ def main() -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         with torch_profiler(args.torch_profile, settings.device):
             profiler.enable()
-            records = extract_layers(entry, outputs, settings, threads=args.threads)
+            records = extract_layers(entry, outputs, settings, args.threads, args.checkpoint)
             profiler.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     stats = pstats.Stats(profiler)

@@ -4,11 +4,15 @@ run cut short leaves (docs/gpu.md)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,10 +24,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_scale_audit  # noqa: E402
 
 
-def printed(measurement: str, **env: str) -> dict[str, str]:
-    """run.sh's PRINT_ONLY lines, keyed by what they are (install, measure)."""
+def printed(*measurements: str, **env: str) -> dict[str, str]:
+    """run.sh's PRINT_ONLY lines, keyed by what they are (install, each measurement)."""
     done = subprocess.run(
-        ["bash", str(SCRIPT), measurement],
+        ["bash", str(SCRIPT), *measurements],
         env=os.environ | {"PRINT_ONLY": "1", "COMMIT": "abc123"} | env,
         capture_output=True,
         text=True,
@@ -45,20 +49,18 @@ def printed(measurement: str, **env: str) -> dict[str, str]:
 def test_audits_measure_one_model_under_a_time_guard(measurement, model, budget):
     lines = printed(measurement)
     stage = "extract" if measurement.startswith("extract") else None
-    assert (f"--stage {stage}" in lines[f"measure ({budget} s)"]) == (stage is not None)
+    assert (f"--stage {stage}" in lines[f"{measurement} ({budget} s)"]) == (stage is not None)
     assert "--no-index --no-deps" in lines["install"] and ".whl/*.whl" in lines["install"]
-    command = lines[f"measure ({budget} s)"].split()
+    command = lines[f"{measurement} ({budget} s)"].split()
     assert command[1] == "benchmarks/gpu_scale_audit.py" and "--run" in command
     assert command[command.index("--model") + 1] == model
     assert command[command.index("--timeout") + 1] == str(budget)
     assert command[command.index("--commit") + 1] == "abc123"
     assert command[command.index("--out") + 1] == "benchmarks/gpu/out/scale_audit.json"
     quick = printed(measurement, BUDGET="90", OUT="/tmp/o", PYTHON="py", WHEELS="w")
-    assert quick["measure (90 s)"].startswith("py benchmarks/gpu_scale_audit.py")
-    assert (
-        "--timeout 90" in quick["measure (90 s)"]
-        and "/tmp/o/scale_audit" in quick["measure (90 s)"]
-    )
+    line = quick[f"{measurement} (90 s)"]
+    assert line.startswith("py benchmarks/gpu_scale_audit.py")
+    assert "--timeout 90" in line and "/tmp/o/scale_audit" in line
     assert quick["install"].startswith("py -m pip") and "w/*.whl" in quick["install"]
 
 
@@ -73,16 +75,24 @@ def test_audits_measure_one_model_under_a_time_guard(measurement, model, budget)
     ],
 )
 def test_every_measurement_runs_an_existing_script_into_out(measurement, script, output):
-    (command,) = (v for k, v in printed(measurement).items() if k.startswith("measure"))
+    (command,) = (v for k, v in printed(measurement).items() if k.startswith(measurement))
     assert f"benchmarks/{script}" in command and (ROOT / "benchmarks" / script).is_file()
     assert output in command and "benchmarks/gpu/out/" in command
     if "--device" in command:
         assert "--device cuda" in command
 
 
+def test_several_measurements_share_one_call_in_the_order_given():
+    lines = printed("extract-7b", "kruskal", "context-ranks")
+    assert list(lines) == ["install", "extract-7b (300 s)", "kruskal (300 s)"] + [
+        "context-ranks (240 s)"
+    ]
+
+
 def test_unknown_measurement_and_missing_wheels_stop_with_a_message(tmp_path):
-    bogus = subprocess.run(["bash", str(SCRIPT), "bogus"], capture_output=True, text=True)
-    assert bogus.returncode == 2 and "usage:" in bogus.stderr and "audit-7b" in bogus.stderr
+    for args in (["bogus"], ["kruskal", "bogus"], []):
+        bogus = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True)
+        assert bogus.returncode == 2 and "usage:" in bogus.stderr and "audit-7b" in bogus.stderr
     env = os.environ | {"WHEELS": str(tmp_path / "none"), "OUT": str(tmp_path / "out")}
     bare = subprocess.run(
         ["bash", str(SCRIPT), "kruskal"], env=env, capture_output=True, text=True, timeout=60
@@ -136,3 +146,50 @@ def test_a_measured_model_joins_the_models_measured_before(tmp_path):
     assert set(gpu_scale_audit.merged(second, out)["models"]) == {"a", "b"}
     other = {"config": "configs/other.yaml", "models": {"b": {}}}
     assert set(gpu_scale_audit.merged(other, out)["models"]) == {"b"}
+
+
+def fake_wheel(folder: Path) -> None:
+    """A minimal valid wheel (one empty package), for pip to install offline."""
+    files = {
+        "fake_pkg/__init__.py": b"",
+        "fake_pkg-0.0.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fake-pkg\n"
+        b"Version: 0.0.0\n",
+        "fake_pkg-0.0.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    digests = {
+        name: base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        for name, data in files.items()
+    }
+    record = "".join(f"{name},sha256={digests[name]},{len(files[name])}\n" for name in files)
+    record += "fake_pkg-0.0.0.dist-info/RECORD,,\n"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "fake_pkg-0.0.0-py3-none-any.whl", "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("fake_pkg-0.0.0.dist-info/RECORD", record)
+
+
+@pytest.mark.skipif(
+    subprocess.run(["python3", "-m", "pip", "--version"], capture_output=True).returncode != 0,
+    reason="needs a python3 with pip, as the GPU image has",
+)
+def test_a_failing_measurement_still_leaves_its_logs_in_out(tmp_path):
+    """The wheels are installed, the measurement fails (no CUDA here), and $OUT still holds
+    the run's logs: the trap collects them whatever happened."""
+    fake_wheel(tmp_path / "wheels")
+    env = os.environ | {
+        "OUT": str(tmp_path / "out"),
+        "SITE": str(tmp_path / "site"),
+        "WHEELS": str(tmp_path / "wheels"),
+        "PYTHON": "python3",
+        "BUDGET": "60",
+    }
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "context-ranks"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (tmp_path / "site" / "fake_pkg").is_dir()
+    with tarfile.open(tmp_path / "out" / "logs.tar.gz") as logs:
+        names = {Path(name).name for name in logs.getnames()}
+    assert {"run.log", "context-ranks.log", "utilization.csv", "nvidia-smi.txt"} <= names
