@@ -77,6 +77,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scaling", choices=SCALINGS, default="equilibrate")
+    parser.add_argument(
+        "--profile", type=Path, help="also profile one device search (torch.profiler) into it"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -111,7 +114,28 @@ def main() -> None:
         repeats=args.repeats,
         settings=args,
     )
+    if args.profile:
+        profile_search(x, args, device)
     print(f"RATIO {medians['device'] / medians['host']:.3f}")
+
+
+def profile_search(x: np.ndarray, args: argparse.Namespace, device: torch.device) -> None:
+    """One more device search under torch.profiler: the ops by their own device and host time
+    (what bounds the search: factorisations, gathers, or the host launching them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as run:
+        timed(x, args.samples, args.seed, "device", device, args.scaling)
+    averages = run.key_averages()
+    tables = [averages.table(sort_by="self_cpu_time_total", row_limit=25)]
+    if device.type == "cuda":
+        tables.insert(0, averages.table(sort_by="self_cuda_time_total", row_limit=25))
+    args.profile.parent.mkdir(parents=True, exist_ok=True)
+    args.profile.write_text("\n\n".join(tables))
+    print(f"profile: {args.profile}")
 
 
 if __name__ == "__main__":

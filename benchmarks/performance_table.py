@@ -27,6 +27,7 @@ PAGES = {
     "bench_kruskal": ["kruskal.md"],
     "bench_kruskal_device": ["kruskal.md"],
     "bench_context_rank": ["kruskal.md"],
+    "bench_context_rank_device": ["extract.md", "gpu.md"],
     "bench_layers": ["extract.md"],
     "bench_extract": ["extract.md"],
     "bench_init_memory": ["extract.md"],

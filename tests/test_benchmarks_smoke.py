@@ -13,6 +13,7 @@ from benchmark_runs import RESULTS, run_benchmark
 RUNS = {
     "bench_aot.py": "--heads 1,3 --batch 16 --N 10 --d 4 --repeats 1 --threads 1",
     "bench_context_rank.py": "--examples 8 --repeats 1",
+    "bench_context_rank_device.py": "--d 16 --n 6 --T 40 --device cpu",
     "bench_kruskal.py": "--T 100 --d 32 --n 16 --samples 20 --repeats 1 --workers 1 --threads 1",
     "bench_kruskal_device.py": "--d 16 --T 32 --samples 10 --repeats 1 --device cpu",
     "bench_training.py": "--steps 5 --examples 8 --threads 1",
@@ -44,3 +45,20 @@ def test_the_benchmarks_that_record_write_their_result_file():
     result = json.loads((RESULTS / "bench_context_rank.json").read_text())
     assert result["ratio"] > 0 and result["ours"]["unit"] == "s" and result["repeats"] == 1
     assert result["machine"]["matmul_gflops_1thread"] > 0 and result["source"] == "measured"
+
+
+def test_the_extraction_profile_names_its_stages(tmp_path):
+    out = tmp_path / "profile.json"
+    run = run_benchmark(
+        "profile_extract.py", "configs/test.yaml", "--model", "gpt2-tiny", "--T", "24",
+        "--out", str(out), "--torch-profile", str(tmp_path / "ops.txt"),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    profile = json.loads(out.read_text())
+    assert (profile["T"], profile["device"], profile["clock"]) == (24, "cpu", "cpu")
+    stages = profile["stages"]
+    assert set(stages) == {"model", "inputs", "forward", "device copies", "context ranks", "writes"}
+    assert stages["forward"] > 0 and stages["context ranks"] > 0 and stages["model"] > 0
+    assert sum(stages.values()) - stages["device copies"] <= profile["cpu_seconds"] * 1.05
+    assert profile["top_functions"][0]["own_seconds"] > 0
+    assert "aten::" in (tmp_path / "ops.txt").read_text()

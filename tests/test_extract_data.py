@@ -132,6 +132,31 @@ def test_wikipedia_is_the_default_text_source_with_one_document_per_article():
     assert 0 < len(long_only.texts) < 1000 and min(map(len, long_only.texts)) >= 2000
 
 
+def test_wikipedia_leads_are_read_without_datasets_and_equal_its_json_loader(tmp_path, monkeypatch):
+    """The GPU image has no `datasets`: the plain JSON read gives the rows its loader gives."""
+    import json
+
+    import datasets
+
+    from memcap.extract.corpus import wiki_leads_path, wikipedia_leads
+
+    rows = json.loads(wiki_leads_path().read_text()).values()
+    lines = tmp_path / "leads.jsonl"
+    lines.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    loaded = datasets.load_dataset(
+        "json", data_files=str(lines), split="train", cache_dir=str(tmp_path / "cache")
+    )
+    rows = zip(loaded["extract"], loaded["title"], strict=True)
+    expected = [(text, title) for text, title in rows if text]
+    wikipedia_leads.cache_clear()
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` now fails
+    try:
+        leads = wikipedia_leads()
+    finally:
+        wikipedia_leads.cache_clear()
+    assert list(zip(leads.texts, leads.titles, strict=True)) == expected
+
+
 def test_files_corpus_reads_a_directory(tmp_path):
     (tmp_path / "a.txt").write_text("alpha beta")
     (tmp_path / "sub").mkdir()
@@ -291,6 +316,26 @@ def test_chunked_writer_rejects_bad_chunks(tmp_path):
         writer.write(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="wrote 3 of 4 rows"):
         writer.close()
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_ordered_writes_keep_the_order_and_raise_the_writers_errors(tmp_path, background):
+    from memcap.extract.store import OrderedWrites
+
+    data = np.random.default_rng(1).standard_normal((12, 5)).astype(np.float32)
+    writers = [ChunkedArrayWriter(tmp_path / f"{i}.npy", data.shape) for i in range(2)]
+    writes = OrderedWrites(background, max_bytes=data[:2].nbytes)  # every write waits
+    for start in range(0, 12, 2):
+        for writer in writers:
+            writes.write(writer, data[start : start + 2].copy())
+    writes.wait()
+    for i, writer in enumerate(writers):
+        assert writer.close() == array_checksum([data])
+        np.testing.assert_array_equal(np.load(tmp_path / f"{i}.npy"), data)
+    broken = OrderedWrites(background)
+    with pytest.raises(ValueError, match="exceed"):  # the array is full: at once or at wait
+        broken.write(writers[0], data[:1])
+        broken.wait()
 
 
 def test_chunked_writer_memory_does_not_grow_with_the_array(tmp_path):

@@ -50,6 +50,14 @@ def test_scale_config_names_the_issue_models_in_bfloat16_with_t_at_least_d():
     widths = {"gpt2-large-random": 1280, "llama-7b-random": 4096, "vit-l16-random": 1024}
     assert set(entries) == set(widths) and SCALE["device"] == "auto"
     assert SCALE["assumptions"]["samples"] == 5000
+    assert SCALE["assumptions"]["kruskal_search"] == "device"  # the checks search on the GPU
+    gpt2 = entries["gpt2-large-random"]
+    assert (gpt2.model_kwargs["n_embd"], gpt2.model_kwargs["n_layer"], gpt2.data.T) == (
+        1280,
+        36,
+        2000,
+    )
+    assert entries["llama-7b-random"].data.T == 4096
     for name, entry in entries.items():
         assert entry.precision == "bfloat16" and entry.weights == "random"
         assert widths[name] <= entry.data.T, name

