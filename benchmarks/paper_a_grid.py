@@ -63,14 +63,17 @@ PEAK_TFLOPS = {
 
 
 def load_config(path: str) -> dict:
-    """A resolved JSON config, or a YAML validated (defaults filled) against the schema."""
+    """A resolved JSON config, or what a ``--configfile`` run of a YAML sees: config.yaml
+    updated by it (as Snakemake merges them), validated (defaults filled) against the schema."""
     if path.endswith(".json"):
         return json.loads(Path(path).read_text())
     import yaml
+    from snakemake.utils import update_config
 
     from memcap.config_schema import validate_schema
 
-    config = yaml.safe_load(Path(path).read_text())
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    update_config(config, yaml.safe_load(Path(path).read_text()))
     validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     return config
 

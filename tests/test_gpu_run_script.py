@@ -89,6 +89,16 @@ def test_several_measurements_share_one_call_in_the_order_given():
     ]
 
 
+def test_a_measurements_own_budget_overrides_the_calls():
+    lines = printed("grid=200", "extract-7b", BUDGET="90")
+    assert list(lines) == ["install", "grid=200 (200 s)", "extract-7b (90 s)"]
+    assert (
+        "paper_a_grid.py" in lines["grid=200 (200 s)"]
+        and "--cuda-graph" in lines["grid=200 (200 s)"]
+    )
+    assert "--timeout 90" in lines["extract-7b (90 s)"]
+
+
 def test_unknown_measurement_and_missing_wheels_stop_with_a_message(tmp_path):
     for args in (["bogus"], ["kruskal", "bogus"], []):
         bogus = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True)

@@ -6,7 +6,8 @@
 #   bash benchmarks/gpu/run.sh <measurement> [<measurement> ...]   # on the GPU, carry .whl
 #   PRINT_ONLY=1 bash benchmarks/gpu/run.sh <measurement> ...      # print the commands only
 #
-# Measurements (default budget in seconds; BUDGET=<s> sets it for every one of the call):
+# Measurements (default budget in seconds; BUDGET=<s> sets it for every one of the call,
+# NAME=<s> for one: `grid=200 extract-7b=240`):
 #   audit-gpt2-large  (330) the scale audit of gpt2-large-random, every block (goal: 3 minutes)
 #   audit-7b          (540) the scale audit of llama-7b-random, every block (goal: 8 minutes)
 #   extract-gpt2-large, extract-7b  (300) the extraction alone (every block, context ranks)
@@ -14,7 +15,8 @@
 #   profile-extract   (240) profile_extract.py: a GPT-2-large extraction's stages, T = 512
 #   kruskal           (300) bench_kruskal_device.py: device vs host search, d = 1,280,
 #                     T = 2,000, and a torch.profiler table of one device search
-#   grid              (540) paper_a_grid.py on configs/paper.yaml (bf16, compiled)
+#   grid              (240) paper_a_grid.py on configs/paper.yaml (bf16, CUDA graphs, one
+#                     model family per context kind, 5,000 steps a timed model)
 #   sweep             (540) gpu_sweeps.py: paper B's sweeps of configs/paper.yaml
 # $OUT then holds each measurement's result files and logs.tar.gz (run logs, GPU use and load
 # every 5 s, nvidia-smi, the workflow's logs and benchmark files). Environment: OUT (default
@@ -30,43 +32,47 @@ SITE=${SITE:-/tmp/site}  # where the wheels are installed
 USAGE="usage: $0 MEASUREMENT... (audit-gpt2-large audit-7b extract-gpt2-large extract-7b"
 USAGE="$USAGE context-ranks profile-extract kruskal grid sweep)"
 
-plan() {  # sets BUDGET_S and COMMAND for measurement $1; fails on an unknown one
+plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds); fails on an unknown one
+    local own=""
+    if [[ $1 == *=* ]]; then own=${1#*=}; fi
+    local budget=${own:-${BUDGET:-}}
     local audit="$PY benchmarks/gpu_scale_audit.py --run --cores 16 --commit $COMMIT"
     audit="$audit --out $OUT/scale_audit.json"
-    case "$1" in
+    case "${1%%=*}" in
         audit-gpt2-large)
-            BUDGET_S=${BUDGET:-330}
+            BUDGET_S=${budget:-330}
             COMMAND="$audit --model gpt2-large-random --timeout $BUDGET_S" ;;
         audit-7b)
-            BUDGET_S=${BUDGET:-540}
+            BUDGET_S=${budget:-540}
             COMMAND="$audit --model llama-7b-random --timeout $BUDGET_S" ;;
         extract-gpt2-large)
-            BUDGET_S=${BUDGET:-300}
+            BUDGET_S=${budget:-300}
             COMMAND="$audit --model gpt2-large-random --stage extract --timeout $BUDGET_S" ;;
         extract-7b)
-            BUDGET_S=${BUDGET:-300}
+            BUDGET_S=${budget:-300}
             COMMAND="$audit --model llama-7b-random --stage extract --timeout $BUDGET_S" ;;
         context-ranks)
-            BUDGET_S=${BUDGET:-240}
+            BUDGET_S=${budget:-240}
             COMMAND="$PY benchmarks/bench_context_rank_device.py --device cuda --d 1280"
             COMMAND="$COMMAND --T 512 --out $OUT/bench_context_rank_device.json" ;;
         profile-extract)
-            BUDGET_S=${BUDGET:-240}
+            BUDGET_S=${budget:-240}
             COMMAND="$PY benchmarks/profile_extract.py configs/scale.yaml --T 512"
             COMMAND="$COMMAND --model gpt2-large-random --device cuda"
             COMMAND="$COMMAND --out $OUT/profile_extract.json --torch-profile $OUT/extract_ops.txt" ;;
         kruskal)
-            BUDGET_S=${BUDGET:-300}
+            BUDGET_S=${budget:-300}
             COMMAND="$PY benchmarks/bench_kruskal_device.py --device cuda --d 1280 --T 2000"
             COMMAND="$COMMAND --samples 200 --repeats 1 --profile $OUT/kruskal_profile.txt"
             COMMAND="$COMMAND && cp benchmarks/results/bench_kruskal_device.json $OUT/" ;;
         grid)
-            BUDGET_S=${BUDGET:-540}
-            COMMAND="$PY benchmarks/paper_a_grid.py configs/paper.yaml --precision bf16 --compile"
-            COMMAND="$COMMAND --max-steps 5000 --models-per-sweep 4 --commit $COMMIT"
-            COMMAND="$COMMAND --out $OUT/paper_a_grid.json" ;;
+            BUDGET_S=${budget:-240}
+            COMMAND="$PY benchmarks/paper_a_grid.py configs/paper.yaml --precision bf16"
+            COMMAND="$COMMAND --cuda-graph --group-by context --max-padding 1e9"
+            COMMAND="$COMMAND --models-per-sweep 1 --max-steps 5000 --profile-steps 20"
+            COMMAND="$COMMAND --commit $COMMIT --out $OUT/paper_a_grid.json" ;;
         sweep)
-            BUDGET_S=${BUDGET:-540}
+            BUDGET_S=${budget:-540}
             COMMAND="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
             COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
             COMMAND="$COMMAND --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;
