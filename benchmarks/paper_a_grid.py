@@ -308,12 +308,6 @@ def main() -> None:
     batching |= {key: value for key, value in overrides.items() if value is not None}
     device = resolve_device("auto")
     peak, peak_source = device_peak(device, engine["precision"])
-    sweeps = {}
-    for name in args.sweeps or sweep_names(config["synthetic"]):
-        sweeps[name] = time_sweep(name, config, args, device)
-        sweeps[name]["fraction_of_peak"] = (sweeps[name]["achieved_tflops"] or 0.0) / peak
-        print(name, {k: v for k, v in sweeps[name].items() if k != "models"}, flush=True)
-    grid_seconds = sum(s["grid_seconds"] for s in sweeps.values())
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "precision": engine["precision"],
@@ -326,8 +320,7 @@ def main() -> None:
         "config": args.config,
         "peak_tflops": peak,
         "peak_source": peak_source,
-        "sweeps": sweeps,
-        "grid_hours": grid_seconds / 3600,
+        "sweeps": {},
         "extrapolated": (
             "every model's steps beyond measured_steps (seconds per step x its full step "
             "count, plus its evaluations); models with measured false from the measured ones' "
@@ -335,7 +328,14 @@ def main() -> None:
         ),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    sweeps = report["sweeps"]
+    for name in args.sweeps or sweep_names(config["synthetic"]):
+        sweeps[name] = time_sweep(name, config, args, device)
+        sweeps[name]["fraction_of_peak"] = (sweeps[name]["achieved_tflops"] or 0.0) / peak
+        print(name, {k: v for k, v in sweeps[name].items() if k != "models"}, flush=True)
+        report["grid_hours"] = sum(s["grid_seconds"] for s in sweeps.values()) / 3600
+        # after every sweep: a run cut short keeps the sweeps it finished
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"grid_hours {report['grid_hours']:.3f} on {report['device']} -> {args.out}")
 
 
