@@ -15,8 +15,8 @@
 #   profile-extract   (240) profile_extract.py: a GPT-2-large extraction's stages, T = 512
 #   kruskal           (300) bench_kruskal_device.py: device vs host search, d = 1,280,
 #                     T = 2,000, and a torch.profiler table of one device search
-#   grid              (240) paper_a_grid.py on configs/paper.yaml (bf16, CUDA graphs, one
-#                     model family per context kind, 5,000 steps a timed model)
+#   grid              (240) paper_a_grid.py on configs/paper.yaml's batching (bf16, CUDA
+#                     graphs, 5,000 steps a timed model, one timed model a context kind)
 #   sweep             (540) gpu_sweeps.py: paper B's sweeps of configs/paper.yaml
 # $OUT then holds each measurement's result files and logs.tar.gz (run logs, GPU use and load
 # every 5 s, nvidia-smi, the workflow's logs and benchmark files). Environment: OUT (default
@@ -68,8 +68,8 @@ plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds);
         grid)
             BUDGET_S=${budget:-240}
             COMMAND="$PY benchmarks/paper_a_grid.py configs/paper.yaml --precision bf16"
-            COMMAND="$COMMAND --cuda-graph --group-by context --max-padding 1e9"
-            COMMAND="$COMMAND --models-per-sweep 1 --max-steps 5000 --profile-steps 20"
+            COMMAND="$COMMAND --cuda-graph --models-per-sweep 1 --max-steps 5000"
+            COMMAND="$COMMAND --profile-steps 500"
             COMMAND="$COMMAND --commit $COMMIT --out $OUT/paper_a_grid.json" ;;
         sweep)
             BUDGET_S=${budget:-540}
