@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pandas as pd
 
+from memcap.assumptions.evidence import evidence_from_row
 from memcap.assumptions.verdicts import (
     MIN_SUBSETS,
     LayerEvidence,
     Outcome,
     context_rank_check,
-    evidence_from_row,
     general_position_check,
     kruskal_check,
     largest_supported_n,

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from memcap.numerics import ContextRanks, KruskalBand, KruskalProfile, kruskal_band, kruskal_profile
+from memcap.numerics.band import NullSource
+from memcap.numerics.error import ErrorScale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +43,15 @@ class AssumptionsSettings:
         workers: int,
         progress: bool = False,
         decide: Sequence[int] = (),
+        error: ErrorScale | None = None,
+        null: NullSource | None = None,
     ) -> KruskalBand:
         """The Kruskal profiles of ``queries`` at the tolerance and a decade either side, from
-        ``samples`` orderings, with these settings; ``decide``: the sizes to decide (n, d)."""
+        ``samples`` orderings, with these settings, and the decisions at ``decide`` (n, d)
+        against ``error`` and the random null (``null``: where it comes from)."""
         return kruskal_band(
             queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling, decide=decide,
-            **self._options(device, workers, progress),
+            error=error, null=null, **self._options(device, workers, progress),
         )  # fmt: skip
 
     def raw(self, queries: np.ndarray, samples: int, device: Any, workers: int) -> KruskalProfile:

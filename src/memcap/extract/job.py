@@ -24,6 +24,7 @@ from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.corpus import load_documents
+from memcap.extract.forward_error import measure_forward_error
 from memcap.extract.images import (
     ImageSource,
     PlannedInput,
@@ -319,8 +320,10 @@ def extract_layers(
         if outputs[layer].context_ranks is not None
     }
     rank_seconds = dict.fromkeys(streams, 0.0)
+    first = None  # the first input batch, for the forward error's float64 pass
     with torch.inference_mode(), tqdm(total=T, desc=entry.name, unit="ex") as bar:
         for batch in prepared.batches:
+            first = batch if first is None else first
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
                 hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
@@ -340,6 +343,7 @@ def extract_layers(
     }
     for layer, stream in streams.items():
         save_context_ranks(outputs[layer].context_ranks, stream.result())
+    errors = _forward_errors(entry, settings, extractor, first, n, q, device, outputs)
     _logger.info(
         "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
@@ -398,11 +402,32 @@ def extract_layers(
             causal=entry.kind == "decoder" and layer != RANDOM_ATTENTION,
             random_attention_checksum=head if layer == RANDOM_ATTENTION else None,
             context_rank_seconds=round(rank_seconds[layer], 3) if layer in streams else None,
+            forward_error=errors.get(layer),
             queries_sha256=checksums[layer][0],
             contexts_sha256=checksums[layer][1],
         )
         for layer in layers
     }
+
+
+def _forward_errors(
+    entry: ModelEntry,
+    settings: ExtractSettings,
+    extractor: MultiLayerExtractor,
+    first: Any,
+    n: int,
+    q: int,
+    device: torch.device,
+    outputs: Mapping[Layer, ExtractOutputs],
+) -> dict[Layer, dict[str, Any]]:
+    """The forward pass's error per layer (:mod:`memcap.extract.forward_error`); none when
+    switched off (``extract.error_examples: 0``) or the model is spread by a device map."""
+    if not settings.error_examples or first is None or entry.device_map is not None:
+        return {}
+    queries = {layer: out.queries for layer, out in outputs.items()}
+    return measure_forward_error(
+        extractor, first, n, q, DTYPES[entry.precision], device, settings.error_examples, queries
+    )
 
 
 def _contexts_writer(path: Path | None, shape: tuple[int, ...]) -> ChunkedArrayWriter | None:

@@ -1,0 +1,61 @@
+"""The random null kept on disk, one file per key and size, shared by the check jobs.
+
+The null (:mod:`memcap.numerics.null`) depends only on T, d, dtype, scaling, the orderings
+(S, seed) and k, so every job deciding a set of the same shape reads the same table: the
+first writes it (to a temporary name, then renamed: a job that computes it at the same time
+writes the same values). Depth rows and detail layers share one table: a draw of S orderings
+is the first S of a larger draw with the same seed, so the table is computed for the largest S
+the run uses and each decision reads its first S.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from memcap.numerics.band import NullSource, cached_null
+from memcap.numerics.null import NullKey
+from memcap.numerics.ratios import PrefixRatios
+
+
+def null_source(folder: str | Path | None, samples: int) -> NullSource:
+    """A null source that reads and writes ``folder`` (None: this process only), drawing
+    at least ``samples`` orderings."""
+
+    def source(key: NullKey, sizes: Sequence[int]) -> dict[int, PrefixRatios]:
+        key = dataclasses.replace(key, samples=max(key.samples, samples))
+        if folder is None:
+            return cached_null(key, sizes)
+        root = Path(folder)
+        found = {k: _read(root / f"{key.name}_k{k}.npz") for k in sizes}
+        missing = [k for k, value in found.items() if value is None]
+        computed = cached_null(key, missing)
+        root.mkdir(parents=True, exist_ok=True)
+        for k, ratios in computed.items():
+            _write(root / f"{key.name}_k{k}.npz", ratios)
+        return {k: v for k, v in found.items() if v is not None} | computed
+
+    return source
+
+
+def _read(path: Path) -> PrefixRatios | None:
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        return PrefixRatios(
+            int(data["k"]), data["ratio"], data["spread"], data["censored"], int(data["svd"])
+        )
+
+
+def _write(path: Path, ratios: PrefixRatios) -> None:
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    with partial.open("wb") as handle:
+        np.savez(
+            handle, k=ratios.k, ratio=ratios.ratio, spread=ratios.spread,
+            censored=ratios.censored, svd=ratios.svd,
+        )  # fmt: skip
+    partial.replace(path)

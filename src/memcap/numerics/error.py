@@ -1,0 +1,84 @@
+"""The decision scale: how far the stored vectors may sit from the exact forward pass.
+
+A set of vectors is only known up to the error of the arithmetic that computed it. The
+extraction measures that error (:mod:`memcap.extract.forward_error`: the same inputs through
+the model in float64 and in its run precision): δ, the worst relative perturbation of a
+vector (queries) or of a matrix (contexts) over the examples measured. Without a measurement
+δ is the unit roundoff of the stored dtype (storing rounds every entry by at most that much).
+
+For a set A of vectors, each perturbed by at most δ relative to its norm, ‖ΔA‖₂ ≤ ‖ΔA‖_F ≤
+δ·‖A‖_F, so by Weyl's inequality σ_min/σ_max moves by at most δ·‖A‖_F/‖A‖₂ (the set's
+*spread*; 1 for a single matrix whose perturbation was measured in the 2-norm). The scale's
+two lines, relative to σ_max:
+
+* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ·spread — a perturbation of the measured size (the
+  worst of the examples measured, times ERROR_FACTOR for the examples not measured) can make
+  the set exactly dependent: numerically it is dependent;
+* **clear**: σ_min/σ_max ≥ 10^CLEAR_DECADES times the zero line — independent with a decade
+  to spare.
+
+Between the two a set is within a decade of the measured error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from memcap.numerics.tolerance import dtype_eps
+
+# The measured worst relative error is doubled for the examples the measurement did not see.
+ERROR_FACTOR = 2.0
+# "Clear" of the error: this many decades above the zero line.
+CLEAR_DECADES = 1.0
+
+
+@dataclass(frozen=True)
+class ErrorScale:
+    """δ, the relative perturbation every decision is measured against.
+
+    Attributes:
+        relative: δ (per vector for query sets, per matrix for contexts).
+        source: where δ comes from, in words (a measurement, or the stored dtype's rounding).
+    """
+
+    relative: float
+    source: str
+
+    def zero_line(self, spread: float | np.ndarray = 1.0) -> float | np.ndarray:
+        """σ_min/σ_max at or below which a set with this spread is dependent within δ."""
+        return ERROR_FACTOR * self.relative * spread
+
+    def clear_line(self, spread: float | np.ndarray = 1.0) -> float | np.ndarray:
+        """σ_min/σ_max at or above which a set is independent a decade clear of δ."""
+        return self.zero_line(spread) * 10.0**CLEAR_DECADES
+
+    def margin(self, ratio: float | np.ndarray, spread: float | np.ndarray = 1.0):
+        """log10 of σ_min/σ_max over the zero line: ≤ 0 zero, ≥ CLEAR_DECADES clear."""
+        with np.errstate(divide="ignore"):
+            return np.log10(np.asarray(ratio, dtype=float)) - np.log10(self.zero_line(spread))
+
+
+def stored_error(dtype: np.dtype | torch.dtype, source: str = "") -> ErrorScale:
+    """The scale of values known only to their storage: δ = eps(dtype)/2 (unit roundoff)."""
+    unit = dtype_eps(dtype) / 2
+    return ErrorScale(unit, source or f"the {_name(dtype)} rounding of the stored values")
+
+
+def as_error_scale(error: ErrorScale | float | None, dtype: np.dtype | torch.dtype) -> ErrorScale:
+    """``error`` as an :class:`ErrorScale`: given, a bare δ, or the dtype's rounding (None)."""
+    if error is None:
+        return stored_error(dtype)
+    if isinstance(error, ErrorScale):
+        return error
+    value = float(error)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"the relative error must be a finite number >= 0, not {error!r}")
+    return ErrorScale(value, "given")
+
+
+def _name(dtype: np.dtype | torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,152 @@
+"""σ_min/σ_max of the k-prefix of every sampled ordering: the distribution a decision reads.
+
+The profile's search finds, per ordering, where prefixes turn dependent at one tolerance.
+A decision at a size k (Assumption 1 at n, general position at d) needs more: how far each
+sampled k-subset sits from dependence, on the same scale as the measured error and the random
+null (:mod:`memcap.numerics.decision`). For each ordering, with G the k × k Gram matrix of
+its prefix A (gathered from the set's Gram matrix):
+
+* λ_max(G) = σ_max(A)² by Lanczos on G (LANCZOS_STEPS steps, full reorthogonalisation);
+* λ_min(G) = σ_min(A)² by Lanczos on G⁻¹ through a Cholesky factor (LAPACK ``dpotrf`` and
+  ``dpotrs``, one thread), k³/3 flops: a quarter of a symmetric eigensolver's.
+
+Forming G and factorising it round at about k·eps64·λ_max, so a ratio below
+√(RESOLUTION·k·eps64) — or a Cholesky breakdown — is *censored* at that resolution; where the
+caller needs such a prefix resolved (its zero line lies below the resolution) a direct
+float64 SVD of its rows gives the ratio. The spread ‖A‖_F/‖A‖₂ = √(trace G/λ_max) comes with
+it (:mod:`memcap.numerics.error`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.linalg import eigvalsh_tridiagonal, lapack
+from threadpoolctl import threadpool_limits
+
+from memcap.numerics.tolerance import EPS64
+
+LANCZOS_STEPS = 24
+# Ratios below √(RESOLUTION·k·eps64) are not resolved through a k × k Gram matrix.
+RESOLUTION = 16.0
+
+
+@dataclass(frozen=True)
+class PrefixRatios:
+    """σ_min/σ_max of the k-prefix of each of S orderings.
+
+    Attributes:
+        k: the prefix size.
+        ratio: (S,) σ_min/σ_max (an upper bound where ``censored``).
+        spread: (S,) ‖A‖_F/‖A‖₂ of each prefix.
+        censored: (S,) the ratio lies at or below the Gram resolution (not resolved).
+        svd: prefixes resolved by a direct SVD.
+    """
+
+    k: int
+    ratio: np.ndarray
+    spread: np.ndarray
+    censored: np.ndarray
+    svd: int = 0
+
+    @property
+    def samples(self) -> int:
+        return int(self.ratio.size)
+
+    def head(self, samples: int) -> PrefixRatios:
+        """The first ``samples`` orderings (the orderings of a smaller draw, same seed)."""
+        return PrefixRatios(
+            self.k, self.ratio[:samples], self.spread[:samples], self.censored[:samples], self.svd
+        )
+
+
+def resolution(k: int) -> float:
+    """The smallest σ_min/σ_max a k × k float64 Gram matrix resolves."""
+    return float(np.sqrt(RESOLUTION * k * EPS64))
+
+
+def prefix_ratios(
+    x: torch.Tensor,
+    orders: torch.Tensor | np.ndarray,
+    k: int,
+    gram: np.ndarray | None = None,
+    resolve_below: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> PrefixRatios:
+    """σ_min/σ_max and the spread of X[order[:k]] for every ordering.
+
+    Args:
+        x: (T, d) float64 set (as the decision sees it: scaled).
+        orders: (S, ≥ k) orderings of its rows.
+        k: the prefix size, at most min(T, d).
+        gram: x xᵀ as a NumPy array, if already formed.
+        resolve_below: given the spreads of the censored prefixes, the ratio each must be
+            resolved below (its zero line); those whose resolution lies above it are
+            recomputed with a direct SVD. None: leave them censored.
+    """
+    t, d = x.shape
+    if not 1 <= k <= min(t, d):
+        raise ValueError(f"k = {k} is outside 1 … min(T, d) = {min(t, d)}")
+    index = np.asarray(orders)[:, :k]
+    full = gram if gram is not None else (x @ x.T).cpu().numpy()
+    samples = index.shape[0]
+    ratio, spread = np.empty(samples), np.empty(samples)
+    censored = np.zeros(samples, dtype=bool)
+    floor = resolution(k)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for s in range(samples):
+            block = full[np.ix_(index[s], index[s])]
+            ratio[s], spread[s], censored[s] = _ratio(block, floor)
+    redo = np.zeros(samples, dtype=bool)
+    if resolve_below is not None and censored.any():
+        redo[censored] = floor > np.asarray(resolve_below(spread[censored]))
+    for s in np.flatnonzero(redo):
+        rows = x[torch.as_tensor(index[s], device=x.device)]
+        values = torch.linalg.svdvals(rows)
+        ratio[s] = float(values[-1] / values[0]) if float(values[0]) > 0 else 0.0
+        censored[s] = False
+    return PrefixRatios(k, ratio, spread, censored, int(redo.sum()))
+
+
+def _ratio(block: np.ndarray, floor: float) -> tuple[float, float, bool]:
+    """(σ_min/σ_max, spread, censored) of one prefix from its Gram matrix."""
+    k = block.shape[0]
+    trace = float(np.trace(block))
+    if trace <= 0:
+        return 0.0, 1.0, False  # every row zero
+    top = _lanczos_top(lambda v: block @ v, k)
+    spread = float(np.sqrt(trace / top))
+    if k == 1:
+        return 1.0, spread, False
+    factor, info = lapack.dpotrf(block, lower=1, clean=1, overwrite_a=0)
+    if info != 0:
+        return floor, spread, True
+    inverse_top = _lanczos_top(lambda v: lapack.dpotrs(factor, v, lower=1)[0], k)
+    ratio = float(np.sqrt(1.0 / (inverse_top * top)))
+    if ratio <= floor:
+        return floor, spread, True
+    return ratio, spread, False
+
+
+def _lanczos_top(apply: Callable[[np.ndarray], np.ndarray], k: int) -> float:
+    """The largest eigenvalue of a symmetric positive semi-definite operator on R^k (Lanczos
+    with full reorthogonalisation from a fixed start; exact when it exhausts R^k)."""
+    steps = min(k, LANCZOS_STEPS)
+    basis = np.empty((steps, k))
+    start = np.cos(np.arange(1, k + 1) * 1.618)  # fixed, no zero entries, not aligned
+    basis[0] = start / np.linalg.norm(start)
+    alpha, beta = [], []
+    for j in range(steps):
+        w = apply(basis[j])
+        alpha.append(float(basis[j] @ w))
+        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)
+        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)  # twice is enough (Kahan)
+        norm = float(np.linalg.norm(w))
+        if j + 1 == steps or norm <= 1e-14 * max(abs(a) for a in alpha):
+            break
+        beta.append(norm)
+        basis[j + 1] = w / norm
+    values = eigvalsh_tridiagonal(np.array(alpha), np.array(beta[: len(alpha) - 1]))
+    return float(values[-1])
