@@ -47,7 +47,7 @@ def _read(path: Path) -> PrefixRatios | None:
         return None
     with np.load(path) as data:
         return PrefixRatios(
-            int(data["k"]), data["ratio"], data["spread"], data["censored"], int(data["svd"])
+            int(data["k"]), data["ratio"], data["censored"], int(data["svd"])
         )
 
 
@@ -55,7 +55,6 @@ def _write(path: Path, ratios: PrefixRatios) -> None:
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with partial.open("wb") as handle:
         np.savez(
-            handle, k=ratios.k, ratio=ratios.ratio, spread=ratios.spread,
-            censored=ratios.censored, svd=ratios.svd,
+            handle, k=ratios.k, ratio=ratios.ratio, censored=ratios.censored, svd=ratios.svd,
         )  # fmt: skip
     partial.replace(path)

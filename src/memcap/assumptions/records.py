@@ -82,8 +82,8 @@ def _error_record(error: ErrorScale | None) -> dict[str, Any] | None:
     return {
         "relative": error.relative,
         "source": error.source,
-        "zero_line": error.zero_line(1.0),
-        "clear_line": error.clear_line(1.0),
+        "zero_line": error.zero_line,
+        "clear_line": error.clear_line,
     }
 
 

@@ -43,7 +43,8 @@ def layer_scales(extraction: Mapping[str, Any], scaling: str) -> LayerScales:
         source = f"not measured: the {precision} rounding of the forward pass"
         return LayerScales(ErrorScale(unit, source), ErrorScale(unit, source), False)
     examples, precision = record["examples"], record["precision"]
-    queries = float(record["queries"][scaling]["vector_worst"])
+    measured = record["queries"][scaling]
+    queries = max(float(measured["vector_worst"]), float(measured["matrix"]))
     contexts = float(record["contexts"][scaling]["matrix_worst"])
     how = f"{precision} against float64 on {examples} examples"
     return LayerScales(

@@ -79,13 +79,13 @@ def layernorm_centring(queries: np.ndarray, error: ErrorScale) -> Structure | No
         return None
     cosine = np.abs(q[nonzero].sum(axis=1)) / (np.sqrt(q.shape[1]) * norms[nonzero])
     worst = float(cosine.max())
-    if worst > error.zero_line(1.0):
+    if worst > error.zero_line:
         return None
     d = q.shape[1]
     return Structure(
         "LayerNorm centring",
         f"every query is orthogonal to the all-ones vector (|Σx|/(√d·‖x‖) ≤ {worst:.1e}, under "
-        f"the measured error's zero line {error.zero_line(1.0):.1e}): rank ≤ d − 1 = {d - 1}, so "
+        f"the measured error's zero line {error.zero_line:.1e}): rank ≤ d − 1 = {d - 1}, so "
         "general position is impossible by construction",
         d - 1,
     )
@@ -101,7 +101,7 @@ def spectrum(queries: np.ndarray, error: ErrorScale) -> Spectrum:
     energy = singular**2
     if energy.sum() == 0:
         return Spectrum(share, 0, 0, q.shape[1])
-    rank = int((singular > error.zero_line(1.0) * singular[0]).sum())
+    rank = int((singular > error.zero_line * singular[0]).sum())
     k90 = int(np.searchsorted(np.cumsum(energy) / energy.sum(), VARIANCE_SHARE) + 1)
     return Spectrum(share, rank, min(k90, len(singular)), q.shape[1])
 

@@ -277,12 +277,11 @@ def kruskal_band(
 def _may_be_zero(
     profile: KruskalProfile, loose: KruskalProfile, loose_rtol: float, scale: ErrorScale
 ) -> np.ndarray:
-    """Orderings whose dependent prefix may lie under the zero line: all but those still
-    independent at τ/10 where τ/10 stands above the widest zero line of that prefix."""
-    size = profile.m + 1
-    independent_loose = loose.m >= size
-    above = loose_rtol > scale.zero_line(np.sqrt(size))
-    return ~(independent_loose & above)
+    """Orderings whose dependent prefix may lie under the zero line: all, unless τ/10 stands
+    above the zero line, then those whose prefix is not independent at τ/10."""
+    if loose_rtol <= scale.zero_line:
+        return np.ones(profile.m.size, dtype=bool)
+    return loose.m < profile.m + 1
 
 
 def find_proofs(
@@ -300,7 +299,7 @@ def find_proofs(
     if pairs.duplicate_pairs:
         proofs.append(Proof("identical pair", 2, f"{pairs.duplicate_pairs} identical pairs"))
     elif pairs.dependent_pairs:  # dependent at τ: are any dependent within the error?
-        line = scale.zero_line(1.0)
+        line = scale.zero_line
         tight = pair_statistics(x, line, options.get("near_duplicate_cosine", 0.999))
         if tight.dependent_pairs:
             proofs.append(Proof(
@@ -308,13 +307,13 @@ def find_proofs(
                 f"error (σ_min/σ_max ≤ {line:.1e})", tight.example or (),
             ))  # fmt: skip
     proofs += [
-        Proof("circuit", c.size, f"{c.kind}, σ_min/σ_max = {c.ratio:.1e} ≤ {c.zero_line:.1e}"
-              + ("" if c.minimal else " (not shown minimal)"), c.indices)
+        Proof("circuit" if c.minimal else "dependent set", c.size,
+              f"{c.kind}, σ_min/σ_max = {c.ratio:.1e} ≤ {c.zero_line:.1e}", c.indices)
         for c in circuits
     ]  # fmt: skip
     kmax = min(x.shape)
     singular, vh = torch.linalg.svd(x, full_matrices=False)[1:]
-    cap = spectral_cap(x, singular, vh, scale.zero_line(1.0))
+    cap = spectral_cap(x, singular, vh, scale.zero_line)
     if cap < kmax:
         ratio = float(singular[cap] / singular[0])
         proofs.append(Proof(

@@ -23,7 +23,6 @@ every d-subset is dependent is caught whole by the spectrum (``spectral_cap``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +43,7 @@ class Circuit:
     Attributes:
         indices: its rows, sorted.
         ratio: σ_min/σ_max of the set.
-        zero_line: the zero line it was checked against (with its spread).
+        zero_line: the zero line it was checked against.
         minimal: every proper subset is independent (it is a circuit).
         second: σ_{c−1}/σ_max, the smallest singular value a proper subset keeps.
     """
@@ -73,7 +72,7 @@ def reduce_prefixes(
     orders: np.ndarray,
     m: np.ndarray,
     searched: int,
-    zero_line: Callable[[float], float],
+    zero_line: float,
     candidates: np.ndarray | None = None,
 ) -> list[Circuit]:
     """The circuits found in the dependent prefixes order[s, :m[s] + 1], smallest first.
@@ -84,7 +83,7 @@ def reduce_prefixes(
         orders: (S, ≥ searched) orderings.
         m: (S,) leading independent lengths at the search's tolerance.
         searched: prefixes were searched up to this size (m = searched: none dependent).
-        zero_line: σ_min/σ_max at or below which a set of the given spread is dependent.
+        zero_line: σ_min/σ_max at or below which a set is dependent within the error.
         candidates: (S,) orderings worth reducing (None: every dependent one).
     """
     d = x.shape[1]
@@ -106,15 +105,10 @@ def reduce_prefixes(
 
 
 def _null_support(
-    gram: np.ndarray, norms: np.ndarray, prefix: np.ndarray, zero_line: Callable[[float], float]
+    gram: np.ndarray, norms: np.ndarray, prefix: np.ndarray, zero_line: float
 ) -> np.ndarray | None:
     """The rows of ``prefix`` its last row's dependence needs, or None when the null vector's
-    residual cannot reach the zero line.
-
-    The residual is compared with the widest zero line a set of this size can have (spread
-    √size); rows are dropped only within the narrowest (spread 1), so that what remains stays
-    dependent; the SVD of :func:`_verify` decides.
-    """
+    residual does not reach the zero line; the SVD of :func:`_verify` decides."""
     head, last = prefix[:-1], prefix[-1]
     if head.size == 0:
         return prefix if norms[last] == 0 else None
@@ -129,17 +123,15 @@ def _null_support(
     # vᵀP / (‖v‖·σ_max(P)) bounds σ_min/σ_max of the prefix; the largest row norm bounds σ_max
     # from below, so the bound stays an upper bound on the ratio.
     scale = float(max(norms[prefix].max(), 1e-300)) * float(np.linalg.norm(vector))
-    if residual > zero_line(float(np.sqrt(len(prefix)))) * scale:
+    if residual > zero_line * scale:
         return None
     weight = np.abs(vector) * norms[prefix]  # what each row adds to ‖vᵀP‖ when kept
     order = np.argsort(weight)
-    dropped = np.cumsum(weight[order]) <= zero_line(1.0) * scale - residual
+    dropped = np.cumsum(weight[order]) <= zero_line * scale - residual
     return np.sort(prefix[order[~dropped]])
 
 
-def _verify(
-    x: torch.Tensor, rows: np.ndarray, zero_line: Callable[[float], float], d: int
-) -> Circuit | None:
+def _verify(x: torch.Tensor, rows: np.ndarray, line: float, d: int) -> Circuit | None:
     """The set ``rows`` checked by SVD; its null vector's support taken again until minimal.
     Returns the smallest set verified dependent, or None."""
     best = None
@@ -151,7 +143,6 @@ def _verify(
         top = float(values[0])
         if top == 0:
             return Circuit((int(rows[0]),), 0.0, 0.0, True, 0.0)
-        line = zero_line(float(np.sqrt((values**2).sum()) / top))
         ratio = float(values[-1] / top)
         if ratio > line:
             return best

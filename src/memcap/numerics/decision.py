@@ -159,11 +159,10 @@ def decide_size(
                             samples=0 if data is None else data.samples)  # fmt: skip
     if data is None or null is None:
         raise ValueError(f"no ratios at k = {k} and no proof to decide it")
-    zero_line = error.zero_line(data.spread)
-    margins = np.log10(np.maximum(data.ratio, 1e-300)) - np.log10(np.maximum(zero_line, 1e-300))
-    zero = int((data.ratio <= zero_line).sum())
-    null_zero = int((null.ratio <= error.zero_line(null.spread)).sum())
-    clear = int((margins >= math.log10(error.clear_line(1.0) / error.zero_line(1.0))).sum())
+    margins = error.margin(np.maximum(data.ratio, 1e-300))
+    zero = int((data.ratio <= error.zero_line).sum())
+    null_zero = int((null.ratio <= error.zero_line).sum())
+    clear = int((data.ratio >= error.clear_line).sum())
     decades, p_tail = tail_shift(data.ratio, null.ratio)
     p_zero = float(fisher_exact(
         [[zero, data.samples - zero], [null_zero, null.samples - null_zero]], alternative="greater"

@@ -2,18 +2,18 @@
 
 A set of vectors is only known up to the error of the arithmetic that computed it. The
 extraction measures that error (:mod:`memcap.extract.forward_error`: the same inputs through
-the model in float64 and in its run precision): δ, the worst relative perturbation of a
-vector (queries) or of a matrix (contexts) over the examples measured. Without a measurement
+the model in float64 and in its run precision): δ, the worst relative perturbation of one
+vector (queries) or of one matrix (contexts) over the examples measured. Without a measurement
 δ is the unit roundoff of the stored dtype (storing rounds every entry by at most that much).
 
-For a set A of vectors, each perturbed by at most δ relative to its norm, ‖ΔA‖₂ ≤ ‖ΔA‖_F ≤
-δ·‖A‖_F, so by Weyl's inequality σ_min/σ_max moves by at most δ·‖A‖_F/‖A‖₂ (the set's
-*spread*; 1 for a single matrix whose perturbation was measured in the 2-norm). The scale's
-two lines, relative to σ_max:
+By Weyl's inequality a perturbation ΔA moves σ_min(A) by at most ‖ΔA‖₂. The arithmetic's
+errors act like independent noise across vectors, so a set's relative perturbation
+‖ΔA‖₂/‖A‖₂ stays at about its vectors' (the extraction also measures it on the examples'
+query matrix). The scale's two lines, relative to σ_max:
 
-* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ·spread — a perturbation of the measured size (the
-  worst of the examples measured, times ERROR_FACTOR for the examples not measured) can make
-  the set exactly dependent: numerically it is dependent;
+* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ — a perturbation of the measured size (the worst of
+  the examples measured, times ERROR_FACTOR for the examples not measured) can make the set
+  exactly dependent: numerically it is dependent;
 * **clear**: σ_min/σ_max ≥ 10^CLEAR_DECADES times the zero line — independent with a decade
   to spare.
 
@@ -48,18 +48,20 @@ class ErrorScale:
     relative: float
     source: str
 
-    def zero_line(self, spread: float | np.ndarray = 1.0) -> float | np.ndarray:
-        """σ_min/σ_max at or below which a set with this spread is dependent within δ."""
-        return ERROR_FACTOR * self.relative * spread
+    @property
+    def zero_line(self) -> float:
+        """σ_min/σ_max at or below which a set is dependent within the error."""
+        return ERROR_FACTOR * self.relative
 
-    def clear_line(self, spread: float | np.ndarray = 1.0) -> float | np.ndarray:
-        """σ_min/σ_max at or above which a set is independent a decade clear of δ."""
-        return self.zero_line(spread) * 10.0**CLEAR_DECADES
+    @property
+    def clear_line(self) -> float:
+        """σ_min/σ_max at or above which a set is independent a decade clear of the error."""
+        return self.zero_line * 10.0**CLEAR_DECADES
 
-    def margin(self, ratio: float | np.ndarray, spread: float | np.ndarray = 1.0):
+    def margin(self, ratio: float | np.ndarray) -> np.ndarray:
         """log10 of σ_min/σ_max over the zero line: ≤ 0 zero, ≥ CLEAR_DECADES clear."""
         with np.errstate(divide="ignore"):
-            return np.log10(np.asarray(ratio, dtype=float)) - np.log10(self.zero_line(spread))
+            return np.log10(np.asarray(ratio, dtype=float)) - np.log10(self.zero_line)
 
 
 def stored_error(dtype: np.dtype | torch.dtype, source: str = "") -> ErrorScale:

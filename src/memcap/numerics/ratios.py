@@ -13,8 +13,7 @@ its prefix A (gathered from the set's Gram matrix):
 Forming G and factorising it round at about k·eps64·λ_max, so a ratio below
 √(RESOLUTION·k·eps64) — or a Cholesky breakdown — is *censored* at that resolution; where the
 caller needs such a prefix resolved (its zero line lies below the resolution) a direct
-float64 SVD of its rows gives the ratio. The spread ‖A‖_F/‖A‖₂ = √(trace G/λ_max) comes with
-it (:mod:`memcap.numerics.error`).
+float64 SVD of its rows gives the ratio.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from memcap.numerics.tolerance import EPS64
 
-LANCZOS_STEPS = 24
+LANCZOS_STEPS = 12
 # Ratios below √(RESOLUTION·k·eps64) are not resolved through a k × k Gram matrix.
 RESOLUTION = 16.0
 
@@ -41,14 +40,12 @@ class PrefixRatios:
     Attributes:
         k: the prefix size.
         ratio: (S,) σ_min/σ_max (an upper bound where ``censored``).
-        spread: (S,) ‖A‖_F/‖A‖₂ of each prefix.
         censored: (S,) the ratio lies at or below the Gram resolution (not resolved).
         svd: prefixes resolved by a direct SVD.
     """
 
     k: int
     ratio: np.ndarray
-    spread: np.ndarray
     censored: np.ndarray
     svd: int = 0
 
@@ -59,7 +56,7 @@ class PrefixRatios:
     def head(self, samples: int) -> PrefixRatios:
         """The first ``samples`` orderings (the orderings of a smaller draw, same seed)."""
         return PrefixRatios(
-            self.k, self.ratio[:samples], self.spread[:samples], self.censored[:samples], self.svd
+            self.k, self.ratio[:samples], self.censored[:samples], self.svd
         )
 
 
@@ -73,18 +70,18 @@ def prefix_ratios(
     orders: torch.Tensor | np.ndarray,
     k: int,
     gram: np.ndarray | None = None,
-    resolve_below: Callable[[np.ndarray], np.ndarray] | None = None,
+    resolve_below: float | None = None,
 ) -> PrefixRatios:
-    """σ_min/σ_max and the spread of X[order[:k]] for every ordering.
+    """σ_min/σ_max of X[order[:k]] for every ordering.
 
     Args:
         x: (T, d) float64 set (as the decision sees it: scaled).
         orders: (S, ≥ k) orderings of its rows.
         k: the prefix size, at most min(T, d).
         gram: x xᵀ as a NumPy array, if already formed.
-        resolve_below: given the spreads of the censored prefixes, the ratio each must be
-            resolved below (its zero line); those whose resolution lies above it are
-            recomputed with a direct SVD. None: leave them censored.
+        resolve_below: the ratio censored prefixes must be resolved below (a zero line): when
+            the resolution lies above it they are recomputed with a direct SVD (None: they
+            stay censored).
     """
     t, d = x.shape
     if not 1 <= k <= min(t, d):
@@ -92,42 +89,36 @@ def prefix_ratios(
     index = np.asarray(orders)[:, :k]
     full = gram if gram is not None else (x @ x.T).cpu().numpy()
     samples = index.shape[0]
-    ratio, spread = np.empty(samples), np.empty(samples)
+    ratio = np.empty(samples)
     censored = np.zeros(samples, dtype=bool)
     floor = resolution(k)
     with threadpool_limits(limits=1, user_api="blas"):
         for s in range(samples):
             block = full[np.ix_(index[s], index[s])]
-            ratio[s], spread[s], censored[s] = _ratio(block, floor)
-    redo = np.zeros(samples, dtype=bool)
-    if resolve_below is not None and censored.any():
-        redo[censored] = floor > np.asarray(resolve_below(spread[censored]))
+            ratio[s], censored[s] = _ratio(block, floor)
+    redo = censored & (resolve_below is not None and floor > resolve_below)
     for s in np.flatnonzero(redo):
         rows = x[torch.as_tensor(index[s], device=x.device)]
         values = torch.linalg.svdvals(rows)
         ratio[s] = float(values[-1] / values[0]) if float(values[0]) > 0 else 0.0
         censored[s] = False
-    return PrefixRatios(k, ratio, spread, censored, int(redo.sum()))
+    return PrefixRatios(k, ratio, censored, int(redo.sum()))
 
 
-def _ratio(block: np.ndarray, floor: float) -> tuple[float, float, bool]:
-    """(σ_min/σ_max, spread, censored) of one prefix from its Gram matrix."""
+def _ratio(block: np.ndarray, floor: float) -> tuple[float, bool]:
+    """(σ_min/σ_max, censored) of one prefix from its Gram matrix."""
     k = block.shape[0]
-    trace = float(np.trace(block))
-    if trace <= 0:
-        return 0.0, 1.0, False  # every row zero
-    top = _lanczos_top(lambda v: block @ v, k)
-    spread = float(np.sqrt(trace / top))
+    if float(np.trace(block)) <= 0:
+        return 0.0, False  # every row zero
     if k == 1:
-        return 1.0, spread, False
+        return 1.0, False
+    top = _lanczos_top(lambda v: block @ v, k)
     factor, info = lapack.dpotrf(block, lower=1, clean=1, overwrite_a=0)
     if info != 0:
-        return floor, spread, True
+        return floor, True
     inverse_top = _lanczos_top(lambda v: lapack.dpotrs(factor, v, lower=1)[0], k)
     ratio = float(np.sqrt(1.0 / (inverse_top * top)))
-    if ratio <= floor:
-        return floor, spread, True
-    return ratio, spread, False
+    return (floor, True) if ratio <= floor else (ratio, False)
 
 
 def _lanczos_top(apply: Callable[[np.ndarray], np.ndarray], k: int) -> float:
