@@ -14,7 +14,8 @@ from typing import Any
 
 import jinja2
 
-from memcap.assumptions.verdicts import BAND_DECADES, MIN_SUBSETS
+from memcap.assumptions.verdicts import MIN_SUBSETS
+from memcap.numerics.band import BAND_DECADES
 
 _logger = logging.getLogger(__name__)
 
