@@ -14,7 +14,7 @@ import pandas as pd
 import yaml
 
 from memcap.assumptions.verdicts import MIN_SUBSETS
-from memcap.capacity.ceiling import ceiling_reading
+from memcap.capacity.ceiling import ceiling_reading, shared_reading
 from memcap.provenance import library_versions
 from memcap.report import loaders
 from memcap.report.captions import FigureSpec, describe_figure
@@ -28,7 +28,12 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
-from memcap.report.depth import depth_strips, theorem_gaps, theorem_span
+from memcap.report.depth import (
+    depth_strips,
+    paper_context_sizes,
+    theorem_gaps,
+    theorem_span,
+)
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.timings import rule_timings, run_span
@@ -251,27 +256,36 @@ def _add_failures(section: LayerSection, path: str | None) -> None:
 
 
 def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
-    """The layer's certified capacity per H beside H(n−1)+1 and the bound the verdicts allow.
+    """The layer's certified capacity per H, each example with its own context and with one
+    shared context, beside H(n−1)+1 and the bound the verdicts allow.
 
-    Where the examples used are known, each row also says whether it measures the embeddings
-    or sits at its ceiling min(T, H·d), which bounds the rank whatever the embeddings.
+    Each row says whether the own-context rank measures the embeddings or sits at its ceiling
+    min(T, H·d), and whether the shared-context rank reaches min(T, H(n−1)+1).
     """
     ev = section.verdicts.evidence
     rows = capacity[
         (capacity["model"].astype(str) == ev.model) & (capacity["layer"].astype(str) == ev.layer)
-    ].sort_values("H")
-    if rows.empty:
+    ]
+    contexts = rows["contexts"] if "contexts" in rows else pd.Series("own", index=rows.index)
+    own = rows[contexts == "own"].sort_values("H")
+    shared = rows[contexts == "shared"].sort_values("H")
+    if own.empty:
         return
-    heads = rows["H"].to_numpy()
-    table = pd.DataFrame({"H": heads, "certified": rows["certified"].to_numpy()})
-    if "T" in rows:
-        table["examples used"] = rows["T"].to_numpy()
-        section.capacity_saturated = bool((rows["certified"] >= rows["T"]).all())
+    heads = own["H"].to_numpy()
+    table = pd.DataFrame({"H": heads, "own contexts": own["certified"].to_numpy()})
+    if "T" in own:
+        table["examples used"] = own["T"].to_numpy()
+        section.capacity_saturated = bool((own["certified"] >= own["T"]).all())
+        sizes = zip(own["certified"], own["T"], heads, strict=True)
+        table["own: reading"] = [ceiling_reading(int(c), int(t), int(h), ev.d) for c, t, h in sizes]
+    if len(shared) == len(own):
+        table["one shared context"] = shared["certified"].to_numpy()
+        sizes = zip(shared["certified"], shared["T"], heads, strict=True)
+        table["shared: reading"] = [
+            shared_reading(int(c), int(t), int(h), ev.n) for c, t, h in sizes
+        ]
     table[f"H(n−1)+1, n = {ev.n}"] = heads * (ev.n - 1) + 1
     table["bound Theorem 1 grants here"] = [section.verdicts.theorem.bound(int(h)) for h in heads]
-    if "T" in rows:
-        sizes = zip(rows["certified"], rows["T"], heads, strict=True)
-        table["reading"] = [ceiling_reading(int(c), int(t), int(h), ev.d) for c, t, h in sizes]
     section.capacity = Table.from_frame(table)
 
 
@@ -486,7 +500,8 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
             inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
         ),
         depth=_depth_sections(inputs),
-        strips=depth_strips(layers),
+        strips=depth_strips(layers, paper_context_sizes(models)),
+        paper_n=paper_context_sizes(models),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),
