@@ -91,7 +91,7 @@ def check_layer(
     kruskal["structure"] = [s.__dict__ for s in structures]
     kruskal["spectrum"] = spectrum.__dict__
     for key, k in (("n", n), ("d", queries.shape[1])):
-        kruskal[f"mechanism_{key}"] = mechanisms.subset_mechanism(
+        kruskal[f"mechanism_{key}"] = structure.explain(
             band.decision(k), kruskal[f"outcome_{key}"], structures, spectrum
         )
     if _rules_disagree(kruskal, ranks):

@@ -16,15 +16,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from memcap.numerics import ContextRanks, Outcome
-
-if TYPE_CHECKING:
-    from memcap.assumptions.structure import Spectrum, Structure
-    from memcap.numerics.decision import SizeDecision
 
 # A coordinate (or a vector) whose RMS (norm) is at least this many times the median one is
 # named as an outlier when paper A's raw rule and the equilibrated rule disagree.
@@ -183,36 +179,6 @@ def mechanism_counts(found: Sequence[Failure]) -> str:
 def context_mechanism_counts(found: Sequence[Failure]) -> str:
     """The failing contexts' mechanisms with their counts, most frequent first."""
     return mechanism_counts([f for f in found if f.check == "context"])
-
-
-def subset_mechanism(
-    decision: SizeDecision | None,
-    outcome: str,
-    structures: Sequence[Structure],
-    spectrum: Spectrum,
-) -> str:
-    """Why a Kruskal or general-position check fails or is too close to call ("" when it
-    applies or was not tested): its proof, the structures that explain it, else the spectrum
-    that makes the queries less independent than random data."""
-    if outcome not in (Outcome.DOES_NOT_APPLY.value, Outcome.TOO_CLOSE.value):
-        return ""
-    named = {s.name: s for s in structures}
-    parts = []
-    proof = decision.proof if decision is not None else None
-    if proof is not None:
-        if proof.kind == "spectrum" and "LayerNorm centring" in named:
-            return named["LayerNorm centring"].text
-        if proof.kind == "identical pair" and "identical queries" in named:
-            return named["identical queries"].text
-        parts.append(f"{proof.kind}: {proof.detail}")
-    parts += [
-        named[name].text
-        for name in ("dominant shared component", "too few distinct inputs", "identical queries")
-        if name in named
-    ]
-    if not parts or "dominant shared component" not in named:
-        parts.append(f"concentrated spectrum: {spectrum.text}")
-    return "; ".join(parts)
 
 
 def outliers(values: np.ndarray, what: str) -> str:

@@ -46,9 +46,7 @@ def _read(path: Path) -> PrefixRatios | None:
     if not path.exists():
         return None
     with np.load(path) as data:
-        return PrefixRatios(
-            int(data["k"]), data["ratio"], data["censored"], int(data["svd"])
-        )
+        return PrefixRatios(int(data["k"]), data["ratio"], data["censored"], int(data["svd"]))
 
 
 def _write(path: Path, ratios: PrefixRatios) -> None:

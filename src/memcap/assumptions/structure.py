@@ -14,6 +14,10 @@ returns a :class:`Structure` with its numbers, or None:
   identical token windows;
 * **identical queries**: bitwise repeats (all T identical: the query token does not depend
   on the input at this layer).
+
+:func:`explain` names, for a check that fails or is too close to call, its proof, the
+structures behind it, or else the spectrum that makes the queries less independent than random
+data: no such check is left without a mechanism.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from memcap.assumptions.mechanisms import all_queries_identical, query_duplicates
+from memcap.numerics import Outcome
+from memcap.numerics.decision import SizeDecision
 from memcap.numerics.error import ErrorScale
 
 # The mean direction's share of the energy at or above which it is named.
@@ -163,6 +169,31 @@ def detect(
     return [s for s in named if s is not None], found
 
 
-def describe(structures: Sequence[Structure]) -> str:
-    """The structures in one line."""
-    return "; ".join(s.text for s in structures)
+def explain(
+    decision: SizeDecision | None,
+    outcome: str,
+    structures: Sequence[Structure],
+    spectrum: Spectrum,
+) -> str:
+    """Why a Kruskal or general-position check fails or is too close to call ("" when it
+    applies or was not tested): its proof, the structures that explain it, else the spectrum
+    that makes the queries less independent than random data."""
+    if outcome not in (Outcome.DOES_NOT_APPLY.value, Outcome.TOO_CLOSE.value):
+        return ""
+    named = {found.name: found for found in structures}
+    parts = []
+    proof = decision.proof if decision is not None else None
+    if proof is not None:
+        if proof.kind == "spectrum" and "LayerNorm centring" in named:
+            return named["LayerNorm centring"].text
+        if proof.kind == "identical pair" and "identical queries" in named:
+            return named["identical queries"].text
+        parts.append(f"{proof.kind}: {proof.detail}")
+    parts += [
+        named[name].text
+        for name in ("dominant shared component", "too few distinct inputs", "identical queries")
+        if name in named
+    ]
+    if not parts or "dominant shared component" not in named:
+        parts.append(f"concentrated spectrum: {spectrum.text}")
+    return "; ".join(parts)

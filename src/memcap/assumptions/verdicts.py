@@ -21,6 +21,7 @@ from typing import Any
 
 from memcap.assumptions.checks import MIN_SUBSETS
 from memcap.assumptions.evidence import LayerEvidence
+from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
 from memcap.numerics import Outcome
 from memcap.numerics.error import CLEAR_DECADES
 

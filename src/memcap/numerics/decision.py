@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
-from scipy.stats import fisher_exact, hypergeom
 
 from memcap.numerics.error import ErrorScale
 from memcap.numerics.ratios import PrefixRatios
@@ -164,9 +163,8 @@ def decide_size(
     null_zero = int((null.ratio <= error.zero_line).sum())
     clear = int((data.ratio >= error.clear_line).sum())
     decades, p_tail = tail_shift(data.ratio, null.ratio)
-    p_zero = float(fisher_exact(
-        [[zero, data.samples - zero], [null_zero, null.samples - null_zero]], alternative="greater"
-    ).pvalue)  # fmt: skip
+    # Fisher's exact test, one-sided: the data's zero count among all zero counts, margins fixed
+    p_zero = hypergeometric_sf(zero, data.samples + null.samples, zero + null_zero, data.samples)
     less = p_tail < SIGNIFICANCE and decades >= NULL_DECADES
     common = SizeDecision(
         k, TOO_CLOSE, Reading.LESS if less else Reading.RANDOM, decades, data.samples, zero,
@@ -187,9 +185,22 @@ def tail_shift(data: np.ndarray, null: np.ndarray) -> tuple[float, float]:
     low = max(1, int(math.ceil(TAIL_FRACTION * pooled.size)))
     cut = np.partition(pooled, low - 1)[low - 1]
     from_data = min(int((data <= cut).sum()), low)
-    p = float(hypergeom.sf(from_data - 1, pooled.size, data.size, low))
+    p = hypergeometric_sf(from_data, pooled.size, data.size, low)
     decades = math.log10(_quantile(null)) - math.log10(_quantile(data))
     return decades, p
+
+
+def hypergeometric_sf(at_least: int, total: int, marked: int, drawn: int) -> float:
+    """P(X ≥ at_least) for X the marked items among ``drawn`` of ``total`` drawn without
+    replacement (exact integer arithmetic; scipy.stats costs seconds to import)."""
+    top = min(marked, drawn)
+    if at_least <= max(0, drawn - (total - marked)):
+        return 1.0
+    tail = sum(
+        math.comb(marked, i) * math.comb(total - marked, drawn - i)
+        for i in range(at_least, top + 1)
+    )
+    return float(tail / math.comb(total, drawn)) if tail else 0.0
 
 
 def _quantile(ratios: np.ndarray) -> float:
