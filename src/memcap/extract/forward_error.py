@@ -96,7 +96,7 @@ def measure_forward_error(
     records = {}
     for layer, pairs in rows.items():
         stored, exact = (torch.cat(part) for part in zip(*pairs, strict=True))  # (E, d)
-        columns = balance(torch.from_numpy(np.load(queries[layer], mmap_mode="r")[:])).cols
+        columns = balance(torch.from_numpy(np.load(queries[layer]))).cols
         errors = {key: torch.cat([c[key] for c in contexts[layer]]) for key in contexts[layer][0]}
         records[layer] = {
             "examples": count,
