@@ -46,10 +46,22 @@ GOOD = LayerEvidence(
     context_error=2e-7,
     context_worst_error_margin=4.0,
     decisions={
-        "n": {"reading": "as independent as random data", "samples": 200, "zero": 0,
-              "null_zero": 0, "clear": 200, "worst_margin": 5.0},
-        "d": {"reading": "as independent as random data", "samples": 200, "zero": 1,
-              "null_zero": 2, "clear": 180, "worst_margin": -0.2},
+        "n": {
+            "reading": "as independent as random data",
+            "samples": 200,
+            "zero": 0,
+            "null_zero": 0,
+            "clear": 200,
+            "worst_margin": 5.0,
+        },
+        "d": {
+            "reading": "as independent as random data",
+            "samples": 200,
+            "zero": 1,
+            "null_zero": 2,
+            "clear": 180,
+            "worst_margin": -0.2,
+        },
     },  # fmt: skip
 )
 

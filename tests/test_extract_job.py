@@ -286,8 +286,10 @@ def test_bfloat16_forward_stores_float32(name, tmp_path):
     # the measured forward error: bfloat16 rounds at 2^-8, float32 at 2^-24
     half = provenance["forward_error"]["queries"]["none"]["vector_worst"]
     single = exact["forward_error"]["queries"]["none"]["vector_worst"]
-    assert 1e-4 < half < 0.1 and single < 1e-5 and provenance["forward_error"]["precision"] == (
-        "bfloat16"
+    assert (
+        1e-4 < half < 0.1
+        and single < 1e-5
+        and provenance["forward_error"]["precision"] == ("bfloat16")
     )
 
 

@@ -66,8 +66,7 @@ def test_prefix_ratios_match_direct_singular_values():
     for k in (8, 96):
         ratios = prefix_ratios(x, orders, k)
         exact = [
-            float((s := torch.linalg.svdvals(x[torch.as_tensor(o[:k])]))[-1] / s[0])
-            for o in orders
+            float((s := torch.linalg.svdvals(x[torch.as_tensor(o[:k])]))[-1] / s[0]) for o in orders
         ]
         exact = np.array(exact)
         kept = ~ratios.censored
@@ -97,7 +96,7 @@ def test_the_null_is_a_function_of_its_key():
 
 def _ratios(values) -> PrefixRatios:
     values = np.asarray(values, dtype=float)
-    return PrefixRatios(8, values, np.zeros(values.size, dtype=bool))
+    return PrefixRatios(8, values, np.ones(values.size), np.zeros(values.size, dtype=bool))
 
 
 ERROR = ErrorScale(1e-6, "test")  # zero line 2e-6, clear line 2e-5

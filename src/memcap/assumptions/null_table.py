@@ -53,6 +53,7 @@ def _write(path: Path, ratios: PrefixRatios) -> None:
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with partial.open("wb") as handle:
         np.savez(
-            handle, k=ratios.k, ratio=ratios.ratio, censored=ratios.censored, svd=ratios.svd,
+            handle, k=ratios.k, ratio=ratios.ratio, concentration=ratios.concentration,
+            censored=ratios.censored, svd=ratios.svd,
         )  # fmt: skip
     partial.replace(path)

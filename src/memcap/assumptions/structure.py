@@ -63,7 +63,7 @@ class Spectrum:
     """How the queries' energy spreads: the shared mean and the centred set."""
 
     shared_share: float  # T·‖μ‖² / ‖X‖_F²
-    centred_rank: int  # rank of X − 1μᵀ at the zero line of the measured error
+    centred_rank: int  # rank of X − 1μᵀ: singular values above the measured error's noise
     centred_k90: int  # directions holding VARIANCE_SHARE of the centred variance
     d: int
 
@@ -107,7 +107,15 @@ def spectrum(queries: np.ndarray, error: ErrorScale) -> Spectrum:
     energy = singular**2
     if energy.sum() == 0:
         return Spectrum(share, 0, 0, q.shape[1])
-    rank = int((singular > error.zero_line * singular[0]).sum())
+    # independent noise of δ·‖x‖ per vector moves the singular values of a T × d set by about
+    # δ·max‖x‖·(1 + √(T/d)): the zero line covers a factor of 2 of that growth
+    t, d = q.shape
+    noise = (
+        error.zero_line
+        * float(np.linalg.norm(q, axis=1).max())
+        * max(1.0, (1 + (t / d) ** 0.5) / 2)
+    )
+    rank = int((singular > noise).sum())
     k90 = int(np.searchsorted(np.cumsum(energy) / energy.sum(), VARIANCE_SHARE) + 1)
     return Spectrum(share, rank, min(k90, len(singular)), q.shape[1])
 

@@ -40,7 +40,6 @@ from memcap.numerics.null import NullKey, null_key, null_ratios
 from memcap.numerics.pairs import pair_statistics
 from memcap.numerics.ratios import PrefixRatios, prefix_ratios
 from memcap.numerics.sampling import orderings
-from memcap.numerics.spectral import spectral_cap
 from memcap.numerics.tolerance import EPS64, matrix_rank_rtol
 
 BAND_DECADES = 1.0
@@ -278,10 +277,23 @@ def _may_be_zero(
     profile: KruskalProfile, loose: KruskalProfile, loose_rtol: float, scale: ErrorScale
 ) -> np.ndarray:
     """Orderings whose dependent prefix may lie under the zero line: all, unless τ/10 stands
-    above the zero line, then those whose prefix is not independent at τ/10."""
+    above the (widest) zero line, then those whose prefix is not independent at τ/10."""
     if loose_rtol <= scale.zero_line:
         return np.ones(profile.m.size, dtype=bool)
     return loose.m < profile.m + 1
+
+
+def spectral_zero(x: torch.Tensor, scale: ErrorScale) -> tuple[int, torch.Tensor]:
+    """The largest k for which some k-subset may clear the zero line, and X's singular values.
+
+    A k-subset A has σ_min(A) ≤ σ_k(X) (interlacing) and a largest row norm at least N_k, the
+    k-th smallest of X's: σ_k(X) ≤ ERROR_FACTOR·δ·N_k puts every k-subset under its zero line.
+    """
+    singular = torch.linalg.svdvals(x)
+    kmax = min(x.shape)
+    norms = torch.sort(torch.linalg.vector_norm(x, dim=1)).values[:kmax]
+    excluded = torch.nonzero(singular[:kmax] <= scale.zero_line * norms).flatten()
+    return (int(excluded[0]) if excluded.numel() else kmax), singular
 
 
 def find_proofs(
@@ -299,7 +311,7 @@ def find_proofs(
     if pairs.duplicate_pairs:
         proofs.append(Proof("identical pair", 2, f"{pairs.duplicate_pairs} identical pairs"))
     elif pairs.dependent_pairs:  # dependent at τ: are any dependent within the error?
-        line = scale.zero_line
+        line = scale.zero_lines(np.sqrt(2.0)).item()  # a pair's concentration is at most √2
         tight = pair_statistics(x, line, options.get("near_duplicate_cosine", 0.999))
         if tight.dependent_pairs:
             proofs.append(Proof(
@@ -311,10 +323,8 @@ def find_proofs(
               f"{c.kind}, σ_min/σ_max = {c.ratio:.1e} ≤ {c.zero_line:.1e}", c.indices)
         for c in circuits
     ]  # fmt: skip
-    kmax = min(x.shape)
-    singular, vh = torch.linalg.svd(x, full_matrices=False)[1:]
-    cap = spectral_cap(x, singular, vh, scale.zero_line)
-    if cap < kmax:
+    cap, singular = spectral_zero(x, scale)
+    if cap < min(x.shape):
         ratio = float(singular[cap] / singular[0])
         proofs.append(Proof(
             "spectrum", cap + 1,

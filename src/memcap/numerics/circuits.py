@@ -9,12 +9,12 @@ three entries, a duplicate two. Rows whose coefficient contributes less than the
 allows (|v_i|·‖x_i‖ summed, a bound on what dropping them adds to the residual) are dropped;
 the rest is checked directly:
 
-* **dependent**: a float64 SVD of its c rows puts σ_min/σ_max at or below the measured
-  error's zero line (:mod:`memcap.numerics.error`): Kruskal rank ≤ c − 1, whatever the
-  tolerance;
+* **dependent**: a float64 SVD of its c rows puts σ_min at or below the measured error's
+  zero line, ERROR_FACTOR·δ times its largest row norm (:mod:`memcap.numerics.error`): Kruskal
+  rank ≤ c − 1, whatever the tolerance;
 * **minimal** (a circuit): with u the left singular vector of σ_min, deleting row i leaves
-  σ_min ≥ |u_i|·σ_{c−1}; when min_i |u_i|·σ_{c−1}/σ_max clears the zero line, every proper
-  subset is independent. Otherwise the support of u is reduced again.
+  σ_min ≥ |u_i|·σ_{c−1}; when min_i |u_i|·σ_{c−1} clears the zero line, every proper subset is
+  independent. Otherwise the support of u is reduced again.
 
 A set of size d is never reported: d random vectors in R^d are singular to within any error
 with positive probability (the null's business, :mod:`memcap.numerics.null`), and a set whose
@@ -43,7 +43,7 @@ class Circuit:
     Attributes:
         indices: its rows, sorted.
         ratio: σ_min/σ_max of the set.
-        zero_line: the zero line it was checked against.
+        zero_line: the zero line of its σ_min/σ_max (the error's, over its concentration).
         minimal: every proper subset is independent (it is a circuit).
         second: σ_{c−1}/σ_max, the smallest singular value a proper subset keeps.
     """
@@ -83,7 +83,8 @@ def reduce_prefixes(
         orders: (S, ≥ searched) orderings.
         m: (S,) leading independent lengths at the search's tolerance.
         searched: prefixes were searched up to this size (m = searched: none dependent).
-        zero_line: σ_min/σ_max at or below which a set is dependent within the error.
+        zero_line: ERROR_FACTOR·δ: a set whose σ_min is at most this times its largest row
+            norm is dependent within the error.
         candidates: (S,) orderings worth reducing (None: every dependent one).
     """
     d = x.shape[1]
@@ -120,14 +121,15 @@ def _null_support(
     vector = np.append(-coefficients, 1.0)
     residual2 = gram[last, last] - gram[last, head] @ coefficients
     residual = float(np.sqrt(max(residual2, 0.0)))
-    # vᵀP / (‖v‖·σ_max(P)) bounds σ_min/σ_max of the prefix; the largest row norm bounds σ_max
-    # from below, so the bound stays an upper bound on the ratio.
-    scale = float(max(norms[prefix].max(), 1e-300)) * float(np.linalg.norm(vector))
-    if residual > zero_line * scale:
+    size = float(np.linalg.norm(vector))
+    # σ_min(P) ≤ ‖vᵀP‖/‖v‖: zero when that is under the line times the largest row norm
+    if residual > zero_line * float(norms[prefix].max()) * size:
         return None
     weight = np.abs(vector) * norms[prefix]  # what each row adds to ‖vᵀP‖ when kept
     order = np.argsort(weight)
-    dropped = np.cumsum(weight[order]) <= zero_line * scale - residual
+    # dropping rows adds at most their weight; the last row (kept) bounds the kept set's norm
+    budget = zero_line * float(norms[last]) * size - residual
+    dropped = np.cumsum(weight[order]) <= budget
     return np.sort(prefix[order[~dropped]])
 
 
@@ -138,23 +140,25 @@ def _verify(x: torch.Tensor, rows: np.ndarray, line: float, d: int) -> Circuit |
     for _ in range(MAX_ROUNDS):
         if rows.size == 0 or rows.size >= d:
             return best
-        u, s, _ = torch.linalg.svd(x[torch.as_tensor(rows, device=x.device)], full_matrices=False)
+        chosen = x[torch.as_tensor(rows, device=x.device)]
+        u, s, _ = torch.linalg.svd(chosen, full_matrices=False)
         values = s.cpu().numpy()  # descending, one per row (rows < d)
         top = float(values[0])
         if top == 0:
             return Circuit((int(rows[0]),), 0.0, 0.0, True, 0.0)
-        ratio = float(values[-1] / top)
-        if ratio > line:
+        floor = line * float(torch.linalg.vector_norm(chosen, dim=1).max())  # zero: σ_min ≤ it
+        if float(values[-1]) > floor:
             return best
         indices = tuple(int(r) for r in rows)
+        ratio, ratio_line = float(values[-1] / top), floor / top
         if rows.size == 1:
-            return Circuit(indices, ratio, line, True, 0.0)
-        second = float(values[-2] / top)
+            return Circuit(indices, ratio, ratio_line, True, 0.0)
+        second = float(values[-2])
         null = np.abs(u[:, -1].cpu().numpy())
-        if float(null.min()) * second > line:
-            return Circuit(indices, ratio, line, True, second)
-        best = Circuit(indices, ratio, line, False, second)
-        needed = null * second > line  # removing one of these leaves an independent set
+        if float(null.min()) * second > floor:
+            return Circuit(indices, ratio, ratio_line, True, second / top)
+        best = Circuit(indices, ratio, ratio_line, False, second / top)
+        needed = null * second > floor  # removing one of these leaves an independent set
         if needed.all() or not needed.any():
             return best
         rows = rows[needed]

@@ -33,7 +33,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from memcap.numerics.error import ErrorScale
+from memcap.numerics.error import CLEAR_DECADES, ErrorScale
 from memcap.numerics.ratios import PrefixRatios
 
 # The lower tail compared with the null: this fraction of the pooled ratios.
@@ -158,10 +158,10 @@ def decide_size(
                             samples=0 if data is None else data.samples)  # fmt: skip
     if data is None or null is None:
         raise ValueError(f"no ratios at k = {k} and no proof to decide it")
-    margins = error.margin(np.maximum(data.ratio, 1e-300))
-    zero = int((data.ratio <= error.zero_line).sum())
-    null_zero = int((null.ratio <= error.zero_line).sum())
-    clear = int((data.ratio >= error.clear_line).sum())
+    margins = error.margin(np.maximum(data.ratio, 1e-300), data.concentration)
+    zero = int((margins <= 0).sum())
+    null_zero = int((null.ratio <= error.zero_lines(null.concentration)).sum())
+    clear = int((margins >= CLEAR_DECADES).sum())
     decades, p_tail = tail_shift(data.ratio, null.ratio)
     # Fisher's exact test, one-sided: the data's zero count among all zero counts, margins fixed
     p_zero = hypergeometric_sf(zero, data.samples + null.samples, zero + null_zero, data.samples)

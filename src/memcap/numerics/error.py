@@ -7,17 +7,20 @@ vector (queries) or of one matrix (contexts) over the examples measured. Without
 δ is the unit roundoff of the stored dtype (storing rounds every entry by at most that much).
 
 By Weyl's inequality a perturbation ΔA moves σ_min(A) by at most ‖ΔA‖₂. The arithmetic's
-errors act like independent noise across vectors, so a set's relative perturbation
-‖ΔA‖₂/‖A‖₂ stays at about its vectors' (the extraction also measures it on the examples'
-query matrix). The scale's two lines, relative to σ_max:
+errors act like independent noise across vectors (the extraction also measures the examples'
+query matrix to check it), so ‖ΔA‖₂ stays at about its largest vector's, δ·max‖x_i‖ — up to
+1 + √(k/d) ≤ 2 for independent noise — whatever k, while σ_max(A) grows with how much the
+vectors share (a set's *concentration* c = σ_max(A)/max‖x_i‖, between 1 and √k). The scale's
+two lines, on σ_min/σ_max:
 
-* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ — a perturbation of the measured size (the worst of
-  the examples measured, times ERROR_FACTOR for the examples not measured) can make the set
-  exactly dependent: numerically it is dependent;
-* **clear**: σ_min/σ_max ≥ 10^CLEAR_DECADES times the zero line — independent with a decade
-  to spare.
+* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ/c — a perturbation of the measured size (the worst of
+  the examples measured, doubled for the noise's growth with k and the examples not measured)
+  can make the set exactly dependent: numerically it is dependent;
+* **clear**: 10^CLEAR_DECADES times the zero line — independent with a decade to spare.
 
-Between the two a set is within a decade of the measured error.
+A single matrix whose perturbation was measured in the 2-norm (a context) has c = 1: its zero
+line is ERROR_FACTOR·δ relative to its σ_max. Between the two lines a set is within a decade of
+the measured error.
 """
 
 from __future__ import annotations
@@ -50,18 +53,27 @@ class ErrorScale:
 
     @property
     def zero_line(self) -> float:
-        """σ_min/σ_max at or below which a set is dependent within the error."""
+        """σ_min/σ_max at or below which a set of concentration 1 is dependent within the error
+        (a matrix whose 2-norm perturbation was measured; the least concentrated set)."""
         return ERROR_FACTOR * self.relative
 
     @property
     def clear_line(self) -> float:
-        """σ_min/σ_max at or above which a set is independent a decade clear of the error."""
+        """The zero line times a decade: independent with a decade to spare."""
         return self.zero_line * 10.0**CLEAR_DECADES
 
-    def margin(self, ratio: float | np.ndarray) -> np.ndarray:
+    def zero_lines(self, concentration: float | np.ndarray) -> np.ndarray:
+        """The zero line of sets of this concentration σ_max(A)/max‖x_i‖."""
+        return self.zero_line / np.maximum(np.asarray(concentration, dtype=float), 1.0)
+
+    def margin(
+        self, ratio: float | np.ndarray, concentration: float | np.ndarray = 1.0
+    ) -> np.ndarray:
         """log10 of σ_min/σ_max over the zero line: ≤ 0 zero, ≥ CLEAR_DECADES clear."""
         with np.errstate(divide="ignore"):
-            return np.log10(np.asarray(ratio, dtype=float)) - np.log10(self.zero_line)
+            return np.log10(np.asarray(ratio, dtype=float)) - np.log10(
+                self.zero_lines(concentration)
+            )
 
 
 def stored_error(dtype: np.dtype | torch.dtype, source: str = "") -> ErrorScale:

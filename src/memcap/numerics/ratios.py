@@ -40,12 +40,14 @@ class PrefixRatios:
     Attributes:
         k: the prefix size.
         ratio: (S,) σ_min/σ_max (an upper bound where ``censored``).
+        concentration: (S,) σ_max / the largest row norm of each prefix (1 … √k).
         censored: (S,) the ratio lies at or below the Gram resolution (not resolved).
         svd: prefixes resolved by a direct SVD.
     """
 
     k: int
     ratio: np.ndarray
+    concentration: np.ndarray
     censored: np.ndarray
     svd: int = 0
 
@@ -77,7 +79,8 @@ def prefix_ratios(
         orders: (S, ≥ k) orderings of its rows.
         k: the prefix size, at most min(T, d).
         gram: x xᵀ as a NumPy array, if already formed.
-        resolve_below: the ratio censored prefixes must be resolved below (a zero line): when
+        resolve_below: the ratio, for a concentration of 1, that censored prefixes must be
+            resolved below (a zero line; each prefix's is divided by its concentration): when
             the resolution lies above it they are recomputed with a direct SVD (None: they
             stay censored).
     """
@@ -87,36 +90,41 @@ def prefix_ratios(
     index = np.asarray(orders)[:, :k]
     full = gram if gram is not None else (x @ x.T).cpu().numpy()
     samples = index.shape[0]
-    ratio = np.empty(samples)
+    ratio, concentration = np.empty(samples), np.empty(samples)
     censored = np.zeros(samples, dtype=bool)
     floor = resolution(k)
     with threadpool_limits(limits=1, user_api="blas"):
         for s in range(samples):
             block = full[np.ix_(index[s], index[s])]
-            ratio[s], censored[s] = _ratio(block, floor)
-    redo = censored & (resolve_below is not None and floor > resolve_below)
+            ratio[s], concentration[s], censored[s] = _ratio(block, floor)
+    if resolve_below is None:
+        redo = np.zeros(samples, dtype=bool)
+    else:
+        redo = censored & (floor > resolve_below / np.maximum(concentration, 1.0))
     for s in np.flatnonzero(redo):
         rows = x[torch.as_tensor(index[s], device=x.device)]
         values = torch.linalg.svdvals(rows)
         ratio[s] = float(values[-1] / values[0]) if float(values[0]) > 0 else 0.0
         censored[s] = False
-    return PrefixRatios(k, ratio, censored, int(redo.sum()))
+    return PrefixRatios(k, ratio, concentration, censored, int(redo.sum()))
 
 
-def _ratio(block: np.ndarray, floor: float) -> tuple[float, bool]:
-    """(σ_min/σ_max, censored) of one prefix from its Gram matrix."""
+def _ratio(block: np.ndarray, floor: float) -> tuple[float, float, bool]:
+    """(σ_min/σ_max, concentration, censored) of one prefix from its Gram matrix."""
     k = block.shape[0]
-    if float(np.trace(block)) <= 0:
-        return 0.0, False  # every row zero
+    largest = float(np.diag(block).max())
+    if largest <= 0:
+        return 0.0, 1.0, False  # every row zero
     if k == 1:
-        return 1.0, False
-    top = _lanczos_top(lambda v: block @ v, k)
+        return 1.0, 1.0, False
+    top = max(_lanczos_top(lambda v: block @ v, k), largest)  # λ_max ≥ every diagonal entry
+    concentration = float(np.sqrt(top / largest))
     factor, info = lapack.dpotrf(block, lower=1, clean=1, overwrite_a=0)
     if info != 0:
-        return floor, True
+        return floor, concentration, True
     inverse_top = _lanczos_top(lambda v: lapack.dpotrs(factor, v, lower=1)[0], k)
     ratio = float(np.sqrt(1.0 / (inverse_top * top)))
-    return (floor, True) if ratio <= floor else (ratio, False)
+    return (floor, concentration, True) if ratio <= floor else (ratio, concentration, False)
 
 
 def _lanczos_top(apply: Callable[[np.ndarray], np.ndarray], k: int) -> float:
