@@ -132,7 +132,7 @@ def _query_errors(
         out[scaling] = {
             "vector_worst": float(rows.max()),
             "vector_median": float(rows.median()),
-            "matrix": _relative_2norm(a * unit, b * unit),
+            "matrix": float(_relative_2norms(a * unit, b * unit)),
         }
     return out
 
@@ -141,16 +141,17 @@ def _context_errors(stored: torch.Tensor, exact: torch.Tensor) -> dict[str, torc
     """Per scaling: ‖ΔE‖₂/‖E‖₂ of each (n, d) context of a chunk (balanced on its own)."""
     balanced = balance(stored)
     scaled = exact * balanced.rows.unsqueeze(-1) * balanced.cols.unsqueeze(-2)
-    return {
-        scaling: torch.tensor([_relative_2norm(x, y) for x, y in zip(a, b, strict=True)])
-        for scaling, (a, b) in (
-            ("none", (stored, exact)),
-            ("equilibrate", (balanced.values, scaled)),
-        )
-    }
+    pairs = {"none": (stored, exact), "equilibrate": (balanced.values, scaled)}
+    return {scaling: _relative_2norms(a, b) for scaling, (a, b) in pairs.items()}
 
 
-def _relative_2norm(stored: torch.Tensor, exact: torch.Tensor) -> float:
-    """‖stored − exact‖₂ / ‖exact‖₂ (spectral norms)."""
-    top = float(torch.linalg.matrix_norm(exact, ord=2))
-    return float(torch.linalg.matrix_norm(stored - exact, ord=2)) / top if top > 0 else 0.0
+def _relative_2norms(stored: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
+    """‖stored − exact‖₂ / ‖exact‖₂ of each matrix of a batch, from the largest eigenvalue of
+    the smaller Gram matrix (batched; a fraction of an SVD's cost)."""
+    return (_norms2(stored - exact) / _norms2(exact).clamp(min=1e-300)).sqrt()
+
+
+def _norms2(m: torch.Tensor) -> torch.Tensor:
+    """‖m‖₂² of each matrix of a batch."""
+    gram = m @ m.transpose(-1, -2) if m.shape[-2] <= m.shape[-1] else m.transpose(-1, -2) @ m
+    return torch.linalg.eigvalsh(gram)[..., -1].clamp(min=0)
