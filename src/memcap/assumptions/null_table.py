@@ -43,9 +43,12 @@ def null_source(folder: str | Path | None, samples: int) -> NullSource:
 
 
 def _read(path: Path) -> PrefixRatios | None:
+    """The stored null, or None when absent or written in an older layout (then recomputed)."""
     if not path.exists():
         return None
     with np.load(path) as data:
+        if not {"k", "ratio", "concentration", "censored", "svd"} <= set(data.files):
+            return None
         return PrefixRatios(int(data["k"]), data["ratio"], data["censored"], int(data["svd"]))
 
 

@@ -57,7 +57,13 @@ class PrefixRatios:
 
     def head(self, samples: int) -> PrefixRatios:
         """The first ``samples`` orderings (the orderings of a smaller draw, same seed)."""
-        return PrefixRatios(self.k, self.ratio[:samples], self.censored[:samples], self.svd)
+        return PrefixRatios(
+            self.k,
+            self.ratio[:samples],
+            self.concentration[:samples],
+            self.censored[:samples],
+            self.svd,
+        )
 
 
 def resolution(k: int) -> float:
