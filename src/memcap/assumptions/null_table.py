@@ -49,7 +49,9 @@ def _read(path: Path) -> PrefixRatios | None:
     with np.load(path) as data:
         if not {"k", "ratio", "concentration", "censored", "svd"} <= set(data.files):
             return None
-        return PrefixRatios(int(data["k"]), data["ratio"], data["censored"], int(data["svd"]))
+        return PrefixRatios(
+            int(data["k"]), data["ratio"], data["concentration"], data["censored"], int(data["svd"])
+        )
 
 
 def _write(path: Path, ratios: PrefixRatios) -> None:
