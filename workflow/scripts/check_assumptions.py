@@ -29,7 +29,7 @@ device = resolve_device(params.device)
 reset_peak_memory(device)
 root = Path(snakemake.output.checks)
 root.mkdir(parents=True)  # every layer's files, and the depth profile, go below
-null = null_source(params.null_table, max(settings.samples, settings.depth_samples))
+null = null_source(params.null_table)
 contexts = dict(zip(params.detail_layers, inputs.contexts, strict=True))
 
 rows, depth_profiles = [], {}

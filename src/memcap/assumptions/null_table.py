@@ -3,14 +3,11 @@
 The null (:mod:`memcap.numerics.null`) depends only on T, d, dtype, scaling, the orderings
 (S, seed) and k, so every job deciding a set of the same shape reads the same table: the
 first writes it (to a temporary name, then renamed: a job that computes it at the same time
-writes the same values). Depth rows and detail layers share one table: a draw of S orderings
-is the first S of a larger draw with the same seed, so the table is computed for the largest S
-the run uses and each decision reads its first S.
+writes the same values).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,12 +19,10 @@ from memcap.numerics.null import NullKey
 from memcap.numerics.ratios import PrefixRatios
 
 
-def null_source(folder: str | Path | None, samples: int) -> NullSource:
-    """A null source that reads and writes ``folder`` (None: this process only), drawing
-    at least ``samples`` orderings."""
+def null_source(folder: str | Path | None) -> NullSource:
+    """A null source that reads and writes ``folder`` (None: this process only)."""
 
     def source(key: NullKey, sizes: Sequence[int]) -> dict[int, PrefixRatios]:
-        key = dataclasses.replace(key, samples=max(key.samples, samples))
         if folder is None:
             return cached_null(key, sizes)
         root = Path(folder)

@@ -19,6 +19,7 @@ class AssumptionsSettings:
 
     samples: int = 500  # random orderings S per detail layer
     depth_samples: int = 100  # random orderings S per depth row (check_assumptions)
+    general_position_samples: int = 100  # the first S of them decide general position (k = d)
     seed: int = 0  # seed of the orderings
     scaling: str = "equilibrate"  # equilibrate | none (paper A's raw rule) for every decision
     rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
@@ -51,7 +52,8 @@ class AssumptionsSettings:
         against ``error`` and the random null (``null``: where it comes from)."""
         return kruskal_band(
             queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling, decide=decide,
-            error=error, null=null, **self._options(device, workers, progress),
+            error=error, null=null, general_position_samples=self.general_position_samples,
+            **self._options(device, workers, progress),
         )  # fmt: skip
 
     def raw(self, queries: np.ndarray, samples: int, device: Any, workers: int) -> KruskalProfile:

@@ -45,6 +45,8 @@ from memcap.numerics.tolerance import EPS64, matrix_rank_rtol
 BAND_DECADES = 1.0
 BAND_FACTOR = 10.0**BAND_DECADES
 BAND_RESOLUTION = 10.0
+# Orderings the decision at k = d reads (the first of the profile's; docs/decisions.md).
+GENERAL_POSITION_SAMPLES = 100
 
 
 class Outcome(StrEnum):
@@ -166,9 +168,11 @@ class Decider:
         proofs: tuple[Proof, ...],
         key: NullKey,
         null: NullSource,
+        general_position_samples: int | None = None,
     ) -> None:
         self.x, self.gram, self.orders = x, gram, orders
         self.error, self.proofs, self.key, self.null = error, proofs, key, null
+        self.general_position_samples = general_position_samples
         self._decided: dict[int, SizeDecision] = {}
 
     def decide(self, k: int) -> SizeDecision:
@@ -178,19 +182,23 @@ class Decider:
         return self._decided[k]
 
     def prepare(self, sizes: Sequence[int]) -> None:
-        """Decide every size in ``sizes`` (their null drawn at once)."""
+        """Decide every size in ``sizes`` (the null of each drawn with the orderings it reads)."""
         kmax = min(self.x.shape)
         todo = [k for k in sizes if 1 <= k <= kmax and k not in self._decided]
-        proved = {k for k in todo if any(p.size <= k for p in self.proofs)}
-        nulls = self.null(self.key, [k for k in todo if k not in proved])
         for k in todo:
-            if k in proved:
+            if any(p.size <= k for p in self.proofs):
                 self._decided[k] = decide_size(k, None, None, self.error, self.proofs)
                 continue
-            orders = self._orders(k)
+            orders = self._orders(k)[: self._samples(k)]
+            key = replace(self.key, samples=len(orders))
             data = prefix_ratios(self.x, orders, k, self.gram, self.error.zero_line)
-            null = nulls[k].head(data.samples)
-            self._decided[k] = decide_size(k, data, null, self.error, self.proofs)
+            self._decided[k] = decide_size(k, data, self.null(key, [k])[k], self.error, self.proofs)
+
+    def _samples(self, k: int) -> int:
+        """The orderings the decision at k reads: all, or the first few at k = d."""
+        if k == self.x.shape[1] and self.general_position_samples is not None:
+            return min(self.key.samples, self.general_position_samples)
+        return self.key.samples
 
     def _orders(self, k: int) -> np.ndarray:
         if self.orders.shape[1] < k:
@@ -208,6 +216,7 @@ def kruskal_band(
     decide: Sequence[int] = (),
     error: ErrorScale | float | None = None,
     null: NullSource | None = None,
+    general_position_samples: int | None = GENERAL_POSITION_SAMPLES,
     **options,
 ) -> KruskalBand:
     """:func:`~memcap.numerics.kruskal.kruskal_profile` at τ, BAND_FACTOR·τ and τ/BAND_FACTOR,
@@ -225,6 +234,9 @@ def kruskal_band(
         error: the decision scale: an :class:`ErrorScale`, a relative error δ, or None for the
             stored dtype's rounding.
         null: where the random null comes from (default: computed here, kept per key).
+        general_position_samples: the decision at k = d (general position, reported, not
+            required) reads the first this many orderings (None: all): square subsets cost
+            the most to resolve, and the depth rows' S then matches the detail layers'.
         **options: the other keyword arguments of kruskal_profile.
     """
     data = torch.as_tensor(x)
@@ -266,7 +278,7 @@ def kruskal_band(
     proofs = find_proofs(exact, profile, circuits, scale, options)
     decider = Decider(
         exact, gram, orders, scale, proofs, null_key(data, scaling, samples, seed),
-        null or cached_null,
+        null or cached_null, general_position_samples,
     )  # fmt: skip
     if decide:
         decider.prepare(sizes)
