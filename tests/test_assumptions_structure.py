@@ -73,7 +73,10 @@ def test_every_failing_or_close_check_names_a_mechanism():
         assert structure.explain(close, outcome, structures, found).startswith(
             "concentrated spectrum"
         )
-    assert structure.explain(close, "applies", structures, found) == ""
+    # an applying check names its structure too when it reads less independent than random
+    assert structure.explain(close, "applies", structures, found).startswith("concentrated")
+    random = SizeDecision(16, "applies", Reading.RANDOM)
+    assert structure.explain(random, "applies", structures, found) == ""
     lnorm = layer_norm(100, 32)
     named, spec = structure.detect(lnorm, FLOAT32, {}, "1")
     proof = Proof("spectrum", 32, "σ_32(X) under the zero line")

@@ -81,6 +81,7 @@ def _error_record(error: ErrorScale | None) -> dict[str, Any] | None:
         return None
     return {
         "relative": error.relative,
+        "aligned": error.aligned,
         "source": error.source,
         "zero_line": error.zero_line,
         "clear_line": error.clear_line,

@@ -44,11 +44,13 @@ def layer_scales(extraction: Mapping[str, Any], scaling: str) -> LayerScales:
         return LayerScales(ErrorScale(unit, source), ErrorScale(unit, source), False)
     examples, precision = record["examples"], record["precision"]
     measured = record["queries"][scaling]
-    queries = max(float(measured["vector_worst"]), float(measured["matrix"]))
+    queries, aligned = float(measured["vector_worst"]), float(measured["matrix"])
     contexts = float(record["contexts"][scaling]["matrix_worst"])
     how = f"{precision} against float64 on {examples} examples"
     return LayerScales(
-        ErrorScale(max(queries, floor), f"measured ({how}): worst relative error of a query"),
+        ErrorScale(
+            max(queries, floor), f"measured ({how}): worst relative error of a query", aligned
+        ),
         ErrorScale(max(contexts, floor), f"measured ({how}): worst relative error of a context"),
         True,
     )

@@ -30,7 +30,7 @@ import numpy as np
 
 from memcap.assumptions.mechanisms import all_queries_identical, query_duplicates
 from memcap.numerics import Outcome
-from memcap.numerics.decision import SizeDecision
+from memcap.numerics.decision import Reading, SizeDecision
 from memcap.numerics.error import ErrorScale
 
 # The mean direction's share of the energy at or above which it is named.
@@ -183,10 +183,11 @@ def explain(
     structures: Sequence[Structure],
     spectrum: Spectrum,
 ) -> str:
-    """Why a Kruskal or general-position check fails or is too close to call ("" when it
-    applies or was not tested): its proof, the structures that explain it, else the spectrum
-    that makes the queries less independent than random data."""
-    if outcome not in (Outcome.DOES_NOT_APPLY.value, Outcome.TOO_CLOSE.value):
+    """Why a Kruskal or general-position check fails, is too close to call, or reads less
+    independent than random data ("" otherwise): its proof, the structures that explain it,
+    else the spectrum that makes the queries less independent than random data."""
+    less = decision is not None and decision.reading is Reading.LESS
+    if outcome not in (Outcome.DOES_NOT_APPLY.value, Outcome.TOO_CLOSE.value) and not less:
         return ""
     named = {found.name: found for found in structures}
     parts = []

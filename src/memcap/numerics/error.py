@@ -6,16 +6,16 @@ the model in float64 and in its run precision): δ, the worst relative perturbat
 vector (queries) or of one matrix (contexts) over the examples measured. Without a measurement
 δ is the unit roundoff of the stored dtype (storing rounds every entry by at most that much).
 
-By Weyl's inequality a perturbation ΔA moves σ_min(A) by at most ‖ΔA‖₂. The arithmetic's
-errors act like independent noise across vectors (the extraction also measures the examples'
-query matrix to check it), so ‖ΔA‖₂ stays at about its largest vector's, δ·max‖x_i‖ — up to
-1 + √(k/d) ≤ 2 for independent noise — whatever k, while σ_max(A) grows with how much the
-vectors share (a set's *concentration* c = σ_max(A)/max‖x_i‖, between 1 and √k). The scale's
-two lines, on σ_min/σ_max:
+By Weyl's inequality a perturbation ΔA moves σ_min(A) by at most ‖ΔA‖₂. Where the vectors'
+errors are independent, ‖ΔA‖₂ stays at about the largest vector's, δ·max‖x_i‖ — up to
+1 + √(k/d) ≤ 2 — whatever k, while σ_max(A) grows with what the vectors share (a set's
+*concentration* c = σ_max(A)/max‖x_i‖, between 1 and √k). Where they share a part (the error of
+a shared component), that part grows with σ_max(A): the relative perturbation of the measured
+query matrix, δ_aligned = ‖ΔQ‖₂/‖Q‖₂, bounds it. The scale's two lines, on σ_min/σ_max:
 
-* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·δ/c — a perturbation of the measured size (the worst of
-  the examples measured, doubled for the noise's growth with k and the examples not measured)
-  can make the set exactly dependent: numerically it is dependent;
+* **zero**: σ_min/σ_max ≤ ERROR_FACTOR·max(δ/c, δ_aligned) — a perturbation of the measured
+  size (the worst of the examples measured, doubled for the noise's growth with k and the
+  examples not measured) can make the set exactly dependent: numerically it is dependent;
 * **clear**: 10^CLEAR_DECADES times the zero line — independent with a decade to spare.
 
 A single matrix whose perturbation was measured in the 2-norm (a context) has c = 1: its zero
@@ -46,10 +46,13 @@ class ErrorScale:
     Attributes:
         relative: δ (per vector for query sets, per matrix for contexts).
         source: where δ comes from, in words (a measurement, or the stored dtype's rounding).
+        aligned: δ_aligned, the relative perturbation of a measured set of vectors (the part
+            of the error they share); 0 for independent errors (storage rounding).
     """
 
     relative: float
     source: str
+    aligned: float = 0.0
 
     @property
     def zero_line(self) -> float:
@@ -64,7 +67,8 @@ class ErrorScale:
 
     def zero_lines(self, concentration: float | np.ndarray) -> np.ndarray:
         """The zero line of sets of this concentration σ_max(A)/max‖x_i‖."""
-        return self.zero_line / np.maximum(np.asarray(concentration, dtype=float), 1.0)
+        spread = self.relative / np.maximum(np.asarray(concentration, dtype=float), 1.0)
+        return ERROR_FACTOR * np.maximum(spread, self.aligned)
 
     def margin(
         self, ratio: float | np.ndarray, concentration: float | np.ndarray = 1.0
