@@ -93,3 +93,21 @@ def test_the_measured_error_sets_how_close_to_the_hyperplane_counts(relative):
     found = structure.layernorm_centring(x, ErrorScale(1e-4, "test"))
     assert found is not None  # within 2e-4 of it
     assert structure.layernorm_centring(x, ErrorScale(1e-9, "test")) is None
+
+
+def test_structures_are_named_on_stored_embeddings_of_the_default_run():
+    stored = np.load(STORED)
+    # bert-base-random block 1: LayerNorm at initialisation (γ = 1, β = 0), the measured error
+    bert = structure.layernorm_centring(stored["bert_random_l1_queries"], ErrorScale(1.2e-6, "m"))
+    assert bert is not None and bert.bound == 767
+    # DINOv2-S/14 random_attention: one shared vector, 21 photographs, few input directions
+    photographs = {"T": 400, "source_images": [f"p{i}" for i in range(21)], "crops": 380}
+    found, spec = structure.detect(
+        stored["dinov2_random_attention_queries"], ErrorScale(6.7e-7, "m"), photographs, "RA"
+    )
+    assert {s.name for s in found} == {"dominant shared component", "too few distinct inputs"}
+    assert spec.shared_share > 0.99 and spec.centred_k90 <= 5
+    # MiniLM block 3 has neither hyperplane nor identical queries
+    minilm = stored["minilm_l3_queries"]
+    assert structure.layernorm_centring(minilm, ErrorScale(4.2e-6, "m")) is None
+    assert structure.identical_queries(minilm, "3") is None
