@@ -197,12 +197,15 @@ def explain(
             return named["LayerNorm centring"].text
         if proof.kind == "identical pair" and "identical queries" in named:
             return named["identical queries"].text
-        parts.append(f"{proof.kind}: {proof.detail}")
     parts += [
         named[name].text
         for name in ("dominant shared component", "too few distinct inputs", "identical queries")
         if name in named
     ]
-    if not parts or "dominant shared component" not in named:
-        parts.append(f"concentrated spectrum: {spectrum.text}")
-    return "; ".join(parts)
+    if parts:  # the structures behind it (its proof is stated beside)
+        if "dominant shared component" not in named:
+            parts.append(f"concentrated spectrum: {spectrum.text}")
+        return "; ".join(parts)
+    if proof is not None:
+        return f"{proof.kind}: {proof.detail}"
+    return f"concentrated spectrum: {spectrum.text}"

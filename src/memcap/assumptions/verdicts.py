@@ -203,9 +203,10 @@ def _subset_reason(
     if outcome is Outcome.DOES_NOT_APPLY:
         if decided.get("proof"):
             size = int(decided.get("proof_size") or k)
+            named = "" if mechanism.startswith(decided["proof"]) else why  # said once
             return (
                 f"dependent (exact or structural): {decided['proof']}, which proves Kruskal rank "
-                f"≤ {size - 1} < {k}{why}"
+                f"≤ {size - 1} < {k}{named}"
             )
         return (
             f"{lead}{near or 'dependent subsets'}, beyond random data and the measured error{why}"
