@@ -27,7 +27,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "data" / "default_run"
 CAPTIONS = ROOT / "workflow" / "report"
-SHOWN_FAILURES = 8  # the rows a layer's card lists
+
 DROPPED = ("example_inputs", "example_tokens_head", "source_images", "forward_error")
 STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
@@ -73,6 +73,7 @@ def _layer_key(layer: str) -> tuple[int, str]:
 
 def snapshot(run: Path, fixture: Path = FIXTURE) -> None:
     """Store the report's inputs of the run in ``run`` into ``fixture`` (replacing it)."""
+    from memcap.report.cards import SHOWN_FAILURES
     from memcap.report.layout import files_read, report_layout
 
     enabled = dict.fromkeys(STAGES, True)

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from memcap.assumptions.verdicts import LayerEvidence, Outcome, layer_verdicts
-from memcap.report.assemble import _add_capacity
+from memcap.report.cards import add_capacity
 from memcap.report.context import LayerSection
 
 EVIDENCE = LayerEvidence(
@@ -29,7 +29,7 @@ EVIDENCE = LayerEvidence(
 
 def _section(capacity: pd.DataFrame) -> LayerSection:
     section = LayerSection(layer_verdicts(EVIDENCE))
-    _add_capacity(section, capacity)
+    add_capacity(section, capacity)
     return section
 
 

@@ -29,7 +29,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.layer_spec import Layer
+from memcap.extract.registry import DTYPES
 from memcap.numerics.equilibrate import balance
 
 _logger = logging.getLogger(__name__)
@@ -52,6 +54,26 @@ def _to(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
 
 def _length(batch: Any) -> int:
     return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
+
+
+def job_forward_errors(
+    entry: ModelEntry,
+    settings: ExtractSettings,
+    extractor: nn.Module,
+    first: Any,
+    n: int,
+    q: int,
+    device: torch.device,
+    outputs: Mapping[Layer, Any],
+) -> dict[Layer, dict[str, Any]]:
+    """One extraction job's forward error per layer, on its first input batch; none when
+    switched off (``extract.error_examples: 0``) or the model is spread by a device map."""
+    if not settings.error_examples or first is None or entry.device_map is not None:
+        return {}
+    queries = {layer: out.queries for layer, out in outputs.items()}
+    return measure_forward_error(
+        extractor, first, n, q, DTYPES[entry.precision], device, settings.error_examples, queries
+    )
 
 
 def measure_forward_error(

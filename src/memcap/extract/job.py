@@ -24,7 +24,7 @@ from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.corpus import load_documents
-from memcap.extract.forward_error import measure_forward_error
+from memcap.extract.forward_error import job_forward_errors
 from memcap.extract.images import (
     ImageSource,
     PlannedInput,
@@ -343,7 +343,7 @@ def extract_layers(
     }
     for layer, stream in streams.items():
         save_context_ranks(outputs[layer].context_ranks, stream.result())
-    errors = _forward_errors(entry, settings, extractor, first, n, q, device, outputs)
+    errors = job_forward_errors(entry, settings, extractor, first, n, q, device, outputs)
     _logger.info(
         "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
@@ -408,26 +408,6 @@ def extract_layers(
         )
         for layer in layers
     }
-
-
-def _forward_errors(
-    entry: ModelEntry,
-    settings: ExtractSettings,
-    extractor: MultiLayerExtractor,
-    first: Any,
-    n: int,
-    q: int,
-    device: torch.device,
-    outputs: Mapping[Layer, ExtractOutputs],
-) -> dict[Layer, dict[str, Any]]:
-    """The forward pass's error per layer (:mod:`memcap.extract.forward_error`); none when
-    switched off (``extract.error_examples: 0``) or the model is spread by a device map."""
-    if not settings.error_examples or first is None or entry.device_map is not None:
-        return {}
-    queries = {layer: out.queries for layer, out in outputs.items()}
-    return measure_forward_error(
-        extractor, first, n, q, DTYPES[entry.precision], device, settings.error_examples, queries
-    )
 
 
 def _contexts_writer(path: Path | None, shape: tuple[int, ...]) -> ChunkedArrayWriter | None:
