@@ -79,7 +79,7 @@ def test_a_dependent_prefix_is_censored_then_resolved_where_asked():
     x[5] = x[0]
     orders = np.tile(np.arange(40), (1, 1))
     assert prefix_ratios(x, orders, 16).censored.all()
-    resolved = prefix_ratios(x, orders, 16, resolve_below=resolution(16) / 10)
+    resolved = prefix_ratios(x, orders, 16, resolve_below=lambda c: resolution(16) / 10 + 0 * c)
     assert not resolved.censored.any() and resolved.ratio[0] < 1e-14 and resolved.svd == 1
 
 

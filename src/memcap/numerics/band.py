@@ -191,7 +191,7 @@ class Decider:
                 continue
             orders = self._orders(k)[: self._samples(k)]
             key = replace(self.key, samples=len(orders))
-            data = prefix_ratios(self.x, orders, k, self.gram, self.error.zero_line)
+            data = prefix_ratios(self.x, orders, k, self.gram, self.error.zero_lines)
             self._decided[k] = decide_size(k, data, self.null(key, [k])[k], self.error, self.proofs)
 
     def _samples(self, k: int) -> int:

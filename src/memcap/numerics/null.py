@@ -69,4 +69,8 @@ def null_ratios(key: NullKey, sizes: Sequence[int]) -> dict[int, PrefixRatios]:
     x = scaled_float64(scaled_for_rank(gaussian_set(key), key.scaling))
     orders = orderings(key.T, key.samples, key.seed, max(wanted)).numpy()
     gram = (x @ x.T).numpy()
-    return {k: prefix_ratios(x, orders, k, gram, resolve_below=np.inf) for k in wanted}
+    return {k: prefix_ratios(x, orders, k, gram, _everywhere) for k in wanted}
+
+
+def _everywhere(concentration: np.ndarray) -> np.ndarray:
+    return np.full_like(concentration, np.inf)

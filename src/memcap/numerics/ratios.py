@@ -78,7 +78,7 @@ def prefix_ratios(
     orders: torch.Tensor | np.ndarray,
     k: int,
     gram: np.ndarray | None = None,
-    resolve_below: float | None = None,
+    resolve_below: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> PrefixRatios:
     """σ_min/σ_max of X[order[:k]] for every ordering.
 
@@ -87,10 +87,9 @@ def prefix_ratios(
         orders: (S, ≥ k) orderings of its rows.
         k: the prefix size, at most min(T, d).
         gram: x xᵀ as a NumPy array, if already formed.
-        resolve_below: the ratio, for a concentration of 1, that censored prefixes must be
-            resolved below (a zero line; each prefix's is divided by its concentration): when
-            the resolution lies above it they are recomputed with a direct SVD (None: they
-            stay censored).
+        resolve_below: given the censored prefixes' concentrations, the ratio each must be
+            resolved below (its zero line): where the resolution lies above it, the prefix is
+            recomputed from its rows (None: they stay censored).
     """
     t, d = x.shape
     if not 1 <= k <= min(t, d):
@@ -105,10 +104,9 @@ def prefix_ratios(
         for s in range(samples):
             block = full[np.ix_(index[s], index[s])]
             ratio[s], concentration[s], censored[s] = _ratio(block, floor)
-    if resolve_below is None:
-        redo = np.zeros(samples, dtype=bool)
-    else:
-        redo = censored & (floor > resolve_below / np.maximum(concentration, 1.0))
+    redo = np.zeros(samples, dtype=bool)
+    if resolve_below is not None and censored.any():
+        redo[censored] = floor > np.asarray(resolve_below(concentration[censored]))
     with threadpool_limits(limits=1, user_api="blas"):
         for s in np.flatnonzero(redo):
             ratio[s] = _rows_ratio(x[torch.as_tensor(index[s], device=x.device)])
