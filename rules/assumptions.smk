@@ -13,11 +13,17 @@ rules/assumptions_functions.smk and rules/common.smk.
 include: "assumptions_functions.smk"
 
 
+# The random null of every decision, one file per shape, shared by the check jobs
+# (memcap.assumptions.null_table): a cache, not a target.
+NULL_TABLE = "results/assumptions/null"
+
+
 rule check_assumptions:
     input:
         queries=extract_layer_files("queries.npy", checked_layers),
         context_ranks=extract_layer_files("context_ranks.npz", checked_layers),
         provenance=extract_layer_files("provenance.json", checked_layers),
+        contexts=extract_layer_files("contexts.npy", model_detail_layers),
     output:
         checks=temp(directory("results/assumptions/{model}/checks")),
     log:
@@ -38,6 +44,7 @@ rule check_assumptions:
         detail_layers=detail_layers_param,
         depth_profile=depth_profile_param,
         device=config["device"],
+        null_table=NULL_TABLE,
     script:
         "../workflow/scripts/check_assumptions.py"
 

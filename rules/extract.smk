@@ -64,6 +64,7 @@ rule extract_model:
         seed=config["seed"],
         device=config["device"],
         batch_size=config["extract"]["batch_size"],
+        error_examples=config["extract"]["error_examples"],
         context_rtol=config["assumptions"]["context_rtol"],
     script:
         "../workflow/scripts/extract_embeddings.py"

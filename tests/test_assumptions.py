@@ -190,3 +190,22 @@ def test_context_table_round_trips_through_csv(layer_results, tmp_path):
     assert back["outcome"].tolist() == [Outcome.DOES_NOT_APPLY.value] + [Outcome.APPLIES.value] * 39
     assert back["repeated_rows"].tolist() == [1] + [0] * 39
     assert back["paper_a_rank"].tolist() == ranks.raw.rank.tolist()
+
+
+def test_the_null_table_is_shared_on_disk(tmp_path):
+    from memcap.assumptions.null_table import null_source
+    from memcap.numerics.null import null_key
+
+    x = np.zeros((40, 12), dtype=np.float32)
+    key = null_key(x, "equilibrate", 30, 0)
+    first = null_source(tmp_path)(key, [4, 12])
+    stored = sorted(p.name for p in tmp_path.iterdir())
+    assert stored == [f"T40_d12_float32_equilibrate_S30_seed0_k{k}.npz" for k in (12, 4)]
+    again = null_source(tmp_path)(key, [4])
+    for name in ("ratio", "concentration", "censored"):
+        np.testing.assert_array_equal(getattr(again[4], name), getattr(first[4], name))
+    assert again[4].head(10).samples == 10
+    # a table of an older layout is recomputed, not trusted
+    np.savez(tmp_path / stored[1], k=4, ratio=np.ones(30))
+    redone = null_source(tmp_path)(key, [4])
+    np.testing.assert_array_equal(redone[4].ratio, first[4].ratio)

@@ -30,7 +30,16 @@ def test_context_mechanisms():
         "1 repeated rows",
     )
     assert mechanisms.context_mechanism(ranks, 2, extraction, "1")[0] == "zero rows"
-    assert mechanisms.context_mechanism(ranks, 3, extraction, "1")[0] == "low-rank span"
+    stored = contexts_with_defects()
+    assert mechanisms.context_mechanism(ranks, 3, extraction, "1", stored)[0] == (
+        "concentrated span"
+    )
+    shared = stored.copy()
+    shared[4] = 100.0 + 0.01 * shared[4]  # every token ≈ one vector
+    name, detail = mechanisms.span_mechanism(shared[4].astype(np.float64), "x")
+    assert name == "shared token component" and "the mean token holds" in detail
+    unstored = mechanisms.context_mechanism(ranks, 3, extraction, "1")[0]
+    assert unstored.startswith("near-dependent tokens")
     rotary = mechanisms.context_mechanism(ranks, 1, ROTARY, "0")[0]
     assert rotary == "repeated rows: repeated tokens in a model without additive positions"
 
@@ -94,3 +103,9 @@ def test_check_layer_lists_failures_and_finds_the_applicable_subset():
     assert checks.context["outcome"] == Outcome.DOES_NOT_APPLY.value
     assert checks.context["proved_deficient"] == 1
     assert "context (does not apply): repeated rows" in checks.kruskal["failure_mechanisms"]
+    # the decision behind Assumption 1: the identical pair proves Kruskal rank ≤ 1
+    decided = checks.kruskal["decisions"]["n"]
+    assert decided["reading"] == "dependent (exact or structural)"
+    assert decided["proof"]["kind"] == "identical pair"
+    assert checks.kruskal["mechanism_n"].startswith("identical queries")
+    assert checks.kruskal["error"]["source"].startswith("not measured")

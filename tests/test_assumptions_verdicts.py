@@ -5,12 +5,12 @@ from dataclasses import replace
 
 import pandas as pd
 
+from memcap.assumptions.evidence import evidence_from_row
 from memcap.assumptions.verdicts import (
     MIN_SUBSETS,
     LayerEvidence,
     Outcome,
     context_rank_check,
-    evidence_from_row,
     general_position_check,
     kruskal_check,
     largest_supported_n,
@@ -42,6 +42,27 @@ GOOD = LayerEvidence(
     band={"p_n_strict": 1.0, "p_n_loose": 1.0, "estimate_strict": 60, "estimate_loose": 64},
     profile={2: 1.0, 8: 1.0, 16: 1.0, 64: 1.0},
     applies_examples=200,
+    query_error=1e-7,
+    context_error=2e-7,
+    context_worst_error_margin=4.0,
+    decisions={
+        "n": {
+            "reading": "as independent as random data",
+            "samples": 200,
+            "zero": 0,
+            "null_zero": 0,
+            "clear": 200,
+            "worst_margin": 5.0,
+        },
+        "d": {
+            "reading": "as independent as random data",
+            "samples": 200,
+            "zero": 1,
+            "null_zero": 2,
+            "clear": 180,
+            "worst_margin": -0.2,
+        },
+    },  # fmt: skip
 )
 
 
@@ -52,7 +73,33 @@ def test_both_assumptions_apply_so_theorem_applies_at_n():
     assert v.theorem.n_applicable == 16
     assert v.theorem.bound(4) == 4 * 15 + 1
     assert "1.5%" in v.kruskal.reason  # rule of three: 3/200
-    assert "×10 tolerance 1.000" in v.kruskal.evidence
+    assert "clears the measured error" in v.kruskal.reason
+    assert "×10 τ 1.000" in v.kruskal.evidence and "zero line 2 × 1.0e-07" in v.kruskal.evidence
+    # general position: near-singular d-subsets, as many as random data have
+    assert "1 of 200 sampled d-subsets" in v.general_position.reason
+    assert "as random data's are" in v.general_position.reason
+    assert "min(200, H·15 + 1)" in v.theorem.text  # never more than the T examples
+
+
+def test_proves_only_with_an_exact_proof():
+    proof = {"proof": "circuit: dependent triple", "proof_size": 3, "reading": "dependent"}
+    exact = kruskal_check(
+        replace(GOOD, kruskal_outcome_n=FAILS, decisions={"n": proof}, certified_upper=2)
+    )
+    assert exact.outcome is FAILS and "proves Kruskal rank ≤ 2 < 16" in exact.reason
+    assert "certified Kruskal rank ≤ 2" in exact.evidence
+    beyond = {"reading": "less independent than random data (by 3.0 decades)", "zero": 40,
+              "null_zero": 0, "samples": 200, "clear": 100}  # fmt: skip
+    sampled = kruskal_check(replace(GOOD, kruskal_outcome_n=FAILS, decisions={"n": beyond}))
+    assert sampled.outcome is FAILS and "proves" not in sampled.reason
+    assert "40 of 200 sampled n-subsets" in sampled.reason and "by 3.0 decades" in sampled.reason
+
+
+def test_no_useful_subset_smaller_than_n():
+    ev = replace(GOOD, kruskal_outcome_n=FAILS, applies_examples=1)
+    text = layer_verdicts(ev).theorem.text
+    assert "No subset of at least n = 16 examples" in text
+    assert "apply to 1 of" not in text
 
 
 def test_n_larger_than_d_does_not_apply_without_data():
@@ -100,7 +147,10 @@ def test_a_close_kruskal_band_is_too_close_to_call():
 
 
 def test_general_position_fails_on_its_own_outcome():
-    check = general_position_check(replace(GOOD, general_position_outcome_d=FAILS))
+    decided = {"reading": "less independent than random data", "zero": 30, "null_zero": 1}
+    check = general_position_check(
+        replace(GOOD, general_position_outcome_d=FAILS, decisions={"d": decided})
+    )
     assert check.outcome is FAILS
     assert "d-subset" in check.reason
 

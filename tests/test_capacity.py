@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from memcap.capacity.ceiling import at_ceiling, ceiling, ceiling_reading
+from memcap.capacity.ceiling import at_ceiling, ceiling, ceiling_reading, shared_reading
 from memcap.capacity.certified import (
     certified_capacity_curve,
     certified_capacity_from_attention,
@@ -98,13 +98,22 @@ def test_saturation_counts_examples_with_a_near_one_hot_weight():
         saturation(attention, 0.3)
 
 
+def _own(rows: list[dict]) -> list[dict]:
+    """The rows with every example's own context."""
+    return [r for r in rows if r["contexts"] == "own"]
+
+
 def test_real_capacity_rows_follow_the_bound_and_the_ceiling():
     rng = np.random.default_rng(0)
     queries = rng.random((30, 8)).astype(np.float32)
     contexts = np.broadcast_to(rng.random((3, 8)), (30, 3, 8)).astype(np.float32)
-    rows = real_capacity_rows(
+    both = real_capacity_rows(
         queries, contexts, max_heads=4, head_dim=None, max_examples=25, seed=1
     )
+    rows, shared = _own(both), [r for r in both if r["contexts"] == "shared"]
+    # these contexts are shared already: the reduced computation gives the same ranks
+    assert [r["certified"] for r in shared] == [r["certified"] for r in rows]
+    assert {r["shared_example"] for r in shared} == {subsample(30, 25, 1)[0]}
     assert [r["H"] for r in rows] == [1, 2, 3, 4]
     assert all(r["T"] == 25 and r["T_total"] == 30 and r["d_h"] == 3 for r in rows)
     assert [r["certified"] for r in rows] == [r["bound"] for r in rows] == [3, 5, 7, 9]
@@ -112,7 +121,7 @@ def test_real_capacity_rows_follow_the_bound_and_the_ceiling():
     # a shared context caps the rank at H(n−1)+1, below min(T, H·d): the rows measure the data
     assert [r["ceiling"] for r in rows] == [8, 16, 24, 25]
     assert not any(r["at_ceiling"] for r in rows)
-    narrow = real_capacity_rows(queries, contexts, 2, head_dim=2, max_examples=None, seed=1)
+    narrow = _own(real_capacity_rows(queries, contexts, 2, head_dim=2, max_examples=None, seed=1))
     assert all(math.isnan(r["bound"]) for r in narrow)  # Theorem 1 needs d_h >= n
 
 
@@ -147,17 +156,17 @@ def test_summary_puts_the_identifying_columns_first():
     ]
     table = summarize(frames)
     assert list(table.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
-    assert table.columns[-1] == "at_ceiling"  # new columns come after every existing one
-    assert len(table) == 4 and table["model"].tolist() == ["a", "a", "b", "b"]
+    assert table.columns[-1] == "shared_example"  # new columns come after every existing one
+    assert len(table) == 8 and table["model"].tolist() == ["a"] * 4 + ["b"] * 4
 
 
 def test_rows_at_ceiling_are_flagged_and_the_flag_comes_last():
     rng = np.random.default_rng(4)
     queries, contexts = rng.random((20, 4)), rng.random((20, 3, 4))
-    rows = real_capacity_rows(queries, contexts, 6, head_dim=None, max_examples=None, seed=0)
+    rows = _own(real_capacity_rows(queries, contexts, 6, None, None, seed=0))
     assert list(rows[0]) == [
         "H", "certified", "T", "T_total", "n", "d", "d_h", "bound", "ceiling", "last_kept",
-        "first_dropped", "at_ceiling",
+        "first_dropped", "at_ceiling", "contexts", "shared_example",
     ]  # fmt: skip
     # random contexts fill min(T, H·d): 4, 8, 12, 16, then T = 20
     assert [r["certified"] for r in rows] == [r["ceiling"] for r in rows] == [4, 8, 12, 16, 20, 20]
@@ -167,9 +176,9 @@ def test_rows_at_ceiling_are_flagged_and_the_flag_comes_last():
 def test_repeated_examples_keep_the_rank_below_its_ceiling():
     rng = np.random.default_rng(6)
     queries, contexts = rng.random((10, 6)), rng.random((10, 3, 6))
-    twice = real_capacity_rows(
+    twice = _own(real_capacity_rows(
         np.concatenate([queries, queries]), np.concatenate([contexts, contexts]), 4, None, None, 0
-    )
+    ))  # fmt: skip
     # identical examples give identical rows of Z: rank 10 where T = 20 ≤ H·d
     assert [r["certified"] for r in twice] == [6, 10, 10, 10]
     assert [r["at_ceiling"] for r in twice] == [True, False, False, False]
@@ -191,7 +200,7 @@ def test_layer_norm_hyperplane_keeps_the_rank_below_its_ceiling(affine, expected
     # E_t u = c·1 for all t (u = 1/γ): every head's block loses a direction, and with c ≠ 0
     # the blocks share one: rank(Z) = H(d−1) without bias, H(d−1)+1 with it, below H·d.
     queries, contexts = _layer_norm(100, 4, 8, affine)
-    rows = real_capacity_rows(queries, contexts, 3, head_dim=None, max_examples=None, seed=0)
+    rows = _own(real_capacity_rows(queries, contexts, 3, None, None, seed=0))
     assert [r["certified"] for r in rows] == expected
     assert [r["ceiling"] for r in rows] == [8, 16, 24]
     assert [r["at_ceiling"] for r in rows] == [affine, False, False]
@@ -200,6 +209,25 @@ def test_layer_norm_hyperplane_keeps_the_rank_below_its_ceiling(affine, expected
     exact = certified_capacity_curve(queries, contexts, [1, 2, 3], 4, seed=0)
     assert [r.rank for r in exact] == [8, 16, 24]
     assert all(r["first_dropped"] < 1e-6 < r["last_kept"] for r in rows[1:])
+
+
+def test_a_shared_context_binds_the_capacity_at_h_n_minus_1_plus_1():
+    # own contexts fill min(T, H·d); one shared context stops at min(T, H(n−1)+1) < H·d
+    rng = np.random.default_rng(9)
+    queries, contexts = rng.standard_normal((120, 16)), rng.standard_normal((120, 5, 16))
+    rows = real_capacity_rows(queries, contexts, 4, None, None, seed=0)
+    own, shared = _own(rows), [r for r in rows if r["contexts"] == "shared"]
+    assert [r["certified"] for r in own] == [16, 32, 48, 64]
+    assert [r["certified"] for r in shared] == [5, 9, 13, 17]  # H·4 + 1
+    assert all(not r["at_ceiling"] for r in shared)
+    # the reduction through E = L·Qᵀ gives the rank of Z itself
+    direct = certified_capacity_curve(
+        queries, np.broadcast_to(contexts[0], contexts.shape), [1, 2, 3, 4], 5, seed=0
+    )
+    assert [r.rank for r in direct] == [r["certified"] for r in shared]
+    assert shared_reading(13, 120, 3, 5).startswith("reaches min(T, H(n−1)+1) = 13")
+    assert shared_reading(12, 120, 3, 5).startswith("below min(T, H(n−1)+1) = 13")
+    assert shared_reading(120, 120, 40, 5).startswith("reaches min(T, H(n−1)+1) = 120")
 
 
 def test_ceiling_reading_says_what_a_rank_at_its_ceiling_reports():

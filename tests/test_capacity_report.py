@@ -3,7 +3,7 @@
 import pandas as pd
 
 from memcap.assumptions.verdicts import LayerEvidence, Outcome, layer_verdicts
-from memcap.report.assemble import _add_capacity
+from memcap.report.cards import add_capacity
 from memcap.report.context import LayerSection
 
 EVIDENCE = LayerEvidence(
@@ -29,7 +29,7 @@ EVIDENCE = LayerEvidence(
 
 def _section(capacity: pd.DataFrame) -> LayerSection:
     section = LayerSection(layer_verdicts(EVIDENCE))
-    _add_capacity(section, capacity)
+    add_capacity(section, capacity)
     return section
 
 
@@ -39,21 +39,25 @@ def test_each_row_says_whether_it_measures_the_embeddings():
         {"model": "bert", "layer": 0, "H": [1, 2, 3, 4], "certified": [30, 59, 90, 100],
          "T": 100, "n": 4, "d": 30}
     )  # fmt: skip
-    section = _section(capacity)
-    assert section.capacity is not None and section.capacity.columns[-1] == "reading"
+    shared = capacity.assign(contexts="shared", certified=[4, 7, 9, 13])
+    section = _section(pd.concat([capacity.assign(contexts="own"), shared]))
+    columns = section.capacity.columns
     # Theorem 1 applies at n = 4: the bound it grants is H·3 + 1
     assert section.verdicts.theorem.outcome is Outcome.APPLIES
-    granted = section.capacity.columns.index("bound Theorem 1 grants here")
+    granted = columns.index("bound Theorem 1 grants here")
     assert [row[granted] for row in section.capacity.rows] == ["4", "7", "10", "13"]
-    readings = [row[-1] for row in section.capacity.rows]
+    readings = [row[columns.index("own: reading")] for row in section.capacity.rows]
     assert readings[0].startswith("at ceiling: Z has full column rank H·d = 30")
     assert readings[1] == "below its ceiling 60: a measurement of the embeddings"
     assert "the readout's limit, not a property of the data" in readings[2]
     assert readings[3] == "at ceiling: needs T > H·d to say more"
     assert not section.capacity_saturated
+    shared_readings = [row[columns.index("shared: reading")] for row in section.capacity.rows]
+    assert shared_readings[2] == "below min(T, H(n−1)+1) = 10: a measurement of the embeddings"
+    assert shared_readings[3].startswith("reaches min(T, H(n−1)+1) = 13")
 
 
 def test_a_table_without_the_examples_used_gets_no_reading():
     capacity = pd.DataFrame({"model": "bert", "layer": "0", "H": [1, 2], "certified": [5, 9]})
     section = _section(capacity)
-    assert section.capacity is not None and "reading" not in section.capacity.columns
+    assert section.capacity is not None and "own: reading" not in section.capacity.columns

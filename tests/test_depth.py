@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from memcap.assumptions import depth, figures
+from memcap.assumptions.evidence import evidence_from_row
 from memcap.assumptions.summary import summary_row
-from memcap.assumptions.verdicts import MIN_SUBSETS, evidence_from_row, layer_verdicts
+from memcap.assumptions.verdicts import MIN_SUBSETS, layer_verdicts
 from memcap.numerics import Outcome
 from memcap.report.depth import theorem_gaps, theorem_span
 

@@ -279,10 +279,40 @@ def test_bfloat16_forward_stores_float32(name, tmp_path):
     raw = {"name": name, "data": {"T": 20}, **NEW_FAMILIES[name]}
     entry = model_entry({**raw, "precision": "bfloat16"}, 0, 0)
     queries, contexts, provenance = run(entry, 1, tmp_path / "half")
-    _, full, _ = run(model_entry(raw, 0, 0), 1, tmp_path / "full")
+    _, full, exact = run(model_entry(raw, 0, 0), 1, tmp_path / "full")
     assert contexts.dtype == np.float32 and provenance["precision"] == "bfloat16"
     np.testing.assert_allclose(contexts, full, rtol=0.1, atol=0.1)
     assert not np.array_equal(contexts, full)
+    # the measured forward error: bfloat16 rounds at 2^-8, float32 at 2^-24
+    half = provenance["forward_error"]["queries"]["none"]["vector_worst"]
+    single = exact["forward_error"]["queries"]["none"]["vector_worst"]
+    assert (
+        1e-4 < half < 0.1
+        and single < 1e-5
+        and provenance["forward_error"]["precision"] == ("bfloat16")
+    )
+
+
+@pytest.mark.parametrize("family", ["vit", "bert", "gpt2"])
+def test_the_forward_error_is_measured_at_every_layer(results, family):
+    for layer in LAYERS:
+        record = results[(family, layer)][2]["forward_error"]
+        assert record["examples"] == SETTINGS.batch_size and record["reference"] == "float64"
+        for scaling in ("none", "equilibrate"):
+            queries, contexts = record["queries"][scaling], record["contexts"][scaling]
+            # float32 arithmetic against float64: tiny, but not zero past the embeddings
+            assert 0 <= queries["vector_median"] <= queries["vector_worst"] < 1e-5
+            assert 0 <= contexts["matrix_median"] <= contexts["matrix_worst"] < 1e-5
+        if layer != 0:
+            assert record["contexts"]["none"]["matrix_worst"] > 0
+
+
+def test_no_forward_error_when_switched_off(tmp_path):
+    entry = ENTRIES["vit"]
+    outputs = ExtractOutputs(tmp_path / "q.npy", tmp_path / "c.npy", tmp_path / "p.json")
+    run_extraction(entry, 1, ExtractSettings(batch_size=16, device="cpu", error_examples=0),
+                   outputs)  # fmt: skip
+    assert json.loads(outputs.provenance.read_text())["forward_error"] is None
 
 
 def test_pickled_checkpoint_needs_the_opt_in(tmp_path):

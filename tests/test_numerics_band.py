@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from memcap.numerics import BAND_DECADES, Outcome, kruskal_band, margin_outcome
+from memcap.numerics.decision import NULL_DECADES, Reading
 from memcap.numerics.tolerance import matrix_rank_rtol
 
 
@@ -24,15 +25,14 @@ def test_margin_outcome(margin, proved, expected):
     assert margin_outcome(margin, proved) is expected
 
 
-def near_dependent(relative: float, t: int = 60, d: int = 32, seed: int = 0) -> np.ndarray:
-    """Independent float32 queries, except that query t-1 is query 0 + query 1 plus a
-    perturbation ``relative`` times its norm (relative to the band's tolerance τ)."""
+def near_dependent(relative: float, t: int = 30, d: int = 32, seed: int = 0) -> np.ndarray:
+    """Independent float32 unit queries, except that query t-1 is query 0 + query 1 plus a
+    perturbation of norm ``relative``."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((t, d))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    tau = matrix_rank_rtol(d, d, np.float32)
     direction = rng.standard_normal(d)
-    x[-1] = x[0] + x[1] + relative * tau * direction / np.linalg.norm(direction)
+    x[-1] = x[0] + x[1] + relative * direction / np.linalg.norm(direction)
     return x.astype(np.float32)
 
 
@@ -47,18 +47,34 @@ def test_clear_independence_applies_and_exact_dependence_does_not():
     assert kruskal_band(duplicated, 40).outcome(2) is Outcome.DOES_NOT_APPLY
 
 
-def test_a_subset_at_the_tolerance_is_too_close_to_call():
-    # a 16-subset holding {x0, x1, x_last} has σ_min near τ·σ_max: dependent at 10τ,
-    # independent at τ/10
-    band = kruskal_band(near_dependent(3.0, t=30), 400, seed=0, scaling="none")
+@pytest.mark.parametrize(
+    ("relative", "expected", "reading"),
+    [
+        (1e-9, Outcome.DOES_NOT_APPLY, Reading.DEPENDENT),  # the triple is a proved circuit
+        (3e-5, Outcome.TOO_CLOSE, Reading.LESS),  # within a decade of the error
+        (1e-1, Outcome.APPLIES, Reading.LESS),  # clear of the error, yet not random data
+    ],
+)
+def test_a_near_sum_is_decided_against_the_measured_error(relative, expected, reading):
+    # δ = 1e-6: zero when σ_min ≤ 2e-6 × the largest norm (√2), clear a decade above
+    band = kruskal_band(near_dependent(relative), 400, seed=0, scaling="none", error=1e-6)
+    decision = band.decision(16)
+    assert band.outcome(16, min_samples=30) is expected
+    assert decision.reading is reading
+    if reading is Reading.DEPENDENT:
+        assert band.circuits[0].indices == (0, 1, 29) and band.circuits[0].minimal
+        assert band.certified_upper == 2
+    else:
+        assert decision.decades > NULL_DECADES and not band.circuits
+
+
+def test_the_tau_rule_stays_beside_it():
+    band = kruskal_band(near_dependent(3 * matrix_rank_rtol(32, 32, np.float32)), 400,
+                        seed=0, scaling="none")  # fmt: skip
     assert band.profile.p[16] < 1.0  # so below 1 at 10·τ too: the strict search stops short
     assert np.isnan(band.strict.p[16]) and band.strict.p[2] == 1.0
     assert band.loose.p[16] == 1.0
-    assert band.outcome(16, min_samples=30) is Outcome.TOO_CLOSE
-    assert band.outcome(2, min_samples=30) is Outcome.APPLIES
-    # a perturbation far below τ is dependence that survives τ/10
-    exact = kruskal_band(near_dependent(0.01, t=30), 400, seed=0, scaling="none")
-    assert exact.outcome(16, min_samples=30) is Outcome.DOES_NOT_APPLY
+    assert band.tau_outcome(16, min_samples=30) is Outcome.TOO_CLOSE
     assert band.strict.estimate <= band.profile.estimate <= band.loose.estimate
 
 

@@ -185,6 +185,21 @@ def test_page_renders_in_chromium_without_errors(tmp_path):
     assert Image.open(result["screenshot"]).size[0] == WIDTH
 
 
+def test_a_stored_default_run_reads_at_a_glance(tmp_path):
+    """The page of a stored default run (tests/data/default_run): its tables are as wide as a
+    real run's, so a table cut off on the right fails here, on a clean clone, without a run."""
+    from report_fixture import load
+    from test_report_render import TEMPLATE
+
+    inputs = load(tmp_path / "run")
+    page = tmp_path / "stored_run.html"
+    context = write_report(inputs, TEMPLATE, page)
+    assert len(context.layers) >= 30 and context.paper_a_real is not None
+    result = open_in_browser(page, tmp_path, name="stored_run")
+    assert not result["errors"], result["errors"]
+    assert_reads_at_a_glance(result)
+
+
 def test_the_run_report_reads_at_a_glance(tmp_path):
     """The workflow's own page (reports/report.html), when a run has made one."""
     page = Path(__file__).resolve().parents[1] / "reports" / "report.html"

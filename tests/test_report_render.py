@@ -254,7 +254,7 @@ def test_depth_strip_gives_every_layer_verdict_in_depth_order(page):
         ("0", Outcome.APPLIES), ("1", Outcome.DOES_NOT_APPLY),
         ("random_attention", Outcome.APPLIES),
     ]  # fmt: skip
-    assert strip.applies == "applies at 0, random_attention"
+    assert strip.applies == "applies at 0, random_attention; tested at n = 8 (paper A: n = 197)"
     assert f'href="#{strip.cells[1].anchor}"' in html and 'id="depth-strip"' in html
     assert layer_ranges(["3", "0", "1", "2", "5", "6", "random_attention"]) == (
         "0–3, 5, 6, random_attention"

@@ -106,6 +106,11 @@ def test_the_tiny_run_exercises_every_outcome_and_names_failing_examples(run):
         summary[["context_outcome", "kruskal_outcome", "general_position_outcome"]].stack()
     )
     assert {"applies", "does not apply", "too close to call"} <= outcomes
+    # no check that fails or is too close to call is left without its mechanism
+    for prefix in ("context", "kruskal", "general_position"):
+        open_rows = summary[f"{prefix}_outcome"].isin(["does not apply", "too close to call"])
+        named = summary[f"{prefix}_mechanism"].fillna("").astype(str).str.len() > 0
+        assert (named | ~open_rows).all(), summary.loc[open_rows & ~named, ["model", "layer"]]
     cells = {a.get("class") for t, a in page.tags if t == "a" and "cell" in a.get("class", "")}
     assert {"cell applies", "cell fails", "cell close"} <= cells
     # the class token at layer 0: one vector for every input, named as such per example

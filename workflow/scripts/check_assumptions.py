@@ -15,6 +15,7 @@ import torch  # noqa: E402
 
 from memcap.assumptions import depth, figures  # noqa: E402
 from memcap.assumptions.checks import check_layer  # noqa: E402
+from memcap.assumptions.null_table import null_source  # noqa: E402
 from memcap.assumptions.settings import AssumptionsSettings  # noqa: E402
 from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device  # noqa: E402
 from memcap.numerics import load_context_ranks  # noqa: E402
@@ -28,6 +29,8 @@ device = resolve_device(params.device)
 reset_peak_memory(device)
 root = Path(snakemake.output.checks)
 root.mkdir(parents=True)  # every layer's files, and the depth profile, go below
+null = null_source(params.null_table)
+contexts = dict(zip(params.detail_layers, inputs.contexts, strict=True))
 
 rows, depth_profiles = [], {}
 for layer, queries_path, ranks_path, provenance_path in zip(
@@ -49,6 +52,8 @@ for layer, queries_path, ranks_path, provenance_path in zip(
         snakemake.threads,
         extraction=extraction,
         layer=layer,
+        null=null,
+        contexts=np.load(contexts[layer], mmap_mode="r") if detail else None,
     )
     log.info("layer %s: context ranks %s", layer, json.dumps(checks.context))
     log.info(

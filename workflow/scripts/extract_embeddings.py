@@ -28,7 +28,10 @@ for layer in params.layers:
         context_ranks=folder / "context_ranks.npz",
     )
 settings = ExtractSettings(
-    batch_size=params.batch_size, device=params.device, context_rtol=params.context_rtol
+    batch_size=params.batch_size,
+    device=params.device,
+    context_rtol=params.context_rtol,
+    error_examples=params.error_examples,
 )
 try:
     checkpoint = snakemake.input.get("checkpoint")  # a converted ONNX backbone, if any

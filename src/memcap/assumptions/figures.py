@@ -41,7 +41,8 @@ def plot_profile(table: pd.DataFrame, n: int, d: int, title: str) -> plt.Figure:
 
 
 def plot_context_ranks(table: pd.DataFrame, n: int, title: str) -> plt.Figure:
-    """Histogram of context ranks (n marked) and of their margins above the tolerance."""
+    """Histogram of context ranks (n marked) and of their margins above the measured error's
+    zero line (the decision; above the tolerance τ when the table has no error margins)."""
     set_theme()
     fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.4))
     values, counts = np.unique(table["rank"].to_numpy(), return_counts=True)
@@ -51,11 +52,15 @@ def plot_context_ranks(table: pd.DataFrame, n: int, title: str) -> plt.Figure:
     left.set(xlabel="numerical rank of E_t", ylabel="contexts", xlim=(low - 3, high + 3))
     left.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.legend(loc="upper left")
-    margins = table["margin_decades"].replace(-np.inf, np.nan).dropna()
+    measured = "error_margin_decades" in table
+    column = "error_margin_decades" if measured else "margin_decades"
+    margins = table[column].replace(-np.inf, np.nan).dropna()
     right.hist(margins, bins=30)
-    right.axvline(0, color="0.3", linestyle="--", linewidth=1, label="tolerance")
-    right.axvspan(-1, 1, color="C1", alpha=0.12, label="too close to call")
-    right.set(xlabel="log10(σ_min / tolerance)", ylabel="contexts")
+    line, close = ("zero line", (0, 1)) if measured else ("tolerance", (-1, 1))
+    right.axvline(0, color="0.3", linestyle="--", linewidth=1, label=line)
+    right.axvspan(*close, color="C1", alpha=0.12, label="too close to call")
+    xlabel = "log10(σ_min/σ_max ÷ zero line)" if measured else "log10(σ_min / tolerance)"
+    right.set(xlabel=xlabel, ylabel="contexts")
     right.legend(loc="upper left")
     fig.suptitle(title)
     return fig

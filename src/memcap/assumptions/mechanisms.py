@@ -1,7 +1,9 @@
 """Why a layer fails, per example: the mechanism behind each failing context or query.
 
 A context fails (does not apply) on an exact proof — a row repeated or zero, n > d — or on a
-small singular value (a low-rank span). A repeated row has a cause the extraction records:
+small singular value, named from the stored context where the layer keeps it: a shared token
+component (the mean token's share of the energy) or a concentrated span (the directions that
+hold 90% of the centred energy). A repeated row has a cause the extraction records:
 in a model without additive position embeddings (rotary) a repeated token gives a repeated row
 at layer 0 and in an attention layer fed by it, by construction; under causal attention equal
 leading tokens keep equal states at every layer. A query fails Assumption 1 when it repeats
@@ -24,6 +26,8 @@ from memcap.numerics import ContextRanks, Outcome
 # named as an outlier when paper A's raw rule and the equilibrated rule disagree.
 OUTLIER_FACTOR = 10.0
 MAX_NAMED = 5
+# A context's mean token holding at least this share of its energy is named as shared.
+SHARED_TOKEN_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -39,9 +43,14 @@ class Failure:
 
 
 def context_mechanism(
-    ranks: ContextRanks, example: int, extraction: Mapping[str, Any], layer: str
+    ranks: ContextRanks,
+    example: int,
+    extraction: Mapping[str, Any],
+    layer: str,
+    contexts: np.ndarray | None = None,
 ) -> tuple[str, str]:
-    """(mechanism, detail) of context ``example`` failing (does not apply or too close)."""
+    """(mechanism, detail) of context ``example`` failing (does not apply or too close);
+    ``contexts``: the stored (T, n, d) contexts, when the layer keeps them."""
     if ranks.n > ranks.d:
         return "n > d", f"n = {ranks.n} > d = {ranks.d}: rank at most d"
     zero = int(ranks.zero_rows[example]) if ranks.zero_rows is not None else 0
@@ -52,8 +61,28 @@ def context_mechanism(
         return f"repeated rows: {_repeat_cause(example, extraction, layer)}", (
             f"{repeated} repeated rows"
         )
-    margin = float(ranks.margin_decades[example])
-    return "low-rank span", f"rank {int(ranks.rank[example])}, margin {margin:+.2f} decades"
+    ratio = (
+        float(ranks.sigma_min[example] / ranks.sigma_max[example])
+        if ranks.sigma_max[example]
+        else 0.0
+    )
+    detail = f"σ_min/σ_max = {ratio:.1e}"
+    if contexts is None:
+        return "near-dependent tokens (contexts not stored at depth rows)", detail
+    return span_mechanism(np.asarray(contexts[example], dtype=np.float64), detail)
+
+
+def span_mechanism(context: np.ndarray, detail: str) -> tuple[str, str]:
+    """What makes one (n, d) context nearly dependent: its shared token or its narrow span."""
+    total = float((context * context).sum())
+    mean = context.mean(axis=0)
+    share = float(len(context) * (mean @ mean) / total) if total > 0 else 0.0
+    energy = np.linalg.svd(context - mean, compute_uv=False) ** 2
+    k90 = int(np.searchsorted(np.cumsum(energy) / max(energy.sum(), 1e-300), 0.9) + 1)
+    spread = f"90% of the centred energy in {k90} of {len(context)} directions"
+    if share >= SHARED_TOKEN_SHARE:
+        return "shared token component", f"{detail}; the mean token holds {share:.1%}; {spread}"
+    return "concentrated span", f"{detail}; {spread}"
 
 
 def structural(extraction: Mapping[str, Any], layer: str) -> str | None:
@@ -118,12 +147,19 @@ def failures(
     outcomes: Sequence[Outcome],
     extraction: Mapping[str, Any],
     layer: str,
+    contexts: np.ndarray | None = None,
 ) -> list[Failure]:
     """Every failing example of a layer: contexts not applying, then repeated or zero queries."""
     inputs = extraction.get("example_inputs") or []
     label = (lambda i: inputs[i]) if len(inputs) == len(outcomes) else (lambda i: "")
     found = [
-        Failure(i, "context", o.value, *context_mechanism(ranks, i, extraction, layer), label(i))
+        Failure(
+            i,
+            "context",
+            o.value,
+            *context_mechanism(ranks, i, extraction, layer, contexts),
+            label(i),
+        )  # fmt: skip
         for i, o in enumerate(outcomes)
         if o is not Outcome.APPLIES
     ]
@@ -138,6 +174,11 @@ def mechanism_counts(found: Sequence[Failure]) -> str:
     """The mechanisms in a few words with their counts, most frequent first."""
     counts = Counter(f"{f.check} ({f.outcome}): {f.mechanism}" for f in found)
     return "; ".join(f"{key} ×{count}" for key, count in counts.most_common())
+
+
+def context_mechanism_counts(found: Sequence[Failure]) -> str:
+    """The failing contexts' mechanisms with their counts, most frequent first."""
+    return mechanism_counts([f for f in found if f.check == "context"])
 
 
 def outliers(values: np.ndarray, what: str) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from memcap.numerics import ContextRanks, KruskalBand, KruskalProfile, kruskal_band, kruskal_profile
+from memcap.numerics.band import NullSource
+from memcap.numerics.error import ErrorScale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +19,7 @@ class AssumptionsSettings:
 
     samples: int = 500  # random orderings S per detail layer
     depth_samples: int = 100  # random orderings S per depth row (check_assumptions)
+    general_position_samples: int = 100  # the first S of them decide general position (k = d)
     seed: int = 0  # seed of the orderings
     scaling: str = "equilibrate"  # equilibrate | none (paper A's raw rule) for every decision
     rtol: float | None = None  # query-subset tolerance; None = max(k, d)·eps
@@ -41,11 +44,15 @@ class AssumptionsSettings:
         workers: int,
         progress: bool = False,
         decide: Sequence[int] = (),
+        error: ErrorScale | None = None,
+        null: NullSource | None = None,
     ) -> KruskalBand:
         """The Kruskal profiles of ``queries`` at the tolerance and a decade either side, from
-        ``samples`` orderings, with these settings; ``decide``: the sizes to decide (n, d)."""
+        ``samples`` orderings, with these settings, and the decisions at ``decide`` (n, d)
+        against ``error`` and the random null (``null``: where it comes from)."""
         return kruskal_band(
             queries, samples, self.seed, rtol=self.rtol, scaling=self.scaling, decide=decide,
+            error=error, null=null, general_position_samples=self.general_position_samples,
             **self._options(device, workers, progress),
         )  # fmt: skip
 

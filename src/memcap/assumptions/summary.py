@@ -8,12 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from memcap.assumptions.verdicts import (
-    BAND_COLUMNS,
-    evidence_from_row,
-    layer_verdicts,
-    verdict_columns,
-)
+from memcap.assumptions.evidence import BAND_COLUMNS, DECIDED, evidence_from_row
+from memcap.assumptions.verdicts import layer_verdicts, verdict_columns
 from memcap.numerics import Outcome
 
 # The contracted columns of results/assumptions/summary.csv, in order; extras follow them.
@@ -97,6 +93,46 @@ def band_columns(context: Mapping[str, Any], kruskal: Mapping[str, Any]) -> dict
         "applies_examples": kruskal.get("applies_examples"),
         "applies_subset": kruskal.get("subset", ""),
     }
+    return columns | scale_columns(context, kruskal)
+
+
+def scale_columns(context: Mapping[str, Any], kruskal: Mapping[str, Any]) -> dict[str, Any]:
+    """The measured error, the null, the proofs and the named structure of one layer, with
+    today's τ outcomes beside them."""
+    error, context_error = kruskal.get("error") or {}, context.get("error") or {}
+    spectrum = kruskal.get("spectrum") or {}
+    columns: dict[str, Any] = {
+        "query_error": error.get("relative"),
+        "query_error_source": error.get("source", ""),
+        "context_error": context_error.get("relative"),
+        "context_worst_error_margin": context.get("worst_error_margin"),
+        "context_median_error_margin": context.get("median_error_margin"),
+        "context_mechanism": context.get("mechanism", ""),
+        "context_tau_outcome": context.get("tau_outcome"),
+        "kruskal_certified_upper": kruskal.get("certified_upper"),
+        "structure": "; ".join(
+            f"{s['name']}: {s['detail']}" for s in kruskal.get("structure") or []
+        ),
+        "shared_energy": spectrum.get("shared_share"),
+        "centred_rank": spectrum.get("centred_rank"),
+        "centred_k90": spectrum.get("centred_k90"),
+    }
+    for prefix, key in DECIDED.items():
+        decided = (kruskal.get("decisions") or {}).get(key) or {}
+        proof = decided.get("proof") or {}
+        columns |= {
+            f"{prefix}_reading": decided.get("reading", ""),
+            f"{prefix}_null_decades": decided.get("decades"),
+            f"{prefix}_zero_subsets": decided.get("zero"),
+            f"{prefix}_null_zero_subsets": decided.get("null_zero"),
+            f"{prefix}_clear_subsets": decided.get("clear"),
+            f"{prefix}_decided_samples": decided.get("samples"),
+            f"{prefix}_worst_error_margin": decided.get("worst_margin"),
+            f"{prefix}_proof": f"{proof['kind']}: {proof['detail']}" if proof else "",
+            f"{prefix}_proof_size": proof.get("size"),
+            f"{prefix}_mechanism": kruskal.get(f"mechanism_{key}", ""),
+            f"{prefix}_tau_outcome": kruskal.get(f"tau_outcome_{key}"),
+        }
     return columns
 
 

@@ -1,83 +1,29 @@
 """Outcomes of the capacity theorems' assumptions, per model × layer: the stage's decision.
 
 Pure functions of the numbers the assumptions stage measured (:mod:`memcap.assumptions.checks`).
-Every check has one of three outcomes against the symmetric band of
-:mod:`memcap.numerics.band` (applies, does not apply, too close to call), or is not tested.
-A check applies only with a decade of margin; it does not apply only on dependence that
-survives a tolerance a decade below the rounding level, or on an exact proof. A check drawn
-from random subsets states its sampling bound (rule of three: no failure in S draws puts the
-failing fraction below 3/S with 95% confidence). The stage writes the outcomes and their
-words into summary.csv and depth.csv; the report renders them.
+Every check has one of three outcomes (applies, does not apply, too close to call), or is not
+tested, decided against the forward pass's measured error (:mod:`memcap.numerics.error`), the
+random null and exact proofs (:mod:`memcap.numerics.decision`). A check applies with a decade
+clear of the measured error or as independent as random data; it does not apply only on
+dependence beyond both (an exact proof, or more subsets dependent within the error than random
+data have), and says "proves" only for an exact proof. A check drawn from random subsets
+states its sampling bound (rule of three: no failure in S draws puts the failing fraction
+below 3/S with 95% confidence). The stage writes the outcomes and their words into
+summary.csv and depth.csv; the report renders them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from memcap.assumptions.checks import MIN_SUBSETS
-from memcap.numerics import BAND_DECADES, Outcome
-
-
-@dataclass(frozen=True)
-class LayerEvidence:
-    """What the assumptions stage measured on one model × layer (a row of summary.csv).
-
-    Attributes:
-        context_full_rank_frac: fraction of the checked contexts with rank n (at τ).
-        context_outcome: the contexts' outcome (the worst of the per-context outcomes).
-        context_counts: contexts per outcome.
-        worst_margin, median_margin: log10(σ_min / tolerance) of the worst and the median
-            context; None when not measured.
-        kruskal_p_n, general_position_p_d: P(n), P(d) at τ.
-        kruskal_outcome_n, general_position_outcome_d: their outcomes against the band.
-        band: P(n), P(d) at 10·τ (``*_strict``) and τ/10 (``*_loose``).
-        kruskal_rank_estimate: largest k with P(k) = 1 in the profile.
-        samples: random orderings drawn.
-        rank_upper_bound: Kruskal rank bound proved by a certificate; None when not measured.
-        certificate: kind of the certificate behind ``rank_upper_bound``.
-        duplicate_pairs: pairs of bitwise identical query vectors.
-        profile: P(k) for every k probed.
-        dependent_bounds: per k, upper confidence bound on the fraction of dependent k-subsets.
-        scaling: equilibrate or none.
-        paper_a: paper A's raw rule: p_n, p_d, estimate, context_full_rank_frac.
-        ill_conditioning: outlier coordinates / high-norm queries when the rules disagree.
-        failure_mechanisms: the failing examples' mechanisms with counts.
-        structural: why a check cannot hold by construction for the architecture ("" if not).
-        applies_examples: the largest subset found on which both assumptions apply.
-    """
-
-    model: str
-    layer: str
-    T: int
-    n: int
-    d: int
-    samples: int
-    context_full_rank_frac: float
-    kruskal_p_n: float
-    general_position_p_d: float
-    kruskal_rank_estimate: int | None
-    contexts_checked: int | None = None
-    worst_margin: float | None = None
-    median_margin: float | None = None
-    context_outcome: Outcome | None = None
-    context_counts: Mapping[str, int] = field(default_factory=dict)
-    kruskal_outcome_n: Outcome | None = None
-    general_position_outcome_d: Outcome | None = None
-    band: Mapping[str, float] = field(default_factory=dict)
-    rank_upper_bound: int | None = None
-    certificate: str = ""
-    duplicate_pairs: int | None = None
-    profile: Mapping[int, float] = field(default_factory=dict)
-    dependent_bounds: Mapping[int, float] = field(default_factory=dict)
-    scaling: str = "equilibrate"
-    paper_a: Mapping[str, float] = field(default_factory=dict)
-    ill_conditioning: str = ""
-    failure_mechanisms: str = ""
-    structural: str = ""
-    applies_examples: int | None = None
+from memcap.assumptions.evidence import LayerEvidence
+from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
+from memcap.numerics import Outcome
+from memcap.numerics.error import CLEAR_DECADES
 
 
 @dataclass(frozen=True)
@@ -169,21 +115,33 @@ def context_rank_check(ev: LayerEvidence) -> Check:
     raw = ev.paper_a.get("context_full_rank_frac")
     if ev.scaling != "none" and not _missing(raw) and raw != ev.context_full_rank_frac:
         evidence += f"; paper A's raw rule: {raw:.1%} full rank"
+    error = _error_words(ev.context_error, "context")
+    if error:
+        evidence += f"; {error}, worst context {_decades(ev.context_worst_error_margin)} above it"
     reasons = {
-        Outcome.APPLIES: f"every context clears the rank tolerance by at least {BAND_DECADES:g} "
+        Outcome.APPLIES: f"every context clears the measured error by at least {CLEAR_DECADES:g} "
         "decade",
-        Outcome.DOES_NOT_APPLY: "some contexts are rank-deficient, proved exactly or still "
-        f"{BAND_DECADES:g} decade below the tolerance",
-        Outcome.TOO_CLOSE: f"no context is proved deficient, but some lie within "
-        f"{BAND_DECADES:g} decade of the tolerance",
+        Outcome.DOES_NOT_APPLY: "some contexts are rank-deficient: proved exactly (a repeated "
+        "or zero row) or dependent within the measured error",
+        Outcome.TOO_CLOSE: "no context is dependent within the measured error, but some lie "
+        f"within {CLEAR_DECADES:g} decade of it",
     }
     reason = reasons.get(ev.context_outcome, "not tested")
+    if ev.context_outcome in (Outcome.DOES_NOT_APPLY, Outcome.TOO_CLOSE):
+        reason += f" ({ev.mechanisms.get('context') or ev.failure_mechanisms})"
     if ev.structural and "Assumption 2" in ev.structural:
         reason += (
             "; cannot hold by construction here: "
             + ev.structural.split("Assumption 2: ")[1].split(";")[0]
         )
     return Check(name, ev.context_outcome, evidence, reason)
+
+
+def _error_words(relative: float | None, what: str) -> str:
+    """The measured error's zero line in words ("" when not known)."""
+    if _missing(relative):
+        return ""
+    return f"zero line 2 × {relative:.1e} (measured {what} error)"
 
 
 def _subset_check(
@@ -195,13 +153,14 @@ def _subset_check(
             name,
             Outcome.DOES_NOT_APPLY,
             f"{k_label} = {k} > d = {ev.d}",
-            f"more than d vectors in R^d are always dependent, so the Kruskal rank is < {k}",
+            f"more than d vectors in R^d are always dependent, which proves Kruskal rank < {k}",
         )
+    decided = ev.decisions.get(k_label, {})
     strict, loose = ev.band.get(f"p_{k_label}_strict"), ev.band.get(f"p_{k_label}_loose")
-    sampled = "" if _missing(p) else f"P({k_label}) = {p:.3f} over {ev.samples} subsets"
+    sampled = "" if _missing(p) else f"P({k_label}) = {p:.3f} over {ev.samples} subsets at τ"
     beside = [
         f"{label} {value:.3f}"
-        for label, value in (("×10 tolerance", strict), ("÷10 tolerance", loose))
+        for label, value in (("×10 τ", strict), ("÷10 τ", loose))
         if not _missing(value)
     ]
     if sampled and beside:
@@ -210,26 +169,63 @@ def _subset_check(
         "" if ev.kruskal_rank_estimate is None else f"Kruskal rank ≈ {ev.kruskal_rank_estimate}"
     )
     certified = ""
-    if ev.rank_upper_bound is not None and ev.rank_upper_bound < k:
-        how = f" ({ev.certificate.replace('_', ' ')})" if ev.certificate else ""
-        certified = f"certified Kruskal rank ≤ {ev.rank_upper_bound}{how}"
-        if ev.duplicate_pairs:
-            certified += f"; {ev.duplicate_pairs} pairs of identical queries"
-    evidence = "; ".join(part for part in (sampled, estimate, certified) if part)
+    if ev.certified_upper is not None and ev.certified_upper < k:
+        certified = f"certified Kruskal rank ≤ {ev.certified_upper}"
+        if decided.get("proof"):
+            certified += f" ({decided['proof']})"
+    reading = decided.get("reading", "")
+    evidence = "; ".join(
+        part for part in (sampled, estimate, certified, _error_words(ev.query_error, "query"),
+                          reading and f"against random data: {reading}") if part
+    )  # fmt: skip
     if outcome is None or outcome is Outcome.NOT_TESTED:
         what = f"T = {ev.T} < {k_label} = {k}" if k > ev.T else "not measured"
         return Check(name, Outcome.NOT_TESTED, evidence or what, "no subset to decide on")
-    reasons = {
-        Outcome.APPLIES: f"every sampled {k_label}-subset is independent with "
-        f"{BAND_DECADES:g} decade to spare ({_sampling_bound(ev, k)})",
-        Outcome.DOES_NOT_APPLY: f"some {k_label}-subset stays dependent at a tolerance "
-        f"{BAND_DECADES:g} decade below the rounding level, which proves Kruskal rank < {k}",
-        Outcome.TOO_CLOSE: f"no {k_label}-subset is dependent a decade below the tolerance, "
-        f"but some are not independent a decade above it",
-    }
-    if outcome is Outcome.TOO_CLOSE and ev.samples < MIN_SUBSETS:
-        reasons[Outcome.TOO_CLOSE] = f"only {ev.samples} draws (< {MIN_SUBSETS}): too few to say"
-    return Check(name, outcome, evidence, reasons[outcome])
+    reason = _subset_reason(k, k_label, outcome, decided, ev)
+    return Check(name, outcome, evidence, reason)
+
+
+def _subset_reason(
+    k: int, k_label: str, outcome: Outcome, decided: Mapping[str, Any], ev: LayerEvidence
+) -> str:
+    """Why the check at k has its outcome, in words (from the decision's numbers where the
+    stage recorded them)."""
+    reading = decided.get("reading", "")
+    samples = int(decided.get("samples") or ev.samples)
+    zero, null_zero, clear = decided.get("zero"), decided.get("null_zero"), decided.get("clear")
+    near = "" if zero is None else (
+        f"{int(zero)} of {samples} sampled {k_label}-subsets are dependent within the measured "
+        f"error (random data: {int(null_zero or 0)})"
+    )  # fmt: skip
+    mechanism = ev.mechanisms.get(k_label, "")
+    why = f" — {mechanism}" if mechanism else ""
+    lead = f"{reading}: " if reading else ""
+    if outcome is Outcome.DOES_NOT_APPLY:
+        if decided.get("proof"):
+            size = int(decided.get("proof_size") or k)
+            named = "" if mechanism.startswith(decided["proof"]) else why  # said once
+            return (
+                f"dependent (exact or structural): {decided['proof']}, which proves Kruskal rank "
+                f"≤ {size - 1} < {k}{named}"
+            )
+        return (
+            f"{lead}{near or 'dependent subsets'}, beyond random data and the measured error{why}"
+        )
+    if outcome is Outcome.APPLIES:
+        if clear is None or int(clear) == samples:
+            return (
+                f"every sampled {k_label}-subset clears the measured error by at least "
+                f"{CLEAR_DECADES:g} decade ({lead}{_sampling_bound(ev, k)})"
+            )
+        return f"{lead}{near}, as random data's are ({_sampling_bound(ev, k)})"
+    if ev.samples < MIN_SUBSETS:
+        return f"only {ev.samples} draws (< {MIN_SUBSETS}): too few to say"
+    worst = _decades(decided.get("worst_margin"))
+    return (
+        f"{lead}some sampled {k_label}-subsets lie within {CLEAR_DECADES:g} decade of the "
+        f"measured error{f' (worst {worst} above its zero line)' if worst else ''}, none "
+        f"dependent beyond random data{why}"
+    )
 
 
 def kruskal_check(ev: LayerEvidence) -> Check:
@@ -277,7 +273,8 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
             Outcome.APPLIES,
             ev.n,
             f"Both assumptions apply at n = {ev.n}: one attention layer with H heads and "
-            f"d_h ≥ {ev.n} memorizes at least H·{ev.n - 1} + 1 of these examples.",
+            f"d_h ≥ {ev.n} memorizes at least min({ev.T}, H·{ev.n - 1} + 1) of these "
+            f"{ev.T} examples.",
         )
     if Outcome.DOES_NOT_APPLY in (contexts.outcome, kruskal.outcome):
         failed = contexts if contexts.outcome is Outcome.DOES_NOT_APPLY else kruskal
@@ -289,7 +286,8 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
                 Outcome.DOES_NOT_APPLY,
                 k,
                 f"Theorem 1 does not apply at n = {ev.n}; Assumption 1 applies up to k = {k}, "
-                f"so the bound H·{k - 1} + 1 applies to contexts cut to {k} tokens.{subset}",
+                f"so the bound min({ev.T}, H·{k - 1} + 1) applies to contexts cut to {k} "
+                f"tokens.{subset}",
             )
         return TheoremReading(
             Outcome.DOES_NOT_APPLY,
@@ -311,22 +309,23 @@ def theorem_reading(ev: LayerEvidence, contexts: Check, kruskal: Check) -> Theor
         Outcome.TOO_CLOSE,
         None,
         f"Too close to call at n = {ev.n}: {' and '.join(close)} {verb} within "
-        f"{BAND_DECADES:g} decade of the rank tolerance.{subset}",
+        f"{CLEAR_DECADES:g} decade of the measured error.{subset}",
     )
 
 
 def _subset_sentence(ev: LayerEvidence) -> str:
-    """What Theorem 1 guarantees on the largest subset where both assumptions apply."""
+    """What Theorem 1 guarantees on the largest subset found where both assumptions apply;
+    when that subset is smaller than n, that no useful subset exists."""
     kept = ev.applies_examples
-    if not kept or not ev.T:
+    if kept is None or not ev.T or kept == ev.T:
         return ""
-    if kept <= ev.n:  # H(n−1)+1 ≥ n ≥ kept for every H ≥ 1
-        what = f"memorizes all {kept} of them for any H"
-    else:
-        what = f"memorizes at least min({kept}, H·{ev.n - 1} + 1) of them"
+    if kept < ev.n:
+        return (
+            f" No subset of at least n = {ev.n} examples was found on which both assumptions apply."
+        )
     return (
         f" Both assumptions apply to {kept} of the {ev.T} examples: one attention layer with "
-        f"H heads and d_h ≥ {ev.n} {what}."
+        f"H heads and d_h ≥ {ev.n} memorizes at least min({kept}, H·{ev.n - 1} + 1) of them."
     )
 
 
@@ -386,94 +385,3 @@ def verdicts_from_columns(ev: LayerEvidence, row: Mapping[str, Any]) -> LayerVer
         ),
         **checks,
     )
-
-
-def evidence_from_row(
-    row: Mapping[str, Any],
-    profile: Mapping[int, float] | None = None,
-    dependent_bounds: Mapping[int, float] | None = None,
-) -> LayerEvidence:
-    """The :class:`LayerEvidence` of one row of summary.csv (as written or as read back)."""
-    bounds = dict(dependent_bounds or {})
-    bound_n = _optional(row, "kruskal_dependent_bound_n")
-    if bound_n is not None:
-        bounds.setdefault(int(row["n"]), bound_n)
-    certificate = row.get("kruskal_certificate")
-    counts = {
-        o.value: int(row[f"contexts_{o.slug}"])
-        for o in Outcome
-        if not _missing(_optional(row, f"contexts_{o.slug}")) and int(row[f"contexts_{o.slug}"])
-    }
-    outcome = row.get("context_band_outcome")
-    return LayerEvidence(
-        model=str(row["model"]),
-        layer=str(row["layer"]),
-        T=int(row["T"]),
-        n=int(row["n"]),
-        d=int(row["d"]),
-        samples=int(row["samples"]),
-        context_full_rank_frac=float(row["context_full_rank_frac"]),
-        kruskal_p_n=float(row["kruskal_p_n"]),
-        general_position_p_d=float(row["general_position_p_d"]),
-        kruskal_rank_estimate=_optional_int(row, "kruskal_rank_estimate"),
-        contexts_checked=_optional_int(row, "contexts_checked"),
-        worst_margin=_optional(row, "context_worst_margin"),
-        median_margin=_optional(row, "context_median_margin"),
-        context_outcome=Outcome(outcome) if isinstance(outcome, str) else None,
-        context_counts=counts,
-        kruskal_outcome_n=_outcome(row, "kruskal_band_outcome_n"),
-        general_position_outcome_d=_outcome(row, "general_position_band_outcome_d"),
-        band={
-            key: float(row[column])
-            for key, column in BAND_COLUMNS.items()
-            if _optional(row, column) is not None
-        },
-        rank_upper_bound=_optional_int(row, "kruskal_rank_upper_bound"),
-        certificate=certificate if isinstance(certificate, str) else "",
-        duplicate_pairs=_optional_int(row, "duplicate_pairs"),
-        profile=dict(profile or {}),
-        dependent_bounds=bounds,
-        scaling=str(row.get("scaling", "none")),
-        paper_a={
-            key: float(row[f"paper_a_{key}"])
-            for key in ("p_n", "p_d", "estimate", "context_full_rank_frac")
-            if _optional(row, f"paper_a_{key}") is not None
-        },
-        ill_conditioning=_text(row.get("ill_conditioning")),
-        failure_mechanisms=_text(row.get("failure_mechanisms")),
-        structural=_text(row.get("structural")),
-        applies_examples=_optional_int(row, "applies_examples"),
-    )
-
-
-# LayerEvidence.band keys and the summary columns they come from.
-BAND_COLUMNS = {
-    "p_n_strict": "kruskal_p_n_strict",
-    "p_n_loose": "kruskal_p_n_loose",
-    "p_d_strict": "general_position_p_d_strict",
-    "p_d_loose": "general_position_p_d_loose",
-    "estimate_strict": "kruskal_estimate_strict",
-    "estimate_loose": "kruskal_estimate_loose",
-}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _optional(row: Mapping[str, Any], key: str) -> float | None:
-    value = row.get(key)
-    if value is None or isinstance(value, str):
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def _optional_int(row: Mapping[str, Any], key: str) -> int | None:
-    value = _optional(row, key)
-    return None if value is None else int(value)
-
-
-def _outcome(row: Mapping[str, Any], key: str) -> Outcome | None:
-    value = row.get(key)
-    return Outcome(value) if isinstance(value, str) and value else None

@@ -1,8 +1,11 @@
 """What a certified capacity says next to its ceiling min(T, H·d).
 
 rank(Z) of a T × H·d matrix cannot exceed min(T, H·d) whatever the embeddings are, so a rank at
-that ceiling reports the sizes; only a rank below it measures the embeddings. No torch import:
-the report reads the capacity tables with these functions.
+that ceiling reports the sizes; only a rank below it measures the embeddings. With one context
+shared by every example the rank cannot exceed min(T, H(n−1)+1) either, which lies below
+min(T, H·d) (n ≤ d): reaching it shows Theorem 1's bound tight on these embeddings, falling
+short of it measures them. No torch import: the report reads the capacity tables with these
+functions.
 """
 
 from __future__ import annotations
@@ -29,3 +32,11 @@ def ceiling_reading(certified: int, examples: int, heads: int, d: int) -> str:
         f"at ceiling: Z has full column rank H·d = {top}, the readout's limit, "
         "not a property of the data"
     )
+
+
+def shared_reading(certified: int, examples: int, heads: int, n: int) -> str:
+    """One shared-context row in words: at Theorem 1's bound min(T, H(n−1)+1), or below it."""
+    top = min(examples, heads * (n - 1) + 1)
+    if certified >= top:
+        return f"reaches min(T, H(n−1)+1) = {top}: the bound is tight on these embeddings"
+    return f"below min(T, H(n−1)+1) = {top}: a measurement of the embeddings"

@@ -17,7 +17,8 @@ context entries have unit RMS, which keeps logits of order one) or given, e.g. a
 model's (:func:`certified_capacity_from_attention`).
 
 Used by the synthetic stage (random and trained attention) and by the capacity stage (random
-attention on real embeddings). Pure functions, no I/O.
+attention on real embeddings, each example with its own context and with one context shared by
+all, :func:`shared_context_curve`). Pure functions, no I/O.
 
 Ranks are numerical: singular values of Z in float64 above ``σ_max · max(T, H·d) · ε`` (ε the
 float64 machine epsilon; NumPy's ``matrix_rank`` default) count. Inputs known only to a relative
@@ -37,6 +38,7 @@ from torch import Tensor
 
 ArrayLike = np.ndarray | Tensor
 CHUNK = 256  # examples per block when building Z from (possibly memory-mapped) contexts
+EPS64 = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,51 @@ def certified_capacity_curve(
             z = features[:, :h].reshape(examples, h * d)
             ranks[h] = numerical_rank(z, input_eps=input_eps)
     return [ranks[h] for h in heads]
+
+
+def shared_context_curve(
+    queries: ArrayLike,
+    context: ArrayLike,
+    heads: Sequence[int],
+    head_dim: int,
+    seed: int = 0,
+    input_eps: float = 0.0,
+) -> list[Rank]:
+    """Certified capacity with one context E (n × d) shared by every example, for each H.
+
+    Every head's block of Z is A_h·E (A_h: the T × n attention weights, rows summing to one),
+    so rank(Z) ≤ H(n−1)+1 whatever the weights: Theorem 1's bound is tight here, and the rank
+    can fall below the ceiling min(T, H·d) — the configuration in which the capacity depends on
+    n. With E = L·Qᵀ (a thin QR of Eᵀ; Qᵀ has orthonormal rows) Z = [A_1 L, …, A_H L]·diag(Qᵀ),
+    so Z has the singular values of the T × H·r matrix [A_h L] (r = min(n, d)); its rank is
+    taken with the rule of :func:`numerical_rank` for a T × H·d matrix. The attention is that
+    of :func:`certified_capacity_curve` (same weights, same scaling) with every context set to
+    ``context``.
+    """
+    if not heads or min(heads) < 1 or head_dim < 1:
+        raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
+    x, e = _float64(queries), _float64(context)
+    examples, d = x.shape
+    if e.ndim != 2 or e.shape[1] != d:
+        raise ValueError(f"context {tuple(e.shape)} does not match queries {tuple(x.shape)}")
+    scale = _rms(e[None])
+    x, e = x / scale, e / scale
+    weights = random_attention_weights(d, max(heads), head_dim, seed)
+    q, r = torch.linalg.qr(e.T)  # Eᵀ = Q R: E = Rᵀ Qᵀ, L = Rᵀ (n × r)
+    del q
+    left = r.T  # (n, r)
+    blocks = []
+    for start in range(0, examples, CHUNK):
+        stop = min(examples, start + CHUNK)
+        contexts = e.expand(stop - start, *e.shape)  # a view: every example's context is E
+        attention = random_attention(x[start:stop], contexts, weights)  # (c, H, n)
+        blocks.append(torch.einsum("chn,nr->chr", attention, left))
+    reduced = torch.cat(blocks)  # (T, H_max, r)
+    ranks = []
+    for h in heads:
+        w = reduced[:, :h].reshape(examples, -1)
+        ranks.append(numerical_rank(w, max(examples, h * d) * EPS64, input_eps))
+    return ranks
 
 
 def certified_capacity_from_attention(attention: ArrayLike, contexts: ArrayLike) -> int:

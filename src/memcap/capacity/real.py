@@ -3,7 +3,12 @@
 The capacity stage's computation: for H = 1 … max_heads (nested heads, one random draw) the
 certified capacity rank(Z) of :mod:`memcap.capacity.certified` on the queries and contexts
 one extraction job wrote, beside Theorem 1's H(n−1)+1 and the ceiling min(T, H·d), which no
-embeddings can exceed (:mod:`memcap.capacity.ceiling`).
+embeddings can exceed (:mod:`memcap.capacity.ceiling`). Two configurations: every example
+with its own context (``contexts: own``), which sits at min(T, H·d) for generic embeddings
+since d > n, and every example with the first example's context (``contexts: shared``),
+where rank(Z) ≤ H(n−1)+1 < min(T, H·d) until H(n−1)+1 reaches T: the capacity there depends
+on n, and a rank below H(n−1)+1 measures the embeddings (the shared context's rank, the
+queries' spread).
 """
 
 from __future__ import annotations
@@ -11,7 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from memcap.capacity.ceiling import at_ceiling, ceiling
-from memcap.capacity.certified import ArrayLike, certified_capacity_curve, input_precision
+from memcap.capacity.certified import (
+    ArrayLike,
+    certified_capacity_curve,
+    input_precision,
+    shared_context_curve,
+)
 from memcap.theory import theory_bound
 
 
@@ -34,9 +44,11 @@ def real_capacity_rows(
         seed: seed of the subset and of the random attention weights.
 
     Returns:
-        One record per H: certified capacity, the sizes, the singular values at the rank's
-        edge, the ceiling min(T, H·d) and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d);
-        last ``at_ceiling`` (certified = ceiling: the row reports the sizes, not the data).
+        One record per configuration (own contexts, then one shared context) and H: certified
+        capacity, the sizes, the singular values at the rank's edge, the ceiling min(T, H·d)
+        and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d), ``at_ceiling`` (certified =
+        ceiling: the row reports the sizes, not the data), ``contexts`` (own or shared) and
+        ``shared_example`` (the example whose context is shared; −1 for own).
     """
     total, n, d = contexts.shape
     index = subsample(total, max_examples, seed)
@@ -47,7 +59,8 @@ def real_capacity_rows(
     # The embeddings are rounded to their stored dtype (float32): Z's singular values at that
     # level could be rounding alone and do not count.
     precision = input_precision(queries, contexts)
-    ranks = certified_capacity_curve(queries, contexts, heads, dh, seed, input_eps=precision)
+    own = certified_capacity_curve(queries, contexts, heads, dh, seed, input_eps=precision)
+    shared = shared_context_curve(queries, contexts[0], heads, dh, seed, input_eps=precision)
     examples = len(index)
     return [
         {
@@ -63,7 +76,10 @@ def real_capacity_rows(
             "last_kept": r.last_kept,
             "first_dropped": r.first_dropped,
             "at_ceiling": at_ceiling(r.rank, examples, h, d),
+            "contexts": which,
+            "shared_example": int(index[0]) if which == "shared" else -1,
         }
+        for which, ranks in (("own", own), ("shared", shared))
         for h, r in zip(heads, ranks, strict=True)
     ]
 

@@ -125,3 +125,4 @@ class ExtractSettings:
     batch_size: int = 32
     device: str = "auto"
     context_rtol: float | None = None  # Assumption 2's tolerance (assumptions.context_rtol)
+    error_examples: int = 32  # examples the float64 pass measures the forward error on

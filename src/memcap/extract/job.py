@@ -31,6 +31,7 @@ from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
 from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.corpus import load_documents
+from memcap.extract.forward_error import job_forward_errors
 from memcap.extract.images import (
     ImageSource,
     PlannedInput,
@@ -329,9 +330,11 @@ def extract_layers(
     }
     rank_seconds = dict.fromkeys(streams, 0.0)
     writes = OrderedWrites(background=pool is not None)  # to disk while a GPU runs on
+    first = None  # the first input batch, for the forward error's float64 pass
     bar = tqdm(total=T, desc=entry.name, unit="ex")
     with pool or nullcontext(), torch.inference_mode(), bar:
         for batch in prepared.batches:
+            first = batch if first is None else first
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
                 hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
@@ -355,6 +358,7 @@ def extract_layers(
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
         for layer, (q_w, c_w) in writers.items()
     }
+    errors = job_forward_errors(entry, settings, extractor, first, n, q, device, outputs)
     _logger.info(
         "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
         T,
@@ -413,6 +417,7 @@ def extract_layers(
             causal=entry.kind == "decoder" and layer != RANDOM_ATTENTION,
             random_attention_checksum=head if layer == RANDOM_ATTENTION else None,
             context_rank_seconds=round(rank_seconds[layer], 3) if layer in streams else None,
+            forward_error=errors.get(layer),
             queries_sha256=checksums[layer][0],
             contexts_sha256=checksums[layer][1],
         )

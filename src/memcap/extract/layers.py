@@ -163,7 +163,8 @@ class RandomAttention(nn.Module):
 
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         """(B, tokens, d) -> (B, tokens, d)."""
-        z = self.norm(embeddings.float())
+        # float32 (or the float64 of the forward-error pass) whatever the trunk's precision
+        z = self.norm(embeddings.to(self.attention.out_proj.weight.dtype))
         mixed, _ = self.attention(z, z, z, need_weights=False)
         return z + mixed
 

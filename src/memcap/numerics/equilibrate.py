@@ -43,12 +43,15 @@ class Balance:
         iterations: Sinkhorn–Knopp sweeps taken.
         residual: largest |row norm² − 1| over the nonzero rows of the batch.
         tol: the residual it was asked to reach.
+        rows, cols: the diagonals of D_r (…, m) and D_c (…, d).
     """
 
     values: torch.Tensor
     iterations: int
     residual: float
     tol: float = BALANCE_TOL
+    rows: torch.Tensor | None = None
+    cols: torch.Tensor | None = None
 
     @property
     def converged(self) -> bool:
@@ -93,8 +96,9 @@ def balance(
         residual = float((norms - 1.0).abs().where(rows_nz, 0.0).max()) if norms.numel() else 0.0
         if residual <= tol:
             break
-    balanced = values * row.sqrt().unsqueeze(-1) * col.sqrt().unsqueeze(-2)
-    result = Balance(balanced, sweeps, residual, tol)
+    rows, cols = row.sqrt(), col.sqrt()
+    balanced = values * rows.unsqueeze(-1) * cols.unsqueeze(-2)
+    result = Balance(balanced, sweeps, residual, tol, rows, cols)
     if not result.converged:
         _logger.warning(
             "equilibration stopped after %d sweeps at residual %.1e (> %.0e): the scaling is "

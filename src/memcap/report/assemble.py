@@ -13,11 +13,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from memcap.assumptions.verdicts import MIN_SUBSETS
-from memcap.capacity.ceiling import ceiling_reading
 from memcap.provenance import library_versions
 from memcap.report import loaders
 from memcap.report.captions import FigureSpec, describe_figure
+from memcap.report.cards import add_capacity, add_failures, layer_caveats
 from memcap.report.context import (
     STAGES,
     DepthSection,
@@ -28,14 +27,18 @@ from memcap.report.context import (
     ScalingSection,
     Table,
 )
-from memcap.report.depth import depth_strips, theorem_gaps, theorem_span
+from memcap.report.depth import (
+    depth_strips,
+    paper_context_sizes,
+    theorem_gaps,
+    theorem_span,
+)
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.timings import rule_timings, run_span
 from memcap.synthetic.summary import bound_ratios
 
 _logger = logging.getLogger(__name__)
-SHOWN_FAILURES = 8  # failing examples listed in a layer's card
 
 # Libraries the report itself renders with, recorded beside the stages' versions.
 REPORT_PACKAGES = ("memcap", "jinja2", "matplotlib", "seaborn", "pandas", "snakemake")
@@ -152,45 +155,6 @@ def _figures(specs: Sequence[FigureSpec], config: Mapping[str, Any]) -> list[Fig
     return figures
 
 
-def _layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> list[str]:
-    """Caveats of one layer: n > d, undersampling, saturated capacity, extraction warnings."""
-    ev = section.verdicts.evidence
-    caveats = []
-    if ev.n > ev.d:
-        caveats.append(
-            f"n = {ev.n} > d = {ev.d}: contexts cannot have rank n and n queries cannot be "
-            "independent, so Theorem 1 cannot apply at this n."
-        )
-    if ev.duplicate_pairs and ev.duplicate_pairs == ev.T * (ev.T - 1) // 2:
-        caveats.append(
-            f"all {ev.T} query vectors are identical: at this layer the query token does not "
-            "depend on the input (e.g. a [CLS] or first-position embedding before any "
-            "attention), so no two queries are independent."
-        )
-    elif ev.duplicate_pairs:
-        caveats.append(
-            f"{ev.duplicate_pairs} pairs of identical query vectors (repeated inputs or tokens)."
-        )
-    if ev.samples < MIN_SUBSETS:
-        caveats.append(f"only {ev.samples} random subsets per k (< {MIN_SUBSETS}).")
-    if ev.d > ev.T:
-        caveats.append(f"T = {ev.T} < d = {ev.d}: general position cannot be tested.")
-    if section.capacity_saturated:
-        caveats.append(
-            "the certified capacity equals the number of examples it was computed on at every "
-            "H: it is capped by T, not by the layer (raise T or capacity.max_T to see it "
-            "grow with H)."
-        )
-    if model is not None:
-        if model.input_audit:
-            caveats.append(f"input audit: {model.input_audit}.")
-        caveats.extend(model.warnings)
-        substitute = model.tokenizer_substitute
-        if substitute and not any(substitute in warning for warning in model.warnings):
-            caveats.append(f"tokenizer substitute: {substitute}.")
-    return caveats
-
-
 def _assumption_sections(
     inputs: ReportInputs, models: Mapping[str, loaders.ModelInfo]
 ) -> tuple[list[LayerSection], list[Figure]]:
@@ -215,10 +179,10 @@ def _assumption_sections(
     for verdicts in loaders.verdicts_from_summary(summary, profiles):
         ev = verdicts.evidence
         section = LayerSection(verdicts, layer_figures.get((ev.model, ev.layer), []))
-        _add_failures(section, failures.get((ev.model, ev.layer)))
+        add_failures(section, failures.get((ev.model, ev.layer)))
         if capacity is not None:
-            _add_capacity(section, capacity)
-        section.limitations = _layer_caveats(section, models.get(ev.model))
+            add_capacity(section, capacity)
+        section.limitations = layer_caveats(section, models.get(ev.model))
         sections.append(section)
     return sections, overview
 
@@ -235,44 +199,6 @@ def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
         gaps = theorem_gaps(table)
         sections.append(DepthSection(files.model, len(table), first, last, gaps, figures))
     return sections
-
-
-def _add_failures(section: LayerSection, path: str | None) -> None:
-    """The layer's first failing examples (input, check, mechanism) from the stage's table."""
-    table = loaders.read_table(path)
-    if table is None or table.empty:
-        return
-    section.failures_path = path
-    section.failures_count = len(table)
-    shown = table.head(SHOWN_FAILURES)[
-        ["example", "input", "check", "outcome", "mechanism", "detail"]
-    ]
-    section.failures = Table.from_frame(shown.fillna(""))
-
-
-def _add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
-    """The layer's certified capacity per H beside H(n−1)+1 and the bound the verdicts allow.
-
-    Where the examples used are known, each row also says whether it measures the embeddings
-    or sits at its ceiling min(T, H·d), which bounds the rank whatever the embeddings.
-    """
-    ev = section.verdicts.evidence
-    rows = capacity[
-        (capacity["model"].astype(str) == ev.model) & (capacity["layer"].astype(str) == ev.layer)
-    ].sort_values("H")
-    if rows.empty:
-        return
-    heads = rows["H"].to_numpy()
-    table = pd.DataFrame({"H": heads, "certified": rows["certified"].to_numpy()})
-    if "T" in rows:
-        table["examples used"] = rows["T"].to_numpy()
-        section.capacity_saturated = bool((rows["certified"] >= rows["T"]).all())
-    table[f"H(n−1)+1, n = {ev.n}"] = heads * (ev.n - 1) + 1
-    table["bound Theorem 1 grants here"] = [section.verdicts.theorem.bound(int(h)) for h in heads]
-    if "T" in rows:
-        sizes = zip(rows["certified"], rows["T"], heads, strict=True)
-        table["reading"] = [ceiling_reading(int(c), int(t), int(h), ev.d) for c, t, h in sizes]
-    section.capacity = Table.from_frame(table)
 
 
 def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
@@ -486,7 +412,8 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
             inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
         ),
         depth=_depth_sections(inputs),
-        strips=depth_strips(layers),
+        strips=depth_strips(layers, paper_context_sizes(models)),
+        paper_n=paper_context_sizes(models),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),

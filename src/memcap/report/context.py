@@ -91,6 +91,16 @@ class LayerSection:
     failures_count: int = 0
 
     @property
+    def kruskal_room(self) -> str:
+        """The Kruskal rank estimate against n: the room left above n, or the shortfall."""
+        estimate, n = self.verdicts.evidence.kruskal_rank_estimate, self.verdicts.evidence.n
+        if estimate is None:
+            return "—"
+        if estimate >= n:
+            return f"≈ {estimate}: room {estimate - n} above n"
+        return f"≈ {estimate}: {n - estimate} short of n"
+
+    @property
     def anchor(self) -> str:
         """An HTML id for the layer's card (model names are free text, so use a slug)."""
         raw = f"{self.verdicts.evidence.model}-{self.verdicts.evidence.layer}"
@@ -159,6 +169,7 @@ class ReportContext:
     depth: Sequence[DepthSection] = ()  # per model with a depth profile
     strips: Sequence[DepthStrip] = ()  # per model: Theorem 1's verdict at every audited layer
     run: RunSpan | None = None  # when the benchmarked jobs ran
+    paper_n: Mapping[str, int] = field(default_factory=dict)  # per model: paper A's n for its kind
 
     @property
     def stage_costs(self) -> list[StageCost]:

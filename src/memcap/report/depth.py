@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from memcap.assumptions.verdicts import Outcome
+from memcap.extract.config import FAMILY_KINDS
 from memcap.report.context import DepthStrip, LayerSection, StripCell
-from memcap.report.loaders import layer_order, layer_ranges
+from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
+from memcap.report.paper_a import paper_a_values
 
 NEVER = "never"
 NONE = "—"
@@ -59,8 +61,30 @@ def theorem_gaps(table: pd.DataFrame) -> str:
     return "; ".join(f"{', '.join(layers)} ({verdict})" for verdict, layers in groups) or NONE
 
 
-def depth_strips(layers: Sequence[LayerSection]) -> list[DepthStrip]:
-    """Per model, in page order: Theorem 1's verdict at every audited layer, and where it holds."""
+def paper_context_sizes(models: Sequence[ModelInfo]) -> dict[str, int]:
+    """Per model of a kind paper A audited: the context size n paper A tested that kind at."""
+    kinds = paper_a_values()["kinds"]
+    sizes = {}
+    for model in models:
+        kind = FAMILY_KINDS.get(model.family, model.family)
+        if kind in kinds:
+            sizes[model.name] = int(kinds[kind]["n"])
+    return sizes
+
+
+def tested_at(n: int, paper_n: int | None) -> str:
+    """The context size a model was tested at, beside paper A's for its kind."""
+    if paper_n is None:
+        return f"tested at n = {n}"
+    same = " (as paper A)" if paper_n == n else f" (paper A: n = {paper_n})"
+    return f"tested at n = {n}{same}"
+
+
+def depth_strips(
+    layers: Sequence[LayerSection], paper_n: Mapping[str, int] | None = None
+) -> list[DepthStrip]:
+    """Per model, in page order: Theorem 1's verdict at every audited layer, where it holds,
+    and at which n it was tested beside paper A's n (``paper_n``, per model)."""
     by_model: dict[str, list[LayerSection]] = {}
     for section in layers:
         by_model.setdefault(section.verdicts.evidence.model, []).append(section)
@@ -73,5 +97,7 @@ def depth_strips(layers: Sequence[LayerSection]) -> list[DepthStrip]:
         )
         applies = [c.layer for c in cells if c.verdict is Outcome.APPLIES]
         where = f"applies at {layer_ranges(applies)}" if applies else "applies at no audited layer"
+        n = ordered[0].verdicts.evidence.n
+        where += f"; {tested_at(n, (paper_n or {}).get(model))}"
         strips.append(DepthStrip(model, cells, where))
     return strips

@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from memcap.assumptions.verdicts import LayerVerdicts, evidence_from_row, verdicts_from_columns
+from memcap.assumptions.evidence import evidence_from_row
+from memcap.assumptions.verdicts import LayerVerdicts, verdicts_from_columns
 from memcap.extract.audit import audit_verdict
 
 _logger = logging.getLogger(__name__)

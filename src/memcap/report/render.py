@@ -14,7 +14,8 @@ from typing import Any
 
 import jinja2
 
-from memcap.assumptions.verdicts import BAND_DECADES, MIN_SUBSETS
+from memcap.assumptions.verdicts import MIN_SUBSETS
+from memcap.numerics.error import CLEAR_DECADES, ERROR_FACTOR
 
 _logger = logging.getLogger(__name__)
 
@@ -78,7 +79,11 @@ def environment(template_dir: str | Path) -> jinja2.Environment:
     env.filters["num"] = format_number
     env.filters["mb"] = format_megabytes
     env.filters["breakable"] = breakable
-    env.globals.update(min_subsets=MIN_SUBSETS, min_margin=f"{BAND_DECADES:g}")
+    env.globals.update(
+        min_subsets=MIN_SUBSETS,
+        error_factor=f"{ERROR_FACTOR:g}",
+        clear_decades=f"{CLEAR_DECADES:g}",
+    )
     return env
 
 
