@@ -157,14 +157,17 @@ def main() -> None:
         theirs_rows = saved if isinstance(saved, list) else saved["extra"]["authors"]
         theirs_rows = [r for r in theirs_rows if r["setting"] in items]
     else:
-        tasks = [
-            (config, i, k, args.authors_steps) for i in items for k in range(args.authors_seeds)
-        ]
+        # seed by seed, so that every setting has a seed early; rows saved as they come
+        seeds = range(args.authors_seeds)
+        tasks = [(config, i, k, args.authors_steps) for k in seeds for i in items]
         context = multiprocessing.get_context("fork")
+        theirs_rows = []
         with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-            theirs_rows = list(pool.map(authors, *zip(*tasks, strict=True)))
+            for row in pool.map(authors, *zip(*tasks, strict=True)):
+                theirs_rows.append(row)
+                if args.authors_only:
+                    args.authors_only.write_text(json.dumps(theirs_rows, indent=1) + "\n")
         if args.authors_only:
-            args.authors_only.write_text(json.dumps(theirs_rows, indent=1) + "\n")
             return
     theirs = pd.DataFrame(theirs_rows)
     tables, cpu_ours = [], 0.0

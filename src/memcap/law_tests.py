@@ -307,17 +307,16 @@ def decide(
     """Decide ``law`` on seed-level ``rows`` (a DataFrame with columns ``x``, ``seed``, ``y``).
 
     ``law``: ``linear``, ``quadratic``, ``hinge`` (with ``knot``), ``grows`` or ``flat``
-    (every x above ``reference`` against it, seeds paired). Rows whose ``censored`` column is
-    true are left out (named in the detail); ``grows`` asks forms for a rising growth term.
+    (every x above ``reference`` against it, seeds paired). Every x where a row's
+    ``censored`` column is true is left out (named in the detail: a censored seed's value is a
+    lower bound, so that x has no mean); ``grows`` asks forms for a rising growth term.
     """
     left_out = ""
     if censored is not None and censored in rows:
-        mask = rows[censored].astype(bool).to_numpy()
-        if mask.any():
-            left_out = f"; censored, left out: {x} = " + ", ".join(
-                f"{v:g}" for v in sorted(set(rows.loc[mask, x].astype(float)))
-            )
-        rows = rows[~mask]
+        flagged = sorted(set(rows.loc[rows[censored].astype(bool), x].astype(float)))
+        if flagged:
+            left_out = f"; censored, left out: {x} = " + ", ".join(f"{v:g}" for v in flagged)
+        rows = rows[~rows[x].astype(float).isin(flagged)]
     xs, ys = rows[x].to_numpy(float), rows[y].to_numpy(float)
     if law in COEFFICIENTS:
         result = decide_form(xs, ys, law, knot, grows=grows)
