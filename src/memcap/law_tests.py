@@ -292,6 +292,64 @@ def compare(reference, other, margin: float = MARGIN) -> tuple[str, Equivalence]
     return "inconclusive", result
 
 
+def _one_sample(values, target: float, alternative: str) -> tuple[float, float]:
+    """One-sided t-test of the mean of ``values`` against ``target`` (``greater``: the mean
+    above it); seeds that agree exactly decide by their common value."""
+    values = np.asarray(values, dtype=float)
+    mean, n = float(values.mean()), len(values)
+    sign = 1.0 if alternative == "greater" else -1.0
+    se = float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    if n < 2 or se == 0.0:
+        beyond = sign * (mean - target) > 0
+        return (float("inf") if beyond else float("-inf")), (0.0 if beyond else 1.0)
+    t = sign * (mean - target) / se
+    return t, float(stats.t.sf(t, n - 1))
+
+
+def decide_above(groups: dict[float, Any], bounds: dict[float, float]) -> LawTest:
+    """Every x's mean above its bound: one-sided t-tests, p the largest over x (an
+    intersection-union test: holds when every x is significantly above at ``ALPHA``); fails
+    when one x is significantly below."""
+    above = {x: _one_sample(v, bounds[x], "greater") for x, v in sorted(groups.items())}
+    below = {x: _one_sample(v, bounds[x], "less") for x, v in sorted(groups.items())}
+    worst = max(above, key=lambda x: above[x][1])
+    if any(p < ALPHA for _, p in below.values()):
+        outcome = "fails"
+    elif all(p < ALPHA for _, p in above.values()):
+        outcome = "holds"
+    else:
+        outcome = "inconclusive"
+    detail = f"least margin at {worst:g}: t = {above[worst][0]:.3g}, p = {above[worst][1]:.3g}"
+    return LawTest("above", outcome, "one-sided t", above[worst][0], above[worst][1], detail)
+
+
+def decide_match(
+    groups: dict[float, Any], targets: dict[float, float], tolerance: float
+) -> LawTest:
+    """Every x's mean within ± ``tolerance`` (absolute) of its target: a TOST per x, p the
+    largest over x; fails when one x's (1 − 2·ALPHA) interval lies outside the tolerance."""
+    results = {}
+    for x, values in sorted(groups.items()):
+        values = np.asarray(values, dtype=float)
+        low = _one_sample(values, targets[x] - tolerance, "greater")
+        high = _one_sample(values, targets[x] + tolerance, "less")
+        outside = (
+            _one_sample(values, targets[x] + tolerance, "greater")[1] < ALPHA
+            or _one_sample(values, targets[x] - tolerance, "less")[1] < ALPHA
+        )
+        results[x] = (min(low[0], high[0]), max(low[1], high[1]), outside)
+    worst = max(results, key=lambda x: results[x][1])
+    if any(r[2] for r in results.values()):
+        outcome = "fails"
+    elif all(r[1] < ALPHA for r in results.values()):
+        outcome = "holds"
+    else:
+        outcome = "inconclusive"
+    t, p, _ = results[worst]
+    detail = f"TOST at ±{tolerance:g}, least conclusive at {worst:g}: p = {p:.3g}"
+    return LawTest("match", outcome, TESTS["flat"], t, p, detail)
+
+
 def decide(
     rows,
     law: str,
