@@ -12,12 +12,12 @@ runs
   evaluation every 500 steps, early stop at 100%, the lowest-loss state) on the same data
   (the pipeline's dataset of each seed), every T trained on its own, walked up the same
   ladder: the config's T grid, then doubled while at least ``ladder.grow_at`` of T is
-  memorized.
+  memorized (a setting's seeds train side by side, ``AuthorsBatch``).
 
 A seed's capacity is its largest memorized count over T. Per setting it prints both
 recipes' seed means and best seeds and ``ours / theirs`` for both; the last line is
 ``RATIO <smallest ours / theirs over the settings, means and best seeds>`` (the target is
-0.9). The authors' trainings take about 80 s of CPU each at 50,000 steps (1 thread), so
+0.9). The authors' trainings take about a minute of CPU each at 50,000 steps (1 thread), so
 ``--authors-from`` reads their rows from an earlier result file instead of training again.
 
     nice -n 19 .venv/bin/python benchmarks/recipe_comparison.py --authors-seeds 3
@@ -68,45 +68,58 @@ def ours(config: dict, name: str, values: list[int], context: str) -> tuple[pd.D
     return capacity.reset_index(), seconds
 
 
-def authors(config: dict, item: str, seed_index: int, steps: int | None) -> dict:
-    """The authors' code walked up the ladder for one setting and seed; per-T counts."""
+def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict]:
+    """The authors' code walked up the ladder for one setting, its seeds trained side by side
+    at every T (a seed goes on while it memorizes at least ``grow_at`` of T); per seed the
+    counts at every T it trained."""
     torch.set_num_threads(1)
     name, value, context = item.split(":")
     section = sampled(config["synthetic"], name, [int(value)], context)
-    section["sweeps"][name]["seeds"] = seed_index + 1
+    section["sweeps"][name]["seeds"] = seeds
     spec = sweep_spec(section, name)
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
-    seed = stage.replicate_seeds(spec)[seed_index]
-    replicas = [r for r in grid_replicas(spec, stage) if r.seed == seed]
+    replicas = [r for r in grid_replicas(spec, stage) if r.examples == spec.examples[0]]
     setting = replicas[0].setting
-    data = next(iter(member_datasets(spec, stage, replicas[:1]).values()))
-    ladder, counts, start = stage.ladder, {}, time.process_time()
-    grid = list(spec.examples)
-    while grid:
-        T = grid.pop(0)
-        own = data.head(T)
-        result = train_authors(
-            own.queries,
-            own.contexts.contiguous(),
-            own.targets,
+    datasets = member_datasets(spec, stage, replicas)
+    data = {r.seed: datasets[(r.seed, setting.n, setting.context, setting.task)] for r in replicas}
+    counts: dict[int, dict[int, int]] = {seed: {} for seed in data}
+    cpu: dict[int, float] = dict.fromkeys(data, 0.0)
+    ladder, grid, walking = stage.ladder, list(spec.examples), list(data)
+    T = grid.pop(0)
+    while walking:
+        start = time.process_time()
+        own = [data[seed].head(T) for seed in walking]
+        results = train_authors(
+            torch.stack([o.queries for o in own]),
+            torch.stack([o.contexts for o in own]),
+            torch.stack([o.targets for o in own]),
             setting.heads,
             setting.head_dim,
             stage.classes,
-            seed=seed,
+            seeds=walking,
             steps=steps,
         )
-        counts[T] = result["memorized"]
-        print(f"authors {item} seed {seed_index} T {T}: {counts[T]} ({result})", flush=True)
-        if not grid and ladder.grows(counts[T], T):
-            grid.append(ladder.next_T(T))
-    return {
-        "setting": item,
-        "value": int(value),
-        "seed": seed,
-        "counts": {str(t): c for t, c in counts.items()},
-        "capacity": max(counts.values()),
-        "cpu_s": round(time.process_time() - start, 1),
-    }
+        seconds = time.process_time() - start
+        for seed, result in zip(walking, results, strict=True):
+            counts[seed][T] = result["memorized"]
+            cpu[seed] += seconds / len(walking)
+            print(f"authors {item} seed {seed} T {T}: {result}", flush=True)
+        if grid:  # the listed grid: every seed
+            T = grid.pop(0)
+            continue
+        walking = [seed for seed in walking if ladder.grows(counts[seed][T], T)]
+        T = ladder.next_T(T)
+    return [
+        {
+            "setting": item,
+            "value": int(value),
+            "seed": seed,
+            "counts": {str(t): c for t, c in counts[seed].items()},
+            "capacity": max(counts[seed].values()),
+            "cpu_s": round(cpu[seed], 1),
+        }
+        for seed in data
+    ]
 
 
 def compare(mine: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
@@ -157,14 +170,12 @@ def main() -> None:
         theirs_rows = saved if isinstance(saved, list) else saved["extra"]["authors"]
         theirs_rows = [r for r in theirs_rows if r["setting"] in items]
     else:
-        # seed by seed, so that every setting has a seed early; rows saved as they come
-        seeds = range(args.authors_seeds)
-        tasks = [(config, i, k, args.authors_steps) for k in seeds for i in items]
+        tasks = [(config, item, args.authors_seeds, args.authors_steps) for item in items]
         context = multiprocessing.get_context("fork")
         theirs_rows = []
         with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-            for row in pool.map(authors, *zip(*tasks, strict=True)):
-                theirs_rows.append(row)
+            for rows in pool.map(authors, *zip(*tasks, strict=True)):
+                theirs_rows += rows  # saved as they come: a long run keeps what it finished
                 if args.authors_only:
                     args.authors_only.write_text(json.dumps(theirs_rows, indent=1) + "\n")
         if args.authors_only:

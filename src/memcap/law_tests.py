@@ -8,9 +8,10 @@ and every test here uses their spread as its reference. Outcomes are ``holds``, 
   the lack-of-fit F-test of the least-squares fit over every seed against the per-x means,
   the seeds' pure error as reference (F = [SS_lof / (k − p)] / [SS_pe / (N − k)] for k
   values, p coefficients, N points). p ≥ ``HOLD_P`` holds, p < ``FAIL_P`` fails, between is
-  inconclusive. A law that the quantity *grows* in that form also needs its growth term's
-  95% interval above zero (linear: the slope; below zero: fails; containing zero:
-  inconclusive).
+  inconclusive. Where the seeds' spread grows with the mean (paper A's capacities), the fit
+  and both sums of squares are weighted by 1 / mean² (``variance="proportional"``). A law
+  that the quantity *grows* in that form also needs its growth term's 95% interval above
+  zero (below: fails; containing zero: inconclusive).
 - **Grows** (monotone trend): the Jonckheere–Terpstra statistic (pairs of seeds at a smaller
   and a larger x that increase, ties counted half), its one-sided p-value from a permutation
   test of the seeds across x (``scipy.stats.permutation_test``). p < ``ALPHA`` holds; a
@@ -62,12 +63,7 @@ class LawTest:
 
     def row(self) -> dict[str, Any]:
         """The columns a laws table takes from the decision."""
-        return {
-            "outcome": self.outcome,
-            "test": self.test,
-            "statistic": self.statistic,
-            "p_value": self.p_value,
-        }
+        return {k: getattr(self, k) for k in ("outcome", "test", "statistic", "p_value")}
 
     def band(self, x, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The fitted form at ``x`` and its pointwise ``level`` confidence band."""
@@ -103,11 +99,18 @@ def _clean(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decide_form(
-    x, y, form: str = "linear", knot: float = float("nan"), grows: bool = False
+    x,
+    y,
+    form: str = "linear",
+    knot: float = float("nan"),
+    grows: bool = False,
+    variance: str = "constant",
 ) -> LawTest:
     """Lack-of-fit F-test of ``form`` over seed-level points (x, y) against the per-x means;
     with ``grows``, also the growth term's 95% interval (slope; hinge: the slope before the
-    knot; quadratic: the slope at the mean x)."""
+    knot; quadratic: the slope at the mean x). ``variance``: ``constant`` (least squares) or
+    ``proportional`` (the seeds' standard deviation a fixed fraction of the mean: weighted
+    least squares with weights 1 / mean², the per-x seed mean standing in for it)."""
     x, y = _clean(x, y)
     p = COEFFICIENTS[form]
     levels, inverse = np.unique(x, return_inverse=True)
@@ -116,10 +119,12 @@ def decide_form(
         reason = f"{k} values" if k <= p else "one seed per value (no pure error)"
         return _no_test(form, f"not testable: {reason}; the form has {p} coefficients")
     basis = design(x, form, knot)
-    coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-    sse = float(np.sum((y - basis @ coef) ** 2))
     means = np.bincount(inverse, y) / np.bincount(inverse)
-    ss_pe = float(np.sum((y - means[inverse]) ** 2))
+    weights = _weights(means, variance)[inverse]
+    root = np.sqrt(weights)
+    coef, *_ = np.linalg.lstsq(basis * root[:, None], y * root, rcond=None)
+    sse = float(np.sum(weights * (y - basis @ coef) ** 2))
+    ss_pe = float(np.sum(weights * (y - means[inverse]) ** 2))
     ss_lof = max(sse - ss_pe, 0.0)
     df_lof, df_pe = k - p, n - k
     if ss_pe == 0.0:
@@ -128,7 +133,7 @@ def decide_form(
     else:
         statistic = (ss_lof / df_lof) / (ss_pe / df_pe)
         p_value = float(stats.f.sf(statistic, df_lof, df_pe))
-    covariance = sse / (n - p) * np.linalg.pinv(basis.T @ basis)
+    covariance = sse / (n - p) * np.linalg.pinv(basis.T @ (basis * weights[:, None]))
     outcome = "holds" if p_value >= HOLD_P else "fails" if p_value < FAIL_P else "inconclusive"
     detail = f"F({df_lof}, {df_pe}) = {statistic:.2f}, p = {p_value:.3g}"
     extra: dict[str, Any] = {"df": (df_lof, df_pe)}
@@ -156,6 +161,17 @@ def decide_form(
         dof=n - p,
         extra=extra,
     )
+
+
+def _weights(means: np.ndarray, variance: str) -> np.ndarray:
+    """Per-x weights of the fit: 1 (constant variance) or 1 / mean² (proportional), the means
+    floored at 1% of the largest so that a value near 0 cannot take every weight."""
+    if variance == "constant":
+        return np.ones_like(means)
+    if variance == "proportional":
+        scale = np.maximum(np.abs(means), 0.01 * float(np.max(np.abs(means))) or 1.0)
+        return 1.0 / scale**2
+    raise ValueError(f"unknown variance model '{variance}'; use constant or proportional")
 
 
 def _growth_gradient(form: str, x: np.ndarray) -> np.ndarray:
@@ -232,10 +248,8 @@ class Equivalence:
         return self.high < -self.margin or self.low > self.margin
 
     def describe(self) -> str:
-        return (
-            f"{self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}] "
-            f"({1 - 2 * ALPHA:.0%}, {self.seeds} seeds), TOST p = {self.p_value:.3g}"
-        )
+        interval = f"[{self.low:+.1%}, {self.high:+.1%}] ({1 - 2 * ALPHA:.0%}, {self.seeds} seeds)"
+        return f"{self.change:+.1%} {interval}, TOST p = {self.p_value:.3g}"
 
 
 def equivalence(reference, other, margin: float = MARGIN) -> Equivalence:
@@ -266,12 +280,9 @@ def decide_flat(reference, others: dict[float, Any], margin: float = MARGIN) -> 
     if not results:
         return _no_test("flat", "not testable: no value beyond the reference")
     worst = max(results.values(), key=lambda r: r.p_value)
-    if any(r.outside for r in results.values()):
-        outcome = "fails"
-    elif all(r.equivalent for r in results.values()):
-        outcome = "holds"
-    else:
-        outcome = "inconclusive"
+    outcome = _outcome(
+        all(r.equivalent for r in results.values()), any(r.outside for r in results.values())
+    )
     detail = "; ".join(f"{x:g}: {r.describe()}" for x, r in results.items())
     return LawTest(
         "flat", outcome, TESTS["flat"], worst.statistic, worst.p_value, detail, extra=results
@@ -306,19 +317,18 @@ def _one_sample(values, target: float, alternative: str) -> tuple[float, float]:
     return t, float(stats.t.sf(t, n - 1))
 
 
+def _outcome(holds: bool, fails: bool) -> str:
+    return "fails" if fails else "holds" if holds else "inconclusive"
+
+
 def decide_above(groups: dict[float, Any], bounds: dict[float, float]) -> LawTest:
     """Every x's mean above its bound: one-sided t-tests, p the largest over x (an
     intersection-union test: holds when every x is significantly above at ``ALPHA``); fails
     when one x is significantly below."""
     above = {x: _one_sample(v, bounds[x], "greater") for x, v in sorted(groups.items())}
-    below = {x: _one_sample(v, bounds[x], "less") for x, v in sorted(groups.items())}
+    below = [_one_sample(v, bounds[x], "less")[1] for x, v in groups.items()]
     worst = max(above, key=lambda x: above[x][1])
-    if any(p < ALPHA for _, p in below.values()):
-        outcome = "fails"
-    elif all(p < ALPHA for _, p in above.values()):
-        outcome = "holds"
-    else:
-        outcome = "inconclusive"
+    outcome = _outcome(all(p < ALPHA for _, p in above.values()), min(below) < ALPHA)
     detail = f"least margin at {worst:g}: t = {above[worst][0]:.3g}, p = {above[worst][1]:.3g}"
     return LawTest("above", outcome, "one-sided t", above[worst][0], above[worst][1], detail)
 
@@ -330,21 +340,13 @@ def decide_match(
     largest over x; fails when one x's (1 − 2·ALPHA) interval lies outside the tolerance."""
     results = {}
     for x, values in sorted(groups.items()):
-        values = np.asarray(values, dtype=float)
-        low = _one_sample(values, targets[x] - tolerance, "greater")
-        high = _one_sample(values, targets[x] + tolerance, "less")
-        outside = (
-            _one_sample(values, targets[x] + tolerance, "greater")[1] < ALPHA
-            or _one_sample(values, targets[x] - tolerance, "less")[1] < ALPHA
-        )
-        results[x] = (min(low[0], high[0]), max(low[1], high[1]), outside)
+        low, high = targets[x] - tolerance, targets[x] + tolerance
+        sides = (_one_sample(values, low, "greater"), _one_sample(values, high, "less"))
+        outside = min(_one_sample(values, high, "greater")[1], _one_sample(values, low, "less")[1])
+        results[x] = (min(t for t, _ in sides), max(p for _, p in sides), outside < ALPHA)
     worst = max(results, key=lambda x: results[x][1])
-    if any(r[2] for r in results.values()):
-        outcome = "fails"
-    elif all(r[1] < ALPHA for r in results.values()):
-        outcome = "holds"
-    else:
-        outcome = "inconclusive"
+    holds = all(r[1] < ALPHA for r in results.values())
+    outcome = _outcome(holds, any(r[2] for r in results.values()))
     t, p, _ = results[worst]
     detail = f"TOST at ±{tolerance:g}, least conclusive at {worst:g}: p = {p:.3g}"
     return LawTest("match", outcome, TESTS["flat"], t, p, detail)
@@ -361,13 +363,15 @@ def decide(
     reference: float | None = None,
     censored: str | None = None,
     grows: bool = True,
+    variance: str = "constant",
 ) -> LawTest:
     """Decide ``law`` on seed-level ``rows`` (a DataFrame with columns ``x``, ``seed``, ``y``).
 
     ``law``: ``linear``, ``quadratic``, ``hinge`` (with ``knot``), ``grows`` or ``flat``
     (every x above ``reference`` against it, seeds paired). Every x where a row's
     ``censored`` column is true is left out (named in the detail: a censored seed's value is a
-    lower bound, so that x has no mean); ``grows`` asks forms for a rising growth term.
+    lower bound, so that x has no mean); ``grows`` asks forms for a rising growth term;
+    ``variance`` is the forms' variance model (:func:`decide_form`).
     """
     left_out = ""
     if censored is not None and censored in rows:
@@ -377,7 +381,7 @@ def decide(
         rows = rows[~rows[x].astype(float).isin(flagged)]
     xs, ys = rows[x].to_numpy(float), rows[y].to_numpy(float)
     if law in COEFFICIENTS:
-        result = decide_form(xs, ys, law, knot, grows=grows)
+        result = decide_form(xs, ys, law, knot, grows=grows, variance=variance)
     elif law == "grows":
         result = decide_grows(xs, ys)
     elif law == "flat":

@@ -32,7 +32,15 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.engine import FastStep
-from memcap.synthetic.ladder import passes, series_of, trained_states, warm_start
+from memcap.synthetic.ladder import (
+    capacity_replicas,
+    first_training,
+    median_probes,
+    passes,
+    series_of,
+    trained_states,
+    warm_start,
+)
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import (
     SWEPT,
@@ -128,7 +136,7 @@ def _train_pass(
     for key, group in replica_groups(spec, stage, trainings).items():
         start = time.perf_counter()
         for replica, trained in _train_group(spec, stage, group, datasets, device, warm):
-            first = replace(replica, restart=0, budget=1)
+            first = first_training(replica)
             if first not in kept or trained.memorized > kept[first].memorized:
                 kept[first] = trained
             results.append((replica, trained))
@@ -154,15 +162,10 @@ def _check_convergence(
     check = stage.convergence
     if not check.enabled:
         return {}
-    best = _capacity_replicas(kept)
-    by_setting: dict[Setting, list[Replica]] = {}
-    for replica in best.values():
-        by_setting.setdefault(replica.setting, []).append(replica)
-    probes = {}
-    for setting, replicas in by_setting.items():
-        ranked = sorted(replicas, key=lambda r: (kept[_first(r)].memorized, r.seed))
-        probes[setting] = ranked[(len(ranked) - 1) // 2]
-    before = {s: kept[_first(r)].memorized for s, r in probes.items()}
+    counts = {r: (t.memorized, t.restart) for r, t in kept.items()}
+    best = capacity_replicas(counts)
+    probes = median_probes(best, counts)
+    before = {s: kept[first_training(r)].memorized for s, r in probes.items()}
     trained = _train_pass(
         spec, stage, [replace(r, budget=check.factor) for r in probes.values()],
         datasets, device, kept, {},
@@ -179,7 +182,9 @@ def _check_convergence(
     while walk or joining:
         _train_pass(spec, stage, walk, datasets, device, kept, {})
         for replica in walk + joining:
-            memorized[series_of(replica), replica.examples] = kept[_first(replica)].memorized
+            memorized[series_of(replica), replica.examples] = kept[
+                first_training(replica)
+            ].memorized
         walk = [
             replace(r, examples=stage.ladder.next_T(r.examples))
             for r in walk + joining
@@ -193,23 +198,6 @@ def _check_convergence(
         }
         for s in probes
     }
-
-
-def _first(replica: Replica) -> Replica:
-    """The key of ``replica``'s kept training."""
-    return replace(replica, restart=0, budget=1)
-
-
-def _capacity_replicas(kept: dict[Replica, Trained]) -> dict[tuple, Replica]:
-    """Per series, the replica of its capacity (most memorized; the smaller T on a tie), with
-    the restart of its kept training (its initialisation)."""
-    best: dict[tuple, Replica] = {}
-    for replica, trained in kept.items():
-        series = series_of(replica)
-        current = best.get(series)
-        if current is None or trained.memorized > kept[_first(current)].memorized:
-            best[series] = replace(replica, restart=trained.restart)
-    return best
 
 
 def sweep_groups(
