@@ -18,6 +18,7 @@ X = np.arange(1, 7, dtype=float)
 # default run (results/synthetic/capacity.csv, every setting with 5 seeds; median and the
 # spread's upper quartile), used as each setting's own noise (heteroscedastic).
 MEASURED_CV = (0.10, 0.20)
+PROPORTIONAL = "proportional"  # paper A's variance model: the spread a fraction of the mean
 
 
 def _seeds(means, sd, seeds: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +71,24 @@ def test_growth_term_decides_a_line_that_does_not_grow():
     assert lt.decide_form(flat_x, flat_y, "linear").outcome == "holds"
     down_x, down_y = _seeds(200 - 20 * X, 5.0, 5, rng)
     assert lt.decide_form(down_x, down_y, "linear", grows=True).outcome == "fails"
+
+
+def test_proportional_variance_is_weighted_least_squares_and_scale_free():
+    rng = np.random.default_rng(8)
+    x, y = _seeds(40 * X, 0.15 * 40 * X, 5, rng)
+    result = lt.decide_form(x, y, "linear", variance=PROPORTIONAL)
+    means = pd.Series(y).groupby(x).transform("mean").to_numpy()
+    w = 1 / means**2
+    fit = np.polyfit(x, y, 1, w=np.sqrt(w))  # polyfit weights multiply the residuals
+    sse = np.sum(w * (y - np.polyval(fit, x)) ** 2)
+    pure = np.sum(w * (y - means) ** 2)
+    assert result.statistic == pytest.approx(((sse - pure) / 4) / (pure / (len(y) - 6)))
+    assert result.coefficients == pytest.approx(fit[::-1])
+    # the capacity's units do not matter
+    scaled = lt.decide_form(x, 7 * y, "linear", variance=PROPORTIONAL)
+    assert scaled.p_value == pytest.approx(result.p_value)
+    with pytest.raises(ValueError, match="variance model"):
+        lt.decide_form(x, y, "linear", variance="poisson")
 
 
 @pytest.mark.parametrize(
@@ -202,9 +221,11 @@ def test_simulated_linear_law_holds_and_quadratic_fails(cv):
     simulations = 400
     linear, quadratic = [], []
     for _ in range(simulations):
-        linear.append(lt.decide_form(*_seeds(line, sd, 5, rng), "linear", grows=True).outcome)
+        x, y = _seeds(line, sd, 5, rng)
+        linear.append(lt.decide_form(x, y, "linear", grows=True, variance=PROPORTIONAL).outcome)
         curved = line + _quadratic_bend(sd, 5, 3.0)
-        quadratic.append(lt.decide_form(*_seeds(curved, sd, 5, rng), "linear").outcome)
+        x, y = _seeds(curved, sd, 5, rng)
+        quadratic.append(lt.decide_form(x, y, "linear", variance=PROPORTIONAL).outcome)
     assert linear.count("holds") >= 0.9 * simulations
     assert quadratic.count("fails") > 0.5 * simulations
 

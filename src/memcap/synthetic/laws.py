@@ -6,7 +6,8 @@ curve (sweep, context kind, task) is decided on every seed's capacity (``capacit
 rows) by :mod:`memcap.law_tests`, the seeds of a setting being its replicates:
 
 - ``linear in H``: lack-of-fit F-test of the line against the per-H means (p ≥ 0.05 holds,
-  p < 0.01 fails, between inconclusive) and the slope's 95% interval above zero;
+  p < 0.01 fails, between inconclusive) and the slope's 95% interval above zero, weighted by
+  1 / mean² (the seeds' spread is a fixed fraction of the capacity);
 - ``grows with n`` and ``grows with d_h up to n``: Jonckheere–Terpstra trend test (a
   permutation p-value below 0.05 holds, a significant decrease fails);
 - ``flat in d_h beyond n``: every d_h > n within ±10% of d_h = n, paired by seed (TOST: the
@@ -91,7 +92,8 @@ def _decide(rows: pd.DataFrame, form: str, n: int) -> LawTest:
     censored = "censored" if "censored" in rows else None
     if form == "flat":
         return law_tests.decide(rows, "flat", reference=n, censored=censored)
-    return law_tests.decide(rows, form, censored=censored)
+    # the seeds' spread grows with the capacity (docs/laws.md): weighted by 1 / mean²
+    return law_tests.decide(rows, form, censored=censored, variance="proportional")
 
 
 def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
