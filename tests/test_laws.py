@@ -28,6 +28,10 @@ def _capacity(sweep: str, values: list[int], per_seed: list[list[float]], n: int
                     "capacity": capacity,
                     "certified": capacity,
                     "certified_trained": capacity,
+                    "bound": shape["H"] * (shape["n"] - 1) + 1,
+                    "censored": False,
+                    "convergence_gain": 0.01,
+                    "optimiser_limited": False,
                 }
             )
     return rows
@@ -97,6 +101,36 @@ def test_paper_a_laws_hold_on_curves_that_follow_theorem_1():
 def test_paper_a_law_fails_or_is_inconclusive(sweep, values, per_seed, law, outcome):
     row = _law(_synthetic(_capacity(sweep, values, per_seed)), law)
     assert row["outcome"] == outcome and not row["holds"]
+
+
+def test_paper_a_estimates_and_law_figures():
+    import matplotlib.pyplot as plt
+
+    from memcap.synthetic.figures import plot_sweep
+    from memcap.synthetic.summary import estimate_table
+
+    heads = _capacity(
+        "heads", [1, 2, 3, 4], [[30, 61, 90, 121], [32, 59, 92, 119], [31, 60, 95, 120]]
+    )
+    head_dim = _capacity(
+        "head_dim", [2, 4, 8, 16], [[50, 90, 150, 151], [54, 86, 154, 155], [52, 88, 152, 150]]
+    )
+    capacity = pd.DataFrame(heads + head_dim)
+    estimates = estimate_table(capacity).set_index(["sweep", "value"])
+    h3 = estimates.loc[("heads", 3)]
+    assert (h3["seeds"], h3["capacity_seeds"], h3["capacity_best"]) == (3, "90 92 95", 95)
+    assert h3["capacity_mean"] == pytest.approx(92.33, abs=0.01)
+    assert h3["capacity_se"] == pytest.approx(pd.Series([90, 92, 95]).sem(), abs=0.01)
+    for sweep, laws in (("heads", ["linear in H"]), ("head_dim", ["grows", "flat"])):
+        fig = plot_sweep(capacity, sweep)
+        assert len(fig.axes) == len(laws)
+        for ax, law in zip(fig.axes, laws, strict=True):
+            title = ax.get_title()
+            assert law in title and ": holds" in title and "p = " in title
+            assert "seed mean ± SE" in ax.get_legend_handles_labels()[1]
+        plt.close(fig)
+    line = plot_sweep(capacity, "heads").axes[0]
+    assert "95% band" in line.get_legend_handles_labels()[1]
 
 
 def _aot_summary(accuracies: dict[int, float], bound: float = 0.05) -> pd.DataFrame:
