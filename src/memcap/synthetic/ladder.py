@@ -51,7 +51,7 @@ def passes(
 
 def first_training(replica: Replica) -> Replica:
     """The key under which a sweep keeps ``replica``'s best training: its first training's."""
-    return replace(replica, restart=0, budget=1)
+    return replace(replica, restart=0, budget=0)
 
 
 def capacity_replicas(counts: Mapping[Replica, tuple[int, int]]) -> dict[Series, Replica]:

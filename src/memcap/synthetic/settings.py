@@ -47,13 +47,13 @@ class Setting:
 class Replica:
     """One trained model: a sweep setting, a replicate seed, a dataset size T, a restart
     (0: the first training; k: the k-th retraining from a fresh initialisation) and a budget
-    (the step budget's multiple: 1, or the convergence check's factor)."""
+    (0: the recipe's own budgets; else the steps of the convergence check's longer training)."""
 
     setting: Setting
     seed: int
     examples: int
     restart: int = 0
-    budget: int = 1
+    budget: int = 0
 
     def group(self, keys: tuple[str, ...]) -> tuple:
         s = self.setting
@@ -62,6 +62,8 @@ class Replica:
             key += (s.heads, s.n, s.head_dim)
         if "T" in keys:
             key += (self.examples,)
+        if self.budget:  # a batched model runs one step count
+            key += (f"{self.budget} steps",)
         return key
 
 
@@ -170,8 +172,8 @@ class Ladder:
 @dataclass(frozen=True)
 class Convergence:
     """The convergence check at every setting's capacity (``synthetic.convergence``): one
-    replica retrained with ``factor`` times the step budget; a relative gain above ``gain``
-    makes the setting optimiser-limited, and every seed of it is retrained with that budget."""
+    replica retrained with ``factor`` times the steps it ran; a relative gain above ``gain``
+    makes the setting optimiser-limited, and every seed of it is retrained that way."""
 
     factor: int  # 0 or 1: no check
     gain: float
@@ -246,9 +248,9 @@ class StageSettings:
         """The replicate seeds of every setting of sweep ``spec``."""
         return replicate_seeds(self.base_seed, spec.seeds)
 
-    def train_config(self, spec: SweepSpec, examples: int, budget: int = 1) -> TrainConfig:
-        """The training settings of sweep ``spec`` for a batched model of up to ``examples``,
-        its step budget ``budget`` times the recipe's.
+    def train_config(self, spec: SweepSpec, examples: int, budget: int = 0) -> TrainConfig:
+        """The training settings of sweep ``spec`` for a batched model of up to ``examples``;
+        ``budget`` > 0: that many steps in one budget (the convergence check's training).
 
         Ours: ``synthetic.train`` with the sweep's own values. Authors' (paper A's code):
         max(epochs · T / batch_size, steps) steps of batches of ``batch_size``, a warm-up
@@ -256,9 +258,11 @@ class StageSettings:
         """
         if spec.recipe != "authors":
             train = with_overrides(self.train, spec.train)
-            return TrainConfig(**{**train, "steps": budget * train["steps"]}, **self._engine())
+            if budget:
+                train = {**train, "steps": budget, "extra_budgets": 0}
+            return TrainConfig(**train, **self._engine())
         train = with_overrides(self.authors, spec.train)
-        steps = budget * max(
+        steps = budget or max(
             math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"]
         )
         return TrainConfig(

@@ -60,7 +60,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
                 ),
-                "budget": int(best.get("budget", 1)),
+                "budget": int(best.get("budget", 0)),
                 "convergence_gain": float(group.get("convergence_gain", _NAN).iloc[0]),
                 "optimiser_limited": bool(group.get("optimiser_limited", _FALSE).iloc[0]),
             }

@@ -141,7 +141,7 @@ def _train_pass(
                 kept[first] = trained
             results.append((replica, trained))
         _logger.info(
-            "group %s, restart %d, budget x%d: %d replicas in %.1f s",
+            "group %s, restart %d, budget %d: %d replicas in %.1f s",
             key, group[0].restart, group[0].budget, len(group), time.perf_counter() - start,
         )  # fmt: skip
     return results
@@ -167,17 +167,19 @@ def _check_convergence(
     probes = median_probes(best, counts)
     before = {s: kept[first_training(r)].memorized for s, r in probes.items()}
     trained = _train_pass(
-        spec, stage, [replace(r, budget=check.factor) for r in probes.values()],
+        spec, stage, [_longer(r, kept, check.factor) for r in probes.values()],
         datasets, device, kept, {},
     )  # fmt: skip
     after = {replica.setting: result.memorized for replica, result in trained}
     limited = {s for s in probes if check.limited(before[s], after[s])}
     _logger.info(
-        "convergence check (x%d budget): %d of %d settings optimiser-limited",
+        "convergence check (x%d steps): %d of %d settings optimiser-limited",
         check.factor, len(limited), len(probes),
     )  # fmt: skip
-    longer = [replace(r, budget=check.factor) for r in best.values() if r.setting in limited]
+    longer = [_longer(r, kept, check.factor) for r in best.values() if r.setting in limited]
     walk = [r for r in longer if r.seed != probes[r.setting].seed]
+    if walk:
+        _logger.info("%d seeds of optimiser-limited settings train again", len(walk))
     joining = [r for r in longer if r.seed == probes[r.setting].seed]  # trained by the check
     while walk or joining:
         _train_pass(spec, stage, walk, datasets, device, kept, {})
@@ -198,6 +200,12 @@ def _check_convergence(
         }
         for s in probes
     }
+
+
+def _longer(replica: Replica, kept: dict[Replica, Trained], factor: int) -> Replica:
+    """``replica`` with ``factor`` times the steps its kept training ran (extra budgets
+    included) as one budget."""
+    return replace(replica, budget=factor * kept[first_training(replica)].row["steps_run"])
 
 
 def sweep_groups(
