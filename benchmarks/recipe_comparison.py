@@ -1,18 +1,29 @@
-"""Paper A's capacity estimates: our recipe against the authors', on sampled settings.
+"""Paper A's capacity: our pipeline's estimate against the authors' own model and trainer.
 
-The default run's estimate of a setting must not depend on the optimiser: this runs, on a
-sample of settings (one or more per sweep, ``--sample``), the config's own recipe (our
-``synthetic.train`` with the T ladder and warm starts: what the pipeline reports) and the
-authors' recipe of paper A's code in the same engine (``synthetic.authors``: Xavier init,
-scores / √d, Adam 1e-3 on batches of 256 for max(500 T / 256, 50,000) steps, 5% warm-up
-from 0.01 lr, cosine decay, the lowest-loss state, every T trained on its own) on the T that
-our run visited from ``--min-T`` on. The authors' d_h sweep ran 300,000 steps; here every
-sample gets 50,000. A setting's estimate is the largest memorized count over its T, per seed;
-``ours / better`` divides our best seed by the better of the two recipes' best seeds. The
-last line is ``RATIO <smallest ours / better over the sample>`` (at least 0.9 is the target).
+A capacity estimate is what an optimiser finds, so the pipeline's must not sit below what paper
+A's code finds at the same settings. Per sampled setting (``--sample sweep:value:context``,
+classification; default: H = 1, 2, 4 of the default heads sweep with random contexts), this
+runs
 
-    .venv/bin/python benchmarks/recipe_comparison.py --threads 1
-    .venv/bin/python benchmarks/recipe_comparison.py configs/test.yaml --authors-steps 200  # smoke
+- **ours**: the config's own sweep reduced to the sampled values (``run_sweep``: our recipe,
+  the T ladder, restarts, the convergence check, every seed of the config), and
+- **the authors' code** (``_authors_code.py``: their model, init and trainer; Adam 1e-3 on
+  shuffled batches of 256 for max(500·T/256, 50,000) steps, 5% warm-up from 0.01·lr, cosine,
+  evaluation every 500 steps, early stop at 100%, the lowest-loss state) on the same data
+  (the pipeline's dataset of each seed), every T trained on its own, walked up the same
+  ladder: the config's T grid, then doubled while at least ``ladder.grow_at`` of T is
+  memorized (a setting's seeds train side by side, ``AuthorsBatch``).
+
+A seed's capacity is its largest memorized count over T. Per setting it prints both
+recipes' seed means and best seeds and ``ours / theirs`` for both; the last line is
+``RATIO <smallest ours / theirs over the settings, means and best seeds>`` (the target is
+0.9). The authors' trainings take about a minute of CPU each at 50,000 steps (1 thread), so
+``--authors-from`` reads their rows from an earlier result file instead of training again.
+
+    nice -n 19 .venv/bin/python benchmarks/recipe_comparison.py --authors-seeds 3
+    .venv/bin/python benchmarks/recipe_comparison.py --authors-from PREVIOUS_RESULT.json
+    .venv/bin/python benchmarks/recipe_comparison.py configs/test.yaml --authors-steps 200 \
+        --sample heads:1:random  # smoke
 """
 
 from __future__ import annotations
@@ -22,79 +33,120 @@ import copy
 import json
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import torch
 import yaml
+from _authors_code import train_authors
 from _results import record
 
-from memcap.synthetic.settings import StageSettings, sweep_spec
-from memcap.synthetic.sweep import run_sweep
+from memcap.synthetic.settings import StageSettings, grid_replicas, sweep_spec
+from memcap.synthetic.sweep import member_datasets, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SAMPLE = "heads:2:random,context_size:8:random,head_dim:4:shared"
+DEFAULT_SAMPLE = "heads:1:random,heads:2:random,heads:4:random"
 
 
-def estimates(section: dict, engine: dict, seed: int, name: str) -> tuple[pd.DataFrame, float]:
-    """Every replica row of sweep ``name`` of ``section``, and the CPU seconds it took."""
-    stage = StageSettings.from_config(section, seed, engine)
-    start = time.process_time()
-    table = run_sweep(sweep_spec(section, name), stage, torch.device("cpu")).table
-    return table, time.process_time() - start
-
-
-def sampled(section: dict, name: str, value: int, context: str) -> dict:
-    """``section`` with sweep ``name`` reduced to one value and context, classification."""
+def sampled(section: dict, name: str, values: list[int], context: str) -> dict:
+    """``section`` with sweep ``name`` reduced to ``values``, one context, classification."""
     section = copy.deepcopy(section)
-    section["sweeps"][name].update(values=[value], contexts=[context], tasks=["classification"])
+    section["sweeps"][name].update(values=values, contexts=[context], tasks=["classification"])
     return section
 
 
-def compare(config: dict, item: str, authors_steps: int | None, min_T: int) -> dict:
-    """One sampled setting ``sweep:value:context``: both recipes' estimates and CPU seconds."""
+def ours(config: dict, name: str, values: list[int], context: str) -> tuple[pd.DataFrame, float]:
+    """Our capacity per (value, seed) of sweep ``name`` and the CPU seconds it took."""
     torch.set_num_threads(1)
-    engine = config["engine"]
+    section = sampled(config["synthetic"], name, values, context)
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    start = time.process_time()
+    table = run_sweep(sweep_spec(section, name), stage, torch.device("cpu")).table
+    seconds = time.process_time() - start
+    capacity = table.groupby(["value", "seed"])["memorized"].max().rename("capacity")
+    return capacity.reset_index(), seconds
+
+
+def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict]:
+    """The authors' code walked up the ladder for one setting, its seeds trained side by side
+    at every T (a seed goes on while it memorizes at least ``grow_at`` of T); per seed the
+    counts at every T it trained."""
+    torch.set_num_threads(1)
     name, value, context = item.split(":")
-    section = sampled(config["synthetic"], name, int(value), context)
-    ours, ours_seconds = estimates(section, engine, config["seed"], name)
-    theirs_section = copy.deepcopy(section)
-    sweep = theirs_section["sweeps"][name]
-    # the authors' own step counts (50,000 for every sweep here: their d_h sweep's 300,000
-    # does not fit a CPU benchmark), not our sweep's train overrides
-    visited = sorted(t for t in ours["T"].unique().tolist() if t >= min_T)
-    sweep.update(recipe="authors", T=visited, train={})
-    if authors_steps:
-        sweep["train"] = {"steps": authors_steps}
-        theirs_section["authors"] = {**theirs_section["authors"], "epochs": 1}
-    theirs_section["ladder"] = {**theirs_section["ladder"], "grow_at": None, "restarts": 0}
-    theirs_section["ladder"]["warm_start"] = False
-    theirs, theirs_seconds = estimates(theirs_section, engine, config["seed"], name)
-    best = {
-        key: table.groupby("seed")["memorized"].max()
-        for key, table in (("ours", ours), ("authors", theirs))
-    }
-    better = max(best["ours"].max(), best["authors"].max())
-    return {
-        "setting": item,
-        "T": " ".join(str(t) for t in sorted(ours["T"].unique())),
-        "ours_best": int(best["ours"].max()),
-        "ours_seeds": " ".join(str(int(v)) for v in best["ours"]),
-        "authors_best": int(best["authors"].max()),
-        "authors_seeds": " ".join(str(int(v)) for v in best["authors"]),
-        "ours_over_better": round(best["ours"].max() / better, 3),
-        "ours_cpu_s": round(ours_seconds, 1),
-        "authors_cpu_s": round(theirs_seconds, 1),
-    }
+    section = sampled(config["synthetic"], name, [int(value)], context)
+    section["sweeps"][name]["seeds"] = seeds
+    spec = sweep_spec(section, name)
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    replicas = [r for r in grid_replicas(spec, stage) if r.examples == spec.examples[0]]
+    setting = replicas[0].setting
+    datasets = member_datasets(spec, stage, replicas)
+    data = {r.seed: datasets[(r.seed, setting.n, setting.context, setting.task)] for r in replicas}
+    counts: dict[int, dict[int, int]] = {seed: {} for seed in data}
+    cpu: dict[int, float] = dict.fromkeys(data, 0.0)
+    ladder, grid, walking = stage.ladder, list(spec.examples), list(data)
+    T = grid.pop(0)
+    while walking:
+        start = time.process_time()
+        own = [data[seed].head(T) for seed in walking]
+        results = train_authors(
+            torch.stack([o.queries for o in own]),
+            torch.stack([o.contexts for o in own]),
+            torch.stack([o.targets for o in own]),
+            setting.heads,
+            setting.head_dim,
+            stage.classes,
+            seeds=walking,
+            steps=steps,
+        )
+        seconds = time.process_time() - start
+        for seed, result in zip(walking, results, strict=True):
+            counts[seed][T] = result["memorized"]
+            cpu[seed] += seconds / len(walking)
+            print(f"authors {item} seed {seed} T {T}: {result}", flush=True)
+        if grid:  # the listed grid: every seed
+            T = grid.pop(0)
+            continue
+        walking = [seed for seed in walking if ladder.grows(counts[seed][T], T)]
+        T = ladder.next_T(T)
+    return [
+        {
+            "setting": item,
+            "value": int(value),
+            "seed": seed,
+            "counts": {str(t): c for t, c in counts[seed].items()},
+            "capacity": max(counts[seed].values()),
+            "cpu_s": round(cpu[seed], 1),
+        }
+        for seed in data
+    ]
+
+
+def compare(mine: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
+    """Per value: both recipes' seed means, best seeds, seeds, and ours / theirs."""
+    rows = []
+    for value, group in mine.groupby("value"):
+        other = theirs[theirs["value"] == value]["capacity"]
+        mean, best = group["capacity"].mean(), group["capacity"].max()
+        rows.append(
+            {
+                "value": int(value),
+                "ours_mean": round(float(mean), 1),
+                "ours_best": int(best),
+                "ours_seeds": " ".join(str(int(c)) for c in group["capacity"]),
+                "authors_mean": round(float(other.mean()), 1),
+                "authors_best": int(other.max()),
+                "authors_seeds": " ".join(str(int(c)) for c in other),
+                "mean_ratio": round(float(mean / other.mean()), 3),
+                "best_ratio": round(float(best / other.max()), 3),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def load(path: Path) -> dict:
-    """A YAML config validated against the schema, or the JSON of an already validated one
-    (``--resolve``; for machines without jsonschema)."""
-    if path.suffix == ".json":
-        return json.loads(path.read_text())
-    from memcap.config_schema import validate_schema  # jsonschema: only for YAML configs
+    """A YAML config validated against the schema."""
+    from memcap.config_schema import validate_schema
 
     config = yaml.safe_load(path.read_text())
     validate_schema(config, ROOT / "workflow/schemas/config.schema.yaml")
@@ -105,45 +157,63 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default="config.yaml")
     parser.add_argument("--sample", default=DEFAULT_SAMPLE, help="sweep:value:context,...")
-    parser.add_argument("--authors-steps", type=int, help="override the authors' 50,000 steps")
-    parser.add_argument(
-        "--min-T", type=int, default=64, help="the authors' recipe skips smaller T (fitted by both)"
-    )
-    parser.add_argument("--jobs", type=int, default=1, help="samples run in parallel processes")
-    parser.add_argument("--seeds", type=int, help="seeds of every sample (default: the config's)")
-    parser.add_argument("--resolve", type=Path, help="write the validated config as JSON; exit")
+    parser.add_argument("--authors-seeds", type=int, default=3, help="seeds of the authors' code")
+    parser.add_argument("--authors-steps", type=int, help="override their 50,000 steps (smoke)")
+    parser.add_argument("--authors-from", type=Path, help="their rows from this result file")
+    parser.add_argument("--jobs", type=int, default=1, help="authors' trainings in parallel")
+    parser.add_argument("--authors-only", type=Path, help="write their rows here as JSON; exit")
     args = parser.parse_args()
     config = load(ROOT / args.config)
-    if args.resolve:
-        args.resolve.write_text(json.dumps(config))
-        return
     items = args.sample.split(",")
-    if args.seeds:
-        config["synthetic"]["seeds"] = args.seeds
-        for sweep in config["synthetic"]["sweeps"].values():
-            sweep["seeds"] = None
-    rows = []
-    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(compare, config, i, args.authors_steps, args.min_T) for i in items]
-        for future in as_completed(futures):
-            rows.append(future.result())
-            print(json.dumps(rows[-1]), flush=True)
-    table = pd.DataFrame(rows).sort_values("setting")
+    if args.authors_from:
+        saved = json.loads(args.authors_from.read_text())
+        theirs_rows = saved if isinstance(saved, list) else saved["extra"]["authors"]
+        theirs_rows = [r for r in theirs_rows if r["setting"] in items]
+    else:
+        tasks = [(config, item, args.authors_seeds, args.authors_steps) for item in items]
+        context = multiprocessing.get_context("fork")
+        theirs_rows = []
+        with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+            for rows in pool.map(authors, *zip(*tasks, strict=True)):
+                theirs_rows += rows  # saved as they come: a long run keeps what it finished
+                if args.authors_only:
+                    args.authors_only.write_text(json.dumps(theirs_rows, indent=1) + "\n")
+        if args.authors_only:
+            return
+    theirs = pd.DataFrame(theirs_rows)
+    tables, cpu_ours = [], 0.0
+    by_sweep: dict[tuple[str, str], list[int]] = {}
+    for item in items:
+        name, value, context = item.split(":")
+        by_sweep.setdefault((name, context), []).append(int(value))
+    for (name, context), values in by_sweep.items():
+        mine, seconds = ours(config, name, sorted(values), context)
+        cpu_ours += seconds
+        table = compare(mine, theirs[theirs["setting"].str.match(f"{name}:\\d+:{context}$")])
+        table.insert(0, "setting", [f"{name}:{v}:{context}" for v in table["value"]])
+        tables.append(table)
+    table = pd.concat(tables, ignore_index=True)
     print(table.to_string(index=False))
-    cpu = {key: float(table[f"{key}_cpu_s"].sum()) for key in ("ours", "authors")}
-    print(f"CPU seconds: ours {cpu['ours']:.0f}, authors' {cpu['authors']:.0f}")
-    ratio = float(table["ours_over_better"].min())
+    cpu_theirs = float(theirs["cpu_s"].sum())
+    print(f"CPU seconds: ours {cpu_ours:.0f}, the authors' code {cpu_theirs:.0f}")
+    ratio = float(min(table["mean_ratio"].min(), table["best_ratio"].min()))
     record(
         __file__,
-        "paper A's capacity estimate on sampled settings: our recipe (T ladder, restarts) "
-        "against the authors' recipe of paper A's code in the same engine",
+        "paper A's capacity at sampled settings: the pipeline's estimate (our recipe, T ladder, "
+        "restarts, convergence check) against the authors' own model and trainer on the same "
+        "data and ladder",
         ratio,
-        ("ours", cpu["ours"], "s CPU"),
-        ("authors' recipe", cpu["authors"], "s CPU"),
-        ratio_is="smallest (our best seed / the better recipe's best seed) over the sample",
+        ("ours", cpu_ours, "s CPU"),
+        ("the authors' code", cpu_theirs, "s CPU"),
+        ratio_is="smallest ours / theirs over the settings, seed means and best seeds",
         repeats=1,
         settings=args,
-        extra={"rows": rows},
+        summary=", ".join(
+            f"{r.setting}: mean {r.ours_mean} vs {r.authors_mean}, best {r.ours_best} vs "
+            f"{r.authors_best}"
+            for r in table.itertuples()
+        ),
+        extra={"rows": table.to_dict("records"), "authors": theirs_rows},
     )
     print(f"RATIO {ratio:.3f}")
 

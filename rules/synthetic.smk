@@ -57,6 +57,13 @@ rule summarize_synthetic:
             subcategory="Tables",
             labels={"table": "capacity estimates"},
         ),
+        estimates=report(
+            "results/synthetic/estimates.csv",
+            caption="../workflow/report/synthetic_estimates.rst",
+            category=SYNTHETIC_CATEGORY,
+            subcategory="Tables",
+            labels={"table": "capacity per setting"},
+        ),
         fits=report(
             "results/synthetic/fits.csv",
             caption="../workflow/report/synthetic_fits.rst",
@@ -92,7 +99,6 @@ rule summarize_synthetic:
 rule plot_synthetic:
     input:
         capacity="results/synthetic/capacity.csv",
-        fits="results/synthetic/fits.csv",
         saturation=synthetic_saturation_tables,
     output:
         figures=synthetic_figures(),

@@ -162,14 +162,31 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
     )
     pd.DataFrame(
         {
-            "law": ["linear in H", "flat in d_h beyond n"],
-            "sweep": ["heads", "head_dim"],
-            "curve": ["shared context, classification"] * 2,
-            "criterion": ["R² ≥ 0.95", "within 10%"],
-            "measured": ["R² = 0.991", "-13% at 16"],
-            "holds": [True, False],
+            "law": ["linear in H", "flat in d_h beyond n", "grows with n"],
+            "sweep": ["heads", "head_dim", "context_size"],
+            "curve": ["shared context, classification"] * 3,
+            "criterion": ["lack-of-fit F", "TOST at ±10%", "trend"],
+            "measured": ["F(4, 24) = 0.8", "-13% at 16", "J = 30"],
+            "outcome": ["holds", "fails", "inconclusive"],
+            "holds": [True, False, False],
+            "test": ["lack-of-fit F", "TOST", "Jonckheere–Terpstra"],
+            "statistic": [0.8, -2.1, 30.0],
+            "p_value": [0.52, 0.97, 0.08],
         }
     ).to_csv(synthetic / "laws.csv", index=False)
+    pd.DataFrame(
+        {
+            "sweep": ["heads", "heads"],
+            "swept": ["H", "H"],
+            "value": [1, 2],
+            "capacity_mean": [17.0, 30.5],
+            "capacity_se": [1.0, 2.5],
+            "capacity_seeds": ["16 18", "28 33"],
+            "capacity_best": [18, 33],
+            "convergence_gain": [0.02, 0.12],
+            "optimiser_limited": [False, True],
+        }
+    ).to_csv(synthetic / "estimates.csv", index=False)
     pd.DataFrame(
         {
             "sweep": ["heads"] * 3, "swept": ["H"] * 3, "value": [1, 2, 2],
@@ -189,7 +206,7 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
         "synthetic": StageFiles(
             tables={
                 name: str(synthetic / f"{name}.csv")
-                for name in ("fits", "capacity", "laws", "summary")
+                for name in ("fits", "capacity", "laws", "summary", "estimates")
             },
             figures=synthetic_figures,
         ),
@@ -281,9 +298,20 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "1 of 1 settings memorized their largest T at or above" in text  # censored capacity
     assert "1 of 3 replicas were still learning" in text  # extra budgets
     assert "(up to 300 steps): heads H=2." in text
-    # Paper A's laws checked, the failing one named in a note.
-    assert "The paper's laws, checked on this run" in text and "-13% at 16" in text
-    assert "Not reproduced in this run: flat in d_h beyond n (head_dim, shared context" in text
+    # Paper A's laws decided on seeds: the compact table, the full one behind it, the failing
+    # law alone named as not reproduced, the inconclusive one apart, outcomes in the caption.
+    assert "The paper's laws, decided on this run's seeds" in text and "-13% at 16" in text
+    assert (
+        "Not reproduced in this run (the test fails): flat in d_h beyond n (head_dim, shared "
+        "context, classification, p = 0.97)." in text
+    )
+    assert "Inconclusive in this run (the seeds cannot tell): grows with n" in text
+    assert (
+        "Outcomes: linear in H, shared context, classification: holds (lack-of-fit F, p = 0.52)"
+        in text
+    )
+    assert "1 of 2 settings optimiser-limited and trained again" in text
+    assert "Capacity per setting: seed mean ± standard error" in text
     assert "only 12 distinct source images" in text
     assert "details" in {tag for tag, _ in tags.tags}
     # What the model is, where its weights came from, which paper-A model it stands in for.

@@ -2,6 +2,7 @@
 memorized, censored estimates never pass a law, falls along T are counted."""
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ from memcap.errors import ConfigError
 from memcap.synthetic import laws
 from memcap.synthetic.ladder import passes
 from memcap.synthetic.settings import (
+    Convergence,
     Ladder,
     StageSettings,
     check_synthetic_config,
@@ -67,6 +69,8 @@ def test_a_static_ladder_trains_the_listed_grid_in_one_pass():
 
 def test_warm_started_series_never_memorize_fewer_at_a_larger_t():
     spec, stage = _tiny({"grow_at": 0.9, "max_T": 64, "warm_start": True})
+    # the convergence check trains afresh, so it may lift a smaller T above a warm larger one
+    stage = replace(stage, convergence=Convergence(0, 0.05))
     table = run_sweep(spec, stage, torch.device("cpu")).table
     for _, series in table.groupby(["H", "context", "seed"]):
         series = series.sort_values("T")
@@ -105,21 +109,47 @@ def test_censored_at_the_ladder_level_and_the_largest_drop():
     assert largest_drop(_series({64: 60, 128: 70})) == 0.0
 
 
-def test_no_law_passes_on_a_censored_point():
+def test_censored_settings_are_left_out_of_the_law_and_named():
     rows = []
-    for h, capacity in zip([1, 2, 3], [40, 80, 120], strict=True):
-        rows.append(
-            {
-                "sweep": "heads", "swept": "H", "value": h, "H": h, "n": 8, "d_h": 8,
-                "context": "random", "task": "classification", "seed": 0,
-                "capacity": capacity, "censored": h == 3,
-            }
-        )  # fmt: skip
+    for seed in range(3):
+        for h in (1, 2, 3, 4):
+            rows.append(
+                {
+                    "sweep": "heads", "swept": "H", "value": h, "H": h, "n": 8, "d_h": 8,
+                    "context": "random", "task": "classification", "seed": seed,
+                    "capacity": 40 * h + seed, "censored": h == 4 and seed == 0,
+                }
+            )  # fmt: skip
+    for row in rows[3::4]:  # H = 4: far above the line, and one seed's value a lower bound
+        row["capacity"] += 200
     table = laws.law_table(pd.DataFrame(rows))
-    assert (table["outcome"] == "censored").all() and not table["holds"].any()
-    assert table["measured"].str.contains("censored at H = 3").all()
-    rows[-1]["censored"] = False
-    assert (laws.law_table(pd.DataFrame(rows))["outcome"] == "holds").all()
+    assert table["outcome"].tolist() == ["holds"] and table["holds"].all()
+    assert table["measured"].str.contains("censored, left out: value = 4").all()
+    assert "(means ± SE of 3 seeds" in table["measured"].item()
+    rows[3]["censored"] = False
+    assert laws.law_table(pd.DataFrame(rows))["outcome"].tolist() == ["fails"]
+
+
+def test_convergence_check_retrains_optimiser_limited_settings_with_the_longer_budget():
+    spec, stage = _tiny({"grow_at": None, "restarts": 0})
+    short = replace(stage, train={**stage.train, "steps": 10, "lr": 0.01})
+    checked = run_sweep(spec, short, torch.device("cpu")).table
+    assert {"convergence_gain", "optimiser_limited", "budget"} <= set(checked.columns)
+    limited = checked[checked["optimiser_limited"]]
+    assert (
+        len(limited) and (checked["convergence_gain"] > 0.05).eq(checked["optimiser_limited"]).all()
+    )
+    # A limited setting's seeds train again with 4x the steps they ran, one budget.
+    longer = checked[checked["budget"] > 0]
+    assert len(longer) and (longer["steps_run"] <= longer["budget"]).all()
+    assert (longer["budget"] % 4 == 0).all() and set(longer["H"]) <= set(limited["H"])
+    capacity = capacity_table(checked)
+    assert capacity["optimiser_limited"].any() and capacity["convergence_gain"].notna().all()
+    off = replace(short, convergence=Convergence(0, 0.05))
+    plain = run_sweep(spec, off, torch.device("cpu")).table
+    assert (plain["budget"] == 0).all() and not plain["optimiser_limited"].any()
+    merged = plain.merge(checked, on=["H", "context", "T", "seed"], suffixes=("", "_checked"))
+    assert (merged["memorized_checked"] >= merged["memorized"]).all()
 
 
 def test_max_t_below_the_grid_names_the_key():

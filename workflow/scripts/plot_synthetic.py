@@ -1,6 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: memorized examples against each sweep's parameter, and the per-head
-softmax saturation across the sweeps."""
+"""Snakemake adapter: each sweep's laws on its seeds, and the per-head softmax saturation
+across the sweeps."""
 
 import pandas as pd
 
@@ -12,8 +12,7 @@ from memcap.plotting import save_figure  # noqa: E402
 from memcap.synthetic.figures import plot_saturation, plot_sweep  # noqa: E402
 
 capacity = pd.read_csv(snakemake.input.capacity)
-fits = pd.read_csv(snakemake.input.fits)
 for sweep, path in zip(snakemake.params.sweeps, snakemake.output.figures, strict=True):
-    save_figure(plot_sweep(capacity, fits, sweep), path)
+    save_figure(plot_sweep(capacity, sweep), path)
 saturation = pd.concat([pd.read_csv(path) for path in snakemake.input.saturation])
 save_figure(plot_saturation(saturation), snakemake.output.saturation)

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: merge the sweeps into summary, capacity, fit, law and saturation tables."""
+"""Snakemake adapter: merge the sweeps into summary, capacity, estimate, fit, law and
+saturation tables."""
 
 from memcap.logs import setup_logging
 
@@ -11,6 +12,7 @@ from memcap.synthetic.laws import law_table  # noqa: E402
 from memcap.synthetic.summary import (  # noqa: E402
     capacity_table,
     describe_fits,
+    estimate_table,
     fit_table,
     saturation_table,
     summarize,
@@ -22,6 +24,7 @@ capacity = capacity_table(summary)
 fits = fit_table(capacity)
 summary.to_csv(snakemake.output.summary, index=False)
 capacity.to_csv(snakemake.output.capacity, index=False)
+estimate_table(capacity).to_csv(snakemake.output.estimates, index=False)
 fits.to_csv(snakemake.output.fits, index=False)
 laws = law_table(capacity)
 laws.to_csv(snakemake.output.laws, index=False)

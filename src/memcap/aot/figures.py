@@ -1,4 +1,4 @@
-"""One figure per AoT sweep: accuracy with chance, both lower bounds and the fitted law.
+"""One figure per AoT sweep: accuracy with chance, both lower bounds and the law decided on it.
 
 The distribution task adds a second row: mean cross-entropy and KL(π ‖ model) against the
 entropy floor (the cross-entropy of a model that outputs π exactly).
@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from memcap.aot.laws import CEILING, FORM_LAWS, form_test, law_table
 from memcap.aot.summary import facet_groups, fit_curve, seed_means
 from memcap.plotting import set_theme
 
@@ -23,13 +24,17 @@ X_LABELS = {
     "S": "input length S",
 }
 FIXED = ("N", "S", "d", "d_h", "H")
+FORM_AXES = ("H", "d_h", "d")
 
 
 def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
-    """Accuracy against the sweep's x axis, one panel per facet value, overlays and fits."""
+    """Accuracy against the sweep's x axis, one panel per facet value: every seed, the seed
+    means, the overlays, each AoT form law's fit with its 95% band (censored points hollow)
+    and the outcomes of the panel's laws (:mod:`memcap.aot.laws`) in its title."""
     set_theme()
     x = rows["x_axis"].iloc[0]
     curves = list(facet_groups(rows))
+    laws = law_table(rows)
     panels = list(dict.fromkeys(label for _, label, _ in curves))
     distribution = (rows["task"] == "distribution").any()
     n_rows = 2 if distribution else 1
@@ -47,8 +52,8 @@ def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
             xlabel=X_LABELS.get(x, x),
             ylabel="accuracy" if not distribution else "top-1 agreement with π",
             ylim=(0, 1.05),
-            title=_title(rows, panel),
         )
+        ax.set_title(_title(rows, panel) + _outcomes(laws, panel), fontsize=9)
         ax.legend(fontsize=7, loc="best")
         if distribution:
             _divergence_panel(axes[1, col], pd.concat([s for _, s in panel_curves]), x, palette)
@@ -57,9 +62,25 @@ def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
 
 
 def _accuracy_curve(ax: plt.Axes, rows: pd.DataFrame, x: str, model: str, color) -> None:
-    ax.scatter(rows[x], rows["accuracy"], color=color, alpha=0.35, s=14)
+    """Every seed (hollow: censored at the ceiling), the seed means, and for an AoT curve with
+    a form law its fit over the uncensored points with the 95% band (else the drawn fit)."""
     means = seed_means(rows, x)
+    censored = rows[x].isin(means.loc[means["accuracy"] >= CEILING, x])
+    ax.scatter(
+        rows.loc[~censored, x], rows.loc[~censored, "accuracy"], color=color, alpha=0.35, s=14
+    )
+    if censored.any():
+        ax.scatter(rows.loc[censored, x], rows.loc[censored, "accuracy"], facecolors="none",
+                   edgecolors=color, s=18, label=f"censored (mean ≥ {CEILING})")  # fmt: skip
     ax.plot(means[x], means["accuracy"], "o-", color=color, label=f"{model} (mean of seeds)")
+    law = form_test(rows) if model == "aot" and x in FORM_AXES else None
+    if law is not None and law.coefficients:
+        kept = means.loc[means["accuracy"] < CEILING, x]
+        grid = np.linspace(kept.min(), kept.max(), 200)
+        mean, low, high = law.band(grid)
+        ax.plot(grid, mean, "--", color=color, label=f"{law.form} fit (seeds below {CEILING})")
+        ax.fill_between(grid, low, high, color=color, alpha=0.2, label="95% band")
+        return
     result = fit_curve(rows, x)
     if result is not None:
         grid = np.linspace(means[x].min(), means[x].max(), 200)
@@ -70,6 +91,20 @@ def _accuracy_curve(ax: plt.Axes, rows: pd.DataFrame, x: str, model: str, color)
             color=color,
             label=f"fit: {result.describe(x)}",
         )
+
+
+def _outcomes(laws: pd.DataFrame, panel: str) -> str:
+    """The panel's form and comparison outcomes with their p-values, one line."""
+    shown = laws[
+        laws["law"].isin([*FORM_LAWS.values(), "AoT and MLP-Transformer alike per parameter"])
+        & laws["curve"].isin([f"aot, {panel}" if panel else "aot", panel or "all"])
+    ]
+    parts = [
+        f"{r.law}: {r.comparison or r.outcome}"
+        + ("" if pd.isna(r.p_value) else f" (p = {r.p_value:.2g})")
+        for r in shown.itertuples()
+    ]
+    return ("\n" + "; ".join(parts)) if parts else ""
 
 
 def _overlays(ax: plt.Axes, rows: pd.DataFrame, x: str) -> None:

@@ -35,8 +35,8 @@ from memcap.report.depth import (
 )
 from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
+from memcap.report.scaling import scaling_section
 from memcap.report.timings import rule_timings, run_span
-from memcap.synthetic.summary import bound_ratios
 
 _logger = logging.getLogger(__name__)
 
@@ -202,144 +202,10 @@ def _depth_sections(inputs: ReportInputs) -> list[DepthSection]:
 
 
 def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
-    """A paper's scaling laws: the stage's figures, its fits and capacity tables, caveats."""
-    section = ScalingSection(enabled=inputs.stages.get(stage, False))
-    section.figures = _figures(inputs.stage(stage).figures, inputs.config)
-    fits_path, capacity_path = inputs.table(stage, "fits"), inputs.table(stage, "capacity")
-    laws_path = inputs.table(stage, "laws")
-    if laws_path is not None:
-        section.laws, failing = _laws(pd.read_csv(laws_path))
-        if failing:
-            section.notes.append(f"Not reproduced in this run: {'; '.join(failing)}.")
-    if fits_path is not None:
-        fits = pd.read_csv(fits_path)
-        section.fits = Table.from_frame(fits.drop(columns=["coefficients"], errors="ignore"))
-        if "r2" in fits and fits["r2"].isna().any():
-            section.notes.append(
-                f"{int(fits['r2'].isna().sum())} of {len(fits)} fits have no R² (the fitted "
-                "quantity is constant over the points fitted, or there are too few points)."
-            )
-        if "points" in fits and (fits["points"] < 3).any():
-            section.notes.append(
-                "Some fits rest on fewer than 3 points: their R² is 1 by construction."
-            )
-    if capacity_path is not None:
-        capacity = pd.read_csv(capacity_path)
-        section.tables["Capacity estimates per setting and seed"] = Table.from_frame(capacity)
-        if "censored" in capacity and capacity["censored"].astype(bool).any():
-            section.notes.append(
-                f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} settings "
-                "memorized their largest T at or above the ladder's level: their capacity is a "
-                "lower bound, and no law passes on them (raise synthetic.ladder.max_T or the "
-                "sweep's T)."
-            )
-        if stage == "synthetic" and {"bound", "task"} <= set(capacity.columns):
-            ratios = bound_ratios(capacity).round(2)
-            section.tables["Trained counts against H(n−1)+1 (best seeds)"] = Table.from_frame(
-                ratios
-            )
-            section.notes.append(_bound_note(ratios))
-        if "largest_drop" in capacity:
-            drops = capacity[capacity["largest_drop"] > 0.10]
-            section.notes.append(
-                f"{len(drops)} of {len(capacity)} series memorize more than 10% fewer examples "
-                "at a larger T than at a smaller one (the datasets are nested)"
-                + (f": {', '.join(_settings(drops))}." if len(drops) else ".")
-            )
-        if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
-            flagged = capacity[capacity["under_trained"].astype(bool)]
-            where = _settings(flagged)
-            section.notes.append(
-                f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
-                f"training loss still falling at the end of its last budget): {', '.join(where)}."
-            )
-    summary_path = inputs.table(stage, "summary")
-    if summary_path is not None and stage == "aot":
-        section.notes += _aot_recipes(pd.read_csv(summary_path))
-    if summary_path is not None and stage == "synthetic":
-        summary = pd.read_csv(summary_path)
-        section.notes += _extra_budgets(summary) + _restarts(summary)
-    return section
-
-
-def _bound_note(ratios: pd.DataFrame) -> str:
-    """What Theorem 1's H(n−1)+1 predicts for each task and what the trained counts show."""
-    where = "; ".join(
-        f"{r.sweep} {r.task} {r.context}: {r.ratio_min:g}–{r.ratio_max:g}× (median "
-        f"{r.ratio_median:g}×)"
-        for r in ratios.itertuples()
-    )
-    return (
-        "H(n−1)+1 is what Theorem 1's construction memorizes with its attention weights fixed; "
-        "with a shared context it is also the most a readout of fixed head outputs can fit "
-        "for generic regression targets (the head outputs span at most H(n−1)+1 directions), "
-        "while classification needs only the right argmax. Trained attention moves the head "
-        "outputs with the examples, so neither limit binds a trained layer; the best seeds "
-        f"memorize, per bound: {where}. Regression counts an example within the tolerance "
-        "(synthetic.train.regression_tol), so a constant output already catches about twice "
-        "the tolerance's share of uniform targets."
-    )
-
-
-def _settings(rows: pd.DataFrame) -> list[str]:
-    """The distinct swept settings of ``rows``, named "sweep swept=value", sorted."""
-    return sorted({f"{r.sweep} {r.swept}={r.value}" for r in rows.itertuples()})
-
-
-def _extra_budgets(summary: pd.DataFrame) -> list[str]:
-    """A note on the replicas that trained beyond one budget (``train.extra_budgets``)."""
-    if not {"steps_run", "steps"} <= set(summary.columns):
-        return []
-    longer = summary[summary["steps_run"] > summary["steps"]]
-    if longer.empty:
-        return []
-    where = _settings(longer)
-    return [
-        f"{len(longer)} of {len(summary)} replicas were still learning when their step budget "
-        f"ended and trained further budgets (up to {int(longer['steps_run'].max()):,} steps): "
-        f"{', '.join(where)}."
-    ]
-
-
-def _restarts(summary: pd.DataFrame) -> list[str]:
-    """A note on the replicas whose kept training is a restart (``ladder.restarts``)."""
-    if "restarts" not in summary or not (summary["restarts"] > 0).any():
-        return []
-    again = summary[summary["restarts"] > 0]
-    return [
-        f"{len(again)} of {len(summary)} replicas fell more than 10% below their series' count "
-        "at a smaller T and keep a retraining from a fresh initialisation: "
-        f"{', '.join(_settings(again))}."
-    ]
-
-
-def _laws(laws: pd.DataFrame) -> tuple[Table, list[str]]:
-    """The laws table with "holds" as yes / no, and the laws that do not hold, named (with
-    "censored" where the grid, not the model, bounds a point of the curve, "inconclusive"
-    where the seed spread exceeds the difference tested)."""
-    holds = laws["holds"].astype(str).str.lower() == "true"
-    shown = laws.assign(holds=holds.map({True: "yes", False: "no"}))
-    outcome = laws["outcome"] if "outcome" in laws else holds.map({True: "holds", False: ""})
-    failing = [
-        f"{r.law} ({r.sweep}, {r.curve}{f', {o}' if o in ('censored', 'inconclusive') else ''})"
-        for r, o in zip(laws[~holds].itertuples(), outcome[~holds], strict=True)
-    ]
-    return Table.from_frame(shown), failing
-
-
-def _aot_recipes(summary: pd.DataFrame) -> list[str]:
-    """One note per AoT sweep: the training recipe, model variant and metric of its curves."""
-    if not {"recipe", "variant", "metric"} <= set(summary.columns):
-        return []
-    notes = []
-    metrics = {"last_batches": "mean of the last training batches", "all_inputs": "on all inputs"}
-    for sweep, rows in summary.groupby("sweep", sort=False):
-        first = rows.iloc[0]
-        notes.append(
-            f"{sweep}: {first['recipe']} recipe, {first['variant']} model variant, accuracy "
-            f"{metrics.get(first['metric'], first['metric'])}."
-        )
-    return notes
+    """A paper's scaling laws (:mod:`memcap.report.scaling`)."""
+    figures = _figures(inputs.stage(stage).figures, inputs.config)
+    enabled = inputs.stages.get(stage, False)
+    return scaling_section(stage, enabled, figures, lambda name: inputs.table(stage, name))
 
 
 def _run_limitations(

@@ -143,7 +143,8 @@ class ScalingSection:
 
     enabled: bool
     figures: list[Figure] = field(default_factory=list)
-    laws: Table | None = None  # the paper's laws or findings checked on this run
+    laws: Table | None = None  # the paper's laws or findings: criteria and what was measured
+    verdicts: Table | None = None  # the same laws, compact: outcome, test, statistic, p-value
     fits: Table | None = None
     tables: dict[str, Table] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Figures of the synthetic stage: memorized examples against H / n / d_h, and saturation."""
+"""Figures of the synthetic stage: each law on its seeds against H / n / d_h, and saturation."""
 
 from __future__ import annotations
 
@@ -6,79 +6,80 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from scipy.optimize import isotonic_regression
 
+from memcap.law_tests import MARGIN, LawTest
 from memcap.plotting import set_theme
-from memcap.synthetic.laws import estimates
+from memcap.synthetic.laws import curve_tests, estimates
 from memcap.synthetic.settings import SWEPT
 
 LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
 
 
-def plot_sweep(capacity: pd.DataFrame, fits: pd.DataFrame, sweep: str) -> plt.Figure:
-    """Memorized count (capacity estimate) against the swept parameter, one panel per task.
-
-    Per context kind: every seed's capacity (dots), the best seed (solid: the estimate the
-    laws are checked on, see :mod:`memcap.synthetic.laws`), the seed mean (thin), the linear
-    fit over every seed (dotted, slope and R² in the legend) and the certified capacity with
-    random attention (crosses, dashed). Black dashed: the theory line H(n−1)+1.
-    """
+def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
+    """One panel per law and curve of ``sweep`` (:func:`memcap.synthetic.laws.curve_tests`):
+    every seed's capacity, the seed means ± standard errors, the law's fit with its band, and
+    the law's outcome and p-value in the title. Censored settings are hollow; black dashed:
+    Theorem 1's H(n−1)+1 (not drawn beyond d_h = n, where it does not change)."""
     set_theme()
     data = capacity[capacity["sweep"] == sweep]
-    tasks = sorted(data["task"].unique())
-    swept = data["swept"].iloc[0]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.0 * len(tasks), 4.4), squeeze=False)
+    panels = list(curve_tests(data))
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False, sharey=True
+    )
     palette = dict(zip(["shared", "random"], sns.color_palette(n_colors=2), strict=True))
-    for ax, task in zip(axes[0], tasks, strict=True):
-        panel = data[data["task"] == task]
-        for context, part in panel.groupby("context"):
-            color = palette[context]
-            stats = estimates(part)  # what the laws are checked on
-            certified = part.groupby("value")["certified"].mean()
-            ax.scatter(part["value"], part["capacity"], color=color, alpha=0.35, s=14)
-            ax.plot(
-                stats.index,
-                stats["best"],
-                "o-",
-                color=color,
-                label=f"trained, best of {stats['count'].max()}, {context}",
-            )
-            ax.plot(
-                stats.index, stats["mean"], "-", color=color, alpha=0.5, linewidth=0.8,
-                label=f"trained, seed mean, {context}",
-            )  # fmt: skip
-            ax.plot(
-                certified.index,
-                certified.values,
-                "x--",
-                color=color,
-                alpha=0.7,
-                label=f"certified (random attention), {context}",
-            )
-            fit = fits[
-                (fits["sweep"] == sweep)
-                & (fits["context"] == context)
-                & (fits["task"] == task)
-                & (fits["quantity"] == "capacity")
-            ].iloc[0]
-            x = np.linspace(fit["x_min"], fit["x_max"], 50)
-            ax.plot(
-                x,
-                fit["slope"] * x + fit["intercept"],
-                ":",
-                color=color,
-                linewidth=2,
-                label=f"fit {context}: slope {fit['slope']:.1f}, R² {fit['r2']:.2f}",
-            )
-        theory = panel.groupby("value")["bound"].first()
-        ax.plot(theory.index, theory.values, "k--", linewidth=1, label="theory H(n−1)+1")
-        if sweep == "head_dim":
-            ax.axvline(panel["n"].iloc[0], color="grey", linewidth=0.8)
-        ax.set_xlabel(LABELS[swept])
-        ax.set_ylabel("memorized examples")
-        ax.set_title(f"{task}: fixed {_fixed(panel, swept)}")
+    for ax, (keys, law, rows, result) in zip(axes[0], panels, strict=True):
+        color = palette.get(keys["context"], "C0")
+        _points(ax, rows, color)
+        _law_fit(ax, rows, result, color, keys["n"])
+        bound = rows.groupby("value")["bound"].first()
+        if sweep != "head_dim" or law.startswith("grows"):
+            ax.plot(bound.index, bound.values, "k--", linewidth=1, label="H(n−1)+1")
+        ax.set_xlabel(LABELS[SWEPT[sweep]])
+        ax.set_ylabel("memorized examples (capacity)")
+        p_value = "" if np.isnan(result.p_value) else f", p = {result.p_value:.2g}"
+        ax.set_title(
+            f"{law}: {result.outcome}\n{keys['context']}, {keys['task']} ({result.test}{p_value})",
+            fontsize=9,
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _points(ax: plt.Axes, rows: pd.DataFrame, color) -> None:
+    """Every seed's capacity (hollow: censored) and the seed means ± standard errors."""
+    censored = rows.get("censored", pd.Series(False, index=rows.index)).astype(bool)
+    jitter = (rows["seed"].rank(method="dense") - rows["seed"].nunique() / 2) * 0.03
+    x = rows["value"] + jitter * max(1.0, float(np.ptp(rows["value"])) / 10)
+    ax.scatter(x[~censored], rows["capacity"][~censored], color=color, alpha=0.5, s=14,
+               label="seeds")  # fmt: skip
+    if censored.any():
+        ax.scatter(x[censored], rows["capacity"][censored], facecolors="none",
+                   edgecolors=color, s=18, label="censored (left out)")  # fmt: skip
+    stats = estimates(rows)
+    ax.errorbar(stats.index, stats["mean"], yerr=stats["se"], fmt="_", color="black",
+                capsize=3, markersize=10, label="seed mean ± SE")  # fmt: skip
+
+
+def _law_fit(ax: plt.Axes, rows: pd.DataFrame, result: LawTest, color, n: int) -> None:
+    """The law's fit: the line and its 95% band, the isotonic fit of the means, or the ±10%
+    band of flatness around the mean at d_h = n."""
+    values = np.sort(rows["value"].unique()).astype(float)
+    if result.coefficients:
+        grid = np.linspace(values.min(), values.max(), 60)
+        mean, low, high = result.band(grid)
+        ax.plot(grid, mean, color=color, linewidth=1.5, label="fitted line")
+        ax.fill_between(grid, low, high, color=color, alpha=0.2, label="95% band")
+    elif result.law == "grows":
+        stats = estimates(rows)
+        fit = isotonic_regression(stats["mean"].to_numpy(), weights=stats["count"].to_numpy())
+        ax.plot(stats.index, fit.x, color=color, linewidth=1.5, label="isotonic fit of means")
+    elif result.law == "flat":
+        reference = float(rows.loc[rows["value"] == n, "capacity"].mean())
+        ax.axhspan(reference * (1 - MARGIN), reference * (1 + MARGIN), color=color, alpha=0.2,
+                   label=f"±{MARGIN:.0%} of the mean at d_h = n")  # fmt: skip
+        ax.axhline(reference, color=color, linewidth=1.0)
 
 
 def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:

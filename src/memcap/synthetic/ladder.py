@@ -15,6 +15,7 @@ fewer: memorized counts do not fall along T.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 import torch
 from torch import Tensor, nn
@@ -46,6 +47,38 @@ def passes(
         T = ladder.next_T(T)
         yield [Replica(s, seed, T) for s, seed in growing]
         growing = [s for s in growing if ladder.grows(memorized[s, T], T)]
+
+
+def first_training(replica: Replica) -> Replica:
+    """The key under which a sweep keeps ``replica``'s best training: its first training's."""
+    return replace(replica, restart=0, budget=0)
+
+
+def capacity_replicas(counts: Mapping[Replica, tuple[int, int]]) -> dict[Series, Replica]:
+    """Per series, the replica of its capacity (most memorized; the smaller T on a tie) with
+    the restart of its kept training (its initialisation). ``counts`` maps every kept replica
+    (in increasing T) to (memorized, restart)."""
+    best: dict[Series, Replica] = {}
+    for replica, (memorized, restart) in counts.items():
+        current = best.get(series_of(replica))
+        if current is None or memorized > counts[first_training(current)][0]:
+            best[series_of(replica)] = replace(replica, restart=restart)
+    return best
+
+
+def median_probes(
+    best: Mapping[Series, Replica], counts: Mapping[Replica, tuple[int, int]]
+) -> dict[Setting, Replica]:
+    """Per setting, the capacity replica of its median seed (the lower median; ties by seed):
+    the one the convergence check trains again."""
+    by_setting: dict[Setting, list[Replica]] = {}
+    for replica in best.values():
+        by_setting.setdefault(replica.setting, []).append(replica)
+    probes = {}
+    for setting, replicas in by_setting.items():
+        ranked = sorted(replicas, key=lambda r: (counts[first_training(r)][0], r.seed))
+        probes[setting] = ranked[(len(ranked) - 1) // 2]
+    return probes
 
 
 def trained_states(model: nn.Module) -> list[dict[str, Tensor]]:

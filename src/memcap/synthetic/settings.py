@@ -45,13 +45,15 @@ class Setting:
 
 @dataclass(frozen=True)
 class Replica:
-    """One trained model: a sweep setting, a replicate seed, a dataset size T and a restart
-    (0: the first training of the three; k: the k-th retraining from a fresh initialisation)."""
+    """One trained model: a sweep setting, a replicate seed, a dataset size T, a restart
+    (0: the first training; k: the k-th retraining from a fresh initialisation) and a budget
+    (0: the recipe's own budgets; else the steps of the convergence check's longer training)."""
 
     setting: Setting
     seed: int
     examples: int
     restart: int = 0
+    budget: int = 0
 
     def group(self, keys: tuple[str, ...]) -> tuple:
         s = self.setting
@@ -62,6 +64,8 @@ class Replica:
             key += (self.examples,)
         if "context" in keys:
             key += (s.context,)
+        if self.budget:  # a batched model runs one step count
+            key += (f"{self.budget} steps",)
         return key
 
 
@@ -168,6 +172,29 @@ class Ladder:
 
 
 @dataclass(frozen=True)
+class Convergence:
+    """The convergence check at every setting's capacity (``synthetic.convergence``): one
+    replica retrained with ``factor`` times the steps it ran; a relative gain above ``gain``
+    makes the setting optimiser-limited, and every seed of it is retrained that way."""
+
+    factor: int  # 0 or 1: no check
+    gain: float
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> Convergence:
+        check = section["convergence"]
+        return cls(int(check["factor"] or 0), float(check["gain"]))
+
+    @property
+    def enabled(self) -> bool:
+        return self.factor > 1
+
+    def limited(self, before: int, after: int) -> bool:
+        """Whether ``after`` (the longer budget's count) gains more than ``gain`` on ``before``."""
+        return after > (1.0 + self.gain) * max(before, 1)
+
+
+@dataclass(frozen=True)
 class StageSettings:
     """Settings shared by every sweep of the stage, and how it trains (``engine``)."""
 
@@ -186,6 +213,7 @@ class StageSettings:
     cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
     leave_when_fit: bool  # fitted replicas leave their batched model
     ladder: Ladder  # how every series walks its T grid
+    convergence: Convergence  # the check of every setting's budget at its capacity
 
     @classmethod
     def from_config(
@@ -208,6 +236,7 @@ class StageSettings:
             cuda_graph=engine["cuda_graph"],
             leave_when_fit=engine["synthetic"]["leave_when_fit"],
             ladder=Ladder.from_config(section),
+            convergence=Convergence.from_config(section),
         )
 
     def _engine(self) -> dict[str, Any]:
@@ -224,17 +253,23 @@ class StageSettings:
         """The replicate seeds of every setting of sweep ``spec``."""
         return replicate_seeds(self.base_seed, spec.seeds)
 
-    def train_config(self, spec: SweepSpec, examples: int) -> TrainConfig:
-        """The training settings of sweep ``spec`` for a batched model of up to ``examples``.
+    def train_config(self, spec: SweepSpec, examples: int, budget: int = 0) -> TrainConfig:
+        """The training settings of sweep ``spec`` for a batched model of up to ``examples``;
+        ``budget`` > 0: that many steps in one budget (the convergence check's training).
 
         Ours: ``synthetic.train`` with the sweep's own values. Authors' (paper A's code):
         max(epochs · T / batch_size, steps) steps of batches of ``batch_size``, a warm-up
         from ``warmup_start`` · lr, cosine decay to zero, and the best-loss state.
         """
         if spec.recipe != "authors":
-            return TrainConfig(**with_overrides(self.train, spec.train), **self._engine())
+            train = with_overrides(self.train, spec.train)
+            if budget:
+                train = {**train, "steps": budget, "extra_budgets": 0}
+            return TrainConfig(**train, **self._engine())
         train = with_overrides(self.authors, spec.train)
-        steps = max(math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"])
+        steps = budget or max(
+            math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"]
+        )
         return TrainConfig(
             steps=steps,
             lr=train["lr"],

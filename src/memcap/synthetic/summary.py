@@ -60,6 +60,37 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
                 ),
+                "budget": int(best.get("budget", 0)),
+                "convergence_gain": float(group.get("convergence_gain", _NAN).iloc[0]),
+                "optimiser_limited": bool(group.get("optimiser_limited", _FALSE).iloc[0]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_NAN = pd.Series([float("nan")])
+_FALSE = pd.Series([False])
+ESTIMATE_KEYS = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "bound"]
+
+
+def estimate_table(capacity: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting: the seed mean of the capacity ± its standard error (the estimate
+    the laws are decided on), the seeds listed, the best seed beside them, and the setting's
+    flags (censored: any seed; the convergence check's gain and outcome)."""
+    rows = []
+    for key, group in capacity.groupby(ESTIMATE_KEYS, sort=True):
+        values = group.sort_values("seed")["capacity"].astype(float)
+        rows.append(
+            {
+                **dict(zip(ESTIMATE_KEYS, key, strict=True)),
+                "seeds": len(values),
+                "capacity_mean": round(float(values.mean()), 2),
+                "capacity_se": round(float(values.sem()), 2) if len(values) > 1 else float("nan"),
+                "capacity_seeds": " ".join(str(int(v)) for v in values),
+                "capacity_best": int(values.max()),
+                "censored": bool(group["censored"].any()),
+                "convergence_gain": float(group["convergence_gain"].iloc[0]),
+                "optimiser_limited": bool(group["optimiser_limited"].iloc[0]),
             }
         )
     return pd.DataFrame(rows)

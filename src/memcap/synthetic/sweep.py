@@ -33,11 +33,20 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.engine import FastStep
-from memcap.synthetic.ladder import passes, series_of, trained_states, warm_start
+from memcap.synthetic.ladder import (
+    capacity_replicas,
+    first_training,
+    median_probes,
+    passes,
+    series_of,
+    trained_states,
+    warm_start,
+)
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import (
     SWEPT,
     Replica,
+    Setting,
     StageSettings,
     SweepSpec,
     grid_replicas,
@@ -89,16 +98,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         for restart in range(1 + stage.ladder.restarts):
             # a first training starts from its series' latest kept state; a restart afresh
             warm = _latest_states(kept) if stage.ladder.warm_start and not restart else {}
-            for key, group in replica_groups(spec, stage, trainings).items():
-                start = time.perf_counter()
-                for replica, trained in _train_group(spec, stage, group, datasets, device, warm):
-                    first = replace(replica, restart=0)
-                    if first not in kept or trained.memorized > kept[first].memorized:
-                        kept[first] = trained
-                _logger.info(
-                    "group %s, restart %d: %d replicas in %.1f s",
-                    key, restart, len(group), time.perf_counter() - start,
-                )  # fmt: skip
+            _train_pass(spec, stage, trainings, datasets, device, kept, warm)
             for replica in members:
                 memorized[series_of(replica), replica.examples] = kept[replica].memorized
             trainings = [
@@ -106,7 +106,11 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
             ]
             if not trainings:
                 break
-    rows = [kept[r].row | {"restarts": kept[r].restart} for r in kept]
+    checks = _check_convergence(spec, stage, datasets, device, kept, memorized)
+    rows = [
+        kept[r].row | {"restarts": kept[r].restart} | checks.get(r.setting, NOT_CHECKED)
+        for r in kept
+    ]
     saturation_rows = [row for r in kept for row in kept[r].saturation]
     checksum = array_checksum(
         t.numpy()
@@ -114,6 +118,96 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         for t in (datasets[key].queries, datasets[key].contexts, datasets[key].targets)
     )
     return SweepResult(pd.DataFrame(rows), pd.DataFrame(saturation_rows), checksum)
+
+
+NOT_CHECKED = {"convergence_gain": float("nan"), "optimiser_limited": False}
+
+
+def _train_pass(
+    spec: SweepSpec,
+    stage: StageSettings,
+    trainings: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+    kept: dict[Replica, Trained],
+    warm: dict[tuple, dict[str, torch.Tensor]],
+) -> list[tuple[Replica, Trained]]:
+    """Train ``trainings`` in their batched models; keep each replica's best training in
+    ``kept`` (keyed by the replica's first training); every training's result."""
+    results = []
+    for key, group in replica_groups(spec, stage, trainings).items():
+        start = time.perf_counter()
+        for replica, trained in _train_group(spec, stage, group, datasets, device, warm):
+            first = first_training(replica)
+            if first not in kept or trained.memorized > kept[first].memorized:
+                kept[first] = trained
+            results.append((replica, trained))
+        _logger.info(
+            "group %s, restart %d, budget %d: %d replicas in %.1f s",
+            key, group[0].restart, group[0].budget, len(group), time.perf_counter() - start,
+        )  # fmt: skip
+    return results
+
+
+def _check_convergence(
+    spec: SweepSpec,
+    stage: StageSettings,
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+    kept: dict[Replica, Trained],
+    memorized: dict[tuple, int],
+) -> dict[Setting, dict]:
+    """The convergence check of every setting (:class:`~memcap.synthetic.settings.Convergence`):
+    its median seed trained again at its capacity T with the longer budget; the settings that
+    gain more than the check allows train every seed again with it, from each seed's capacity
+    T up the ladder. Per setting: the check's relative gain and whether it is limited."""
+    check = stage.convergence
+    if not check.enabled:
+        return {}
+    counts = {r: (t.memorized, t.restart) for r, t in kept.items()}
+    best = capacity_replicas(counts)
+    probes = median_probes(best, counts)
+    before = {s: kept[first_training(r)].memorized for s, r in probes.items()}
+    trained = _train_pass(
+        spec, stage, [_longer(r, kept, check.factor) for r in probes.values()],
+        datasets, device, kept, {},
+    )  # fmt: skip
+    after = {replica.setting: result.memorized for replica, result in trained}
+    limited = {s for s in probes if check.limited(before[s], after[s])}
+    _logger.info(
+        "convergence check (x%d steps): %d of %d settings optimiser-limited",
+        check.factor, len(limited), len(probes),
+    )  # fmt: skip
+    longer = [_longer(r, kept, check.factor) for r in best.values() if r.setting in limited]
+    walk = [r for r in longer if r.seed != probes[r.setting].seed]
+    if walk:
+        _logger.info("%d seeds of optimiser-limited settings train again", len(walk))
+    joining = [r for r in longer if r.seed == probes[r.setting].seed]  # trained by the check
+    while walk or joining:
+        _train_pass(spec, stage, walk, datasets, device, kept, {})
+        for replica in walk + joining:
+            memorized[series_of(replica), replica.examples] = kept[
+                first_training(replica)
+            ].memorized
+        walk = [
+            replace(r, examples=stage.ladder.next_T(r.examples))
+            for r in walk + joining
+            if stage.ladder.grows(memorized[series_of(r), r.examples], r.examples)
+        ]
+        joining = []
+    return {
+        s: {
+            "convergence_gain": round((after[s] - before[s]) / max(before[s], 1), 4),
+            "optimiser_limited": s in limited,
+        }
+        for s in probes
+    }
+
+
+def _longer(replica: Replica, kept: dict[Replica, Trained], factor: int) -> Replica:
+    """``replica`` with ``factor`` times the steps its kept training ran (extra budgets
+    included) as one budget."""
+    return replace(replica, budget=factor * kept[first_training(replica)].row["steps_run"])
 
 
 def sweep_groups(
@@ -209,7 +303,7 @@ def _train_group(
     """Train one batched model of ``members``, each starting from its series' state in
     ``warm`` where it has one (warm starts); every training's result."""
     task = members[0].setting.task
-    cfg = stage.train_config(spec, max(r.examples for r in members))
+    cfg = stage.train_config(spec, max(r.examples for r in members), members[0].budget)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, members, warm)
     step = choose_step(cfg, model, task, device, fast=FastStep)
@@ -262,6 +356,7 @@ def _train_group(
             "grown": t > max(spec.examples),
         }
         per_head_rows = [{**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)]
+        row["budget"] = replica.budget
         trained.append((replica, Trained(row, per_head_rows, states_after[r], replica.restart)))
     return trained
 
