@@ -347,12 +347,10 @@ def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
 
     calls, core = [], folded_core_shared.core_forward
     monkeypatch.setattr(folded_core_shared, "core_forward", lambda *a: calls.append(1) or core(*a))
-    rows = []
-    for store in (lambda *args: stack(*args), lambda *args: stack(*args[:4], False)):
-        stack = sweep._stack
+    rows, stack = [], sweep._stack
+    for store in (stack, lambda *args: stack(*args[:4], False)):
         monkeypatch.setattr(sweep, "_stack", store)
         rows.append(run_sweep(spec, stage, torch.device("cpu")).table)
-        monkeypatch.setattr(sweep, "_stack", stack)
         calls.append(None)
     one, copies = rows
     assert set(one["context"]) == {"shared", "random"}

@@ -25,7 +25,6 @@ from memcap.report.context import (
     Limitation,
     ReportContext,
     ScalingSection,
-    Table,
 )
 from memcap.report.depth import (
     depth_strips,
