@@ -1,7 +1,7 @@
 """Paper A's fast training step: :class:`~memcap.synthetic.model.ReplicaMHA` with folded weights.
 
 The step runs parameters to loss as one autograd node (:mod:`memcap.synthetic.folded`, the
-loss inside it: :mod:`memcap.training.fused_loss`), with heads of replicas that read the
+loss inside it: :mod:`memcap.training.objectives`), with heads of replicas that read the
 same inputs stacked (:mod:`memcap.synthetic.head_slots`). It is derived for ``ReplicaMHA``
 itself: any other model, a subclass included, trains through the reference step
 (:func:`memcap.training.engine.choose_step` says so in the log).
@@ -17,8 +17,7 @@ from memcap.synthetic.head_slots import SlotCache
 from memcap.synthetic.model import ReplicaMHA
 from memcap.training.config import TrainConfig
 from memcap.training.engine import AutogradStep
-from memcap.training.fused_loss import ExampleLoss
-from memcap.training.objectives import Objective, example_losses
+from memcap.training.objectives import ExampleLoss, Objective, example_losses
 
 
 class FastStep(AutogradStep):

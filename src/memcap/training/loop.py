@@ -35,7 +35,7 @@ from memcap.training.objectives import Objective, example_correct
 from memcap.training.plateau import still_learning
 from memcap.training.precision import matmul_precision
 from memcap.training.record import Record, TrainResult
-from memcap.training.schedule import lr_multiplier
+from memcap.training.schedule import lr_multipliers
 from memcap.training.update import updater
 
 _logger = logging.getLogger(__name__)
@@ -101,10 +101,11 @@ def _train_budget(
     all_fit = record.all_fit(active.index)
     progress = tqdm(range(cfg.steps), desc=f"train {len(active.index)} replicas", mininterval=5.0)
     update = updater(active, step, objective, cfg)
+    rates = [peak * factor for factor in lr_multipliers(cfg)]  # LambdaLR's rates
     for k in progress:
         if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
             break  # with leaving, every replica fitted means none is left to train
-        outputs, targets, weights = update(peak * lr_multiplier(k, cfg))  # LambdaLR's rates
+        outputs, targets, weights = update(rates[k])
         if k >= cfg.steps - cfg.last_batches:
             right = example_correct(outputs, targets, objective, cfg.regression_tol)
             record.batch_correct += (right * weights).sum(1)
