@@ -2,9 +2,11 @@
 
 The step runs parameters to loss as one autograd node (:mod:`memcap.synthetic.folded`, the
 loss inside it: :mod:`memcap.training.objectives`), with heads of replicas that read the
-same inputs stacked (:mod:`memcap.synthetic.head_slots`). It is derived for ``ReplicaMHA``
-itself: any other model, a subclass included, trains through the reference step
-(:func:`memcap.training.engine.choose_step` says so in the log).
+same inputs stacked (:mod:`memcap.synthetic.head_slots`). It reads ``ReplicaMHA``'s
+parameters and buffers; whether it computes that model's function is checked, not assumed:
+:func:`memcap.training.engine.choose_step` compares it with the model's own forward and
+autograd on the run's first batch, so an edited ``forward`` or a subclass that changes the
+model trains through the reference (and says so in the log).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ class FastStep(AutogradStep):
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
-        if type(model) is not ReplicaMHA:
-            return f"{type(model).__name__} is not ReplicaMHA, the model it is derived for"
+        if not isinstance(model, ReplicaMHA):
+            return f"{type(model).__name__} is no ReplicaMHA, the model it is derived for"
         if objective not in ("classification", "regression"):
             return f"objective '{objective}'"
         return None
