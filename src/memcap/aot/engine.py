@@ -33,7 +33,7 @@ from memcap.aot.tables import table_logits
 from memcap.aot.tasks import all_sequences, sequence_index
 from memcap.training.config import TrainConfig
 from memcap.training.engine import AutogradStep
-from memcap.training.objectives import ExampleLoss, Objective, example_losses
+from memcap.training.objectives import ExampleLoss, Objective, example_losses, widened
 
 _logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class FastStep(AutogradStep):
             )
             return per_replica, logits.transpose(1, 2)
         rows_of = self._table_rows if chosen == TABLE else merged_logits
-        outputs = rows_of(model, tokens).float()
+        outputs = widened(rows_of(model, tokens))
         return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
 
     def _route(self, model: ReplicaTransformer, tokens: Tensor, objective: Objective | None) -> str:

@@ -19,7 +19,7 @@ from memcap.synthetic.head_slots import SlotCache
 from memcap.synthetic.model import ReplicaMHA
 from memcap.training.config import TrainConfig
 from memcap.training.engine import AutogradStep
-from memcap.training.objectives import ExampleLoss, Objective, example_losses
+from memcap.training.objectives import ExampleLoss, Objective, example_losses, widened
 
 
 class FastStep(AutogradStep):
@@ -33,6 +33,7 @@ class FastStep(AutogradStep):
         self.slots = SlotCache()  # full batches pass the same tensors every step
         # mini-batches: every replica draws its own stream, so no two read the same inputs
         self.step_slots = SlotCache(separate=True) if cfg.batch_size is not None else self.slots
+        self._bf16 = cfg.precision == "bf16"  # the run's route, whatever dtype the check runs
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
@@ -57,14 +58,14 @@ class FastStep(AutogradStep):
         weights: Tensor,
         objective: Objective,
     ) -> tuple[Tensor, Tensor]:
-        """The fused loss inside the folded node; a bfloat16 copy's loss is taken in float32
-        from its folded logits."""
+        """The fused loss inside the folded node; under bf16 the loss is taken in float32 (or
+        wider) from the folded logits."""
         if (objective == "classification") != (model.classes is not None):
             raise ValueError(
                 f"objective '{objective}' does not fit a model with classes={model.classes}"
             )
-        if next(model.parameters()).dtype in (torch.bfloat16, torch.float16):
-            outputs = self._decoded(folded_logits(model, *inputs, self.step_slots), model).float()
+        if self._bf16 or next(model.parameters()).dtype in (torch.bfloat16, torch.float16):
+            outputs = widened(self._decoded(folded_logits(model, *inputs, self.step_slots), model))
             return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
         loss = ExampleLoss(targets, weights, classification=objective == "classification")
         per_replica, decoded = folded_loss(model, *inputs, loss, self.step_slots)

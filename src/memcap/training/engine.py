@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from memcap.training.config import TrainConfig
-from memcap.training.objectives import Objective, example_losses
+from memcap.training.objectives import Objective, example_losses, widened
 
 _logger = logging.getLogger(__name__)
 
@@ -97,8 +97,9 @@ class AutogradStep:
         weights: Tensor,
         objective: Objective,
     ) -> tuple[Tensor, Tensor]:
-        """Per-replica weighted loss (R,) of the outputs, taken in float32, and the outputs."""
-        outputs = self.outputs(model, inputs).float()  # a float32 output is returned as it is
+        """Per-replica weighted loss (R,) of the outputs, taken in float32 (or wider), and the
+        outputs."""
+        outputs = widened(self.outputs(model, inputs))
         return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
 
     def __call__(

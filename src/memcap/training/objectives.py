@@ -22,6 +22,11 @@ from torch import Tensor, nn
 Objective = Literal["classification", "regression", "distribution"]
 
 
+def widened(outputs: Tensor) -> Tensor:
+    """Outputs for the loss: bfloat16 / float16 in float32, float32 and float64 as they are."""
+    return outputs.float() if outputs.dtype in (torch.bfloat16, torch.float16) else outputs
+
+
 def example_losses(outputs: Tensor, targets: Tensor, objective: Objective) -> Tensor:
     """Per-example loss of shape (R, B)."""
     if objective == "classification":
