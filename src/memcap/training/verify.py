@@ -54,8 +54,8 @@ _logger = logging.getLogger(__name__)
 
 # Replica-examples the check computes at most per tensor: its cost (the reference's forward
 # in float32 and float64) and memory. A route of paper B's fast step that the first
-# evaluation chunk takes is kept by its first 2^12 / R examples in the default runs.
-CHECK_ROWS = 2**12
+# evaluation chunk takes is kept by its first 2^11 / R examples in the default runs.
+CHECK_ROWS = 2**11
 
 Tensors = dict[str, Tensor]
 
