@@ -8,8 +8,7 @@ import torch
 from torch import nn
 from train_configs import train_config
 
-from memcap.aot.direct import direct_step
-from memcap.aot.engine import FastStep
+from memcap.aot.engine import FastStep, direct_step
 from memcap.aot.merged import MergedAttention, merged_logits
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count

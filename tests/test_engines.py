@@ -1,5 +1,5 @@
 """The one engine door: the fast steps equal the reference, and a changed model trains through
-the reference (the model file is what trains)."""
+the reference (the model file is what trains; tests/test_verify_step.py checks the check)."""
 
 import logging
 
@@ -72,10 +72,10 @@ def test_paper_a_fast_engine_trains_as_the_reference(task, batch_size):
 
 
 def test_a_changed_model_trains_through_the_reference_and_says_so(caplog):
-    with caplog.at_level(logging.INFO, logger="memcap.training.engine"):
+    with caplog.at_level(logging.INFO, logger="memcap.training.verify"):
         step, result = _train_mha(ResidualMHA, "fast", steps=150)
-    assert isinstance(step, ReferenceStep)
-    assert "ResidualMHA is not ReplicaMHA" in caplog.text and "reference step" in caplog.text
+    assert isinstance(step.chosen, ReferenceStep)  # a subclass is checked, and fails
+    assert "differs from the reference" in caplog.text and "reference step" in caplog.text
     assert (result.loss_curve[-1] < 0.5 * result.loss_curve[0]).all()  # it learns
     # the residual changes the function: the same weights give other outputs
     shapes = [MHAShape(D, 3, 1, 3, classes=4)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -461,14 +462,44 @@ def test_hub_image_stream_skips_a_corrupt_image(tmp_path):
 
 def test_a_text_file_that_is_not_utf8_is_skipped_and_named(tmp_path, caplog):
     (tmp_path / "a.txt").write_text("Plain English prose. " * 50)
-    (tmp_path / "b.bin").write_bytes(bytes(range(256)))
+    (tmp_path / "b.bin").write_bytes(bytes(range(1, 256)))
     data = DataConfig(source="files", T=1, seed=0, path=str(tmp_path))
     with caplog.at_level("WARNING"):
         documents = load_documents(data, "extract.models[0]")
     assert documents.texts == (("Plain English prose. " * 50),)
-    assert documents.skipped == ("b.bin (not UTF-8: byte 128)",)
+    assert documents.skipped == ("b.bin (not UTF-8: byte 127)",)
     assert "files: 1 text files" in documents.description and "b.bin" in caplog.text
     (tmp_path / "a.txt").unlink()
     with pytest.raises(ConfigError, match="none of the 1 files .* is UTF-8 text: b.bin") as info:
         load_documents(data, "extract.models[0]")
     assert info.value.key == "extract.models[0].data.path"
+
+
+def test_every_text_file_left_out_is_named_with_why(tmp_path, caplog, monkeypatch):
+    """Empty (or white space only), binary (valid UTF-8 with NUL bytes) and unreadable files
+    are skipped and named, with their folder, in the log and in the provenance."""
+    (tmp_path / "prose.txt").write_text("Plain English prose. " * 50)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text(" \n\t\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "packed.dat").write_bytes(b"header\0\0\0data")
+    (tmp_path / "locked.txt").write_text("secret")
+    read_bytes = Path.read_bytes
+
+    def refuse(path):
+        if path.name == "locked.txt":
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    data = DataConfig(source="files", T=1, seed=0, path=str(tmp_path))
+    with caplog.at_level("WARNING"):
+        documents = load_documents(data, "extract.models[0]")
+    assert documents.texts == (("Plain English prose. " * 50),)
+    assert sorted(documents.skipped) == [
+        "blank.txt (empty)",
+        "empty.txt (empty)",
+        "locked.txt (unreadable: Permission denied)",
+        "sub/packed.dat (binary: NUL byte at 6)",
+    ]
+    assert "skipped 4 text file(s)" in caplog.text and "sub/packed.dat" in caplog.text

@@ -12,4 +12,4 @@ class ConfigError(ValueError):
 
     def __init__(self, key: str, problem: str, fix: str) -> None:
         super().__init__(f"config key '{key}': {problem}. Fix: {fix}")
-        self.key = key
+        self.key, self.problem, self.fix = key, problem, fix

@@ -1,31 +1,63 @@
 """Paper B's fast training step: a one-layer :class:`~memcap.aot.model.ReplicaTransformer`
-through token tables and merged heads.
+through token tables and merged heads, one route per batch shape.
 
-Outputs take one of three routes, chosen by the inputs: every input sequence in table order
-(full-batch training, evaluations) through the token tables (:mod:`memcap.aot.tables`); a
-mini-batch through merged heads (:mod:`memcap.aot.merged`); a batch at least four times the
-N^S table as rows of the table. A classification mini-batch trains as one node with a
-hand-written backward (:mod:`memcap.aot.step`), called without autograd
-(:mod:`memcap.aot.direct`) unless the step is compiled or runs on a bfloat16 copy. The step
-is derived for ``ReplicaTransformer`` with one layer: any other model, a subclass or a
-deeper stack, trains through the reference step.
+Each call takes the route of its shape, chosen at the first call of that shape (per batched
+model: a sweep builds one step per model) and logged once; nothing in the step looks at
+the tokens to choose:
+
+- ``table``: the logits of all N^S input sequences from token tables
+  (:mod:`memcap.aot.tables`), each example's row gathered by its sequence. Taken where the
+  table has at most a quarter as many rows as the call (B ≥ 4·N^S), and by a full pass over
+  the inputs (B = N^S: an evaluation or a full batch; not a mini-batch, whose rows repeat);
+- ``one node``: a classification mini-batch with S ≥ 2 in float32, embedding to loss as one
+  node with its backward written out (:mod:`memcap.aot.step`): called directly, without the
+  autograd engine (:func:`direct_step`), or as an autograd function under ``compile``;
+- ``merged``: any other call, per example through merged heads (:mod:`memcap.aot.merged`) and
+  autograd (bfloat16 copies, the distribution task, S = 1, evaluations).
+
+Which models it computes is checked, not assumed: :func:`memcap.training.engine.choose_step`
+compares it with the model's own forward and autograd on the run's first batch.
 """
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import Tensor, nn
 
-from memcap.aot.direct import direct_step
 from memcap.aot.merged import merged_logits
 from memcap.aot.model import ReplicaTransformer
-from memcap.aot.step import NAMES, MergedStep
+from memcap.aot.step import NAMES, MergedStep, step_backward, step_forward
 from memcap.aot.tables import table_logits
 from memcap.aot.tasks import all_sequences, sequence_index
 from memcap.training.config import TrainConfig
 from memcap.training.engine import AutogradStep
-from memcap.training.fused_loss import ExampleLoss
-from memcap.training.objectives import Objective
+from memcap.training.objectives import ExampleLoss, Objective, example_losses, widened
+
+_logger = logging.getLogger(__name__)
+
+TABLE, ONE_NODE, DIRECT, MERGED = "table", "one node", "one node, without autograd", "merged"
+
+
+def route(
+    rows: int, table_rows: int, mini_batch: bool, one_node: bool, direct: bool = False
+) -> str:
+    """The route of a call on ``rows`` examples per replica over a table of ``table_rows``
+    (N^S) inputs: :data:`TABLE`, :data:`DIRECT`, :data:`ONE_NODE` or :data:`MERGED`.
+
+    Args:
+        mini_batch: a training step on a drawn mini-batch (False: an evaluation or a full
+            batch, which reads each input once).
+        one_node: the one-node step computes this call (a classification training step with
+            S ≥ 2 in float32).
+        direct: the one node runs without autograd (the step is not compiled).
+    """
+    if rows >= 4 * table_rows or (rows == table_rows and not mini_batch):
+        return TABLE
+    if one_node:
+        return DIRECT if direct else ONE_NODE
+    return MERGED
 
 
 class FastStep(AutogradStep):
@@ -35,28 +67,25 @@ class FastStep(AutogradStep):
 
     def __init__(self, cfg: TrainConfig, device: torch.device) -> None:
         super().__init__(cfg, device)
-        self._direct = not cfg.compile and cfg.precision != "bf16"
-        self._sequences: dict[tuple, Tensor] = {}  # every input sequence, per (N, S, device)
-        self._row_ids: dict[tuple, Tensor] = {}  # their table rows 0 .. N^S - 1
+        self._mini_batches = cfg.batch_size is not None
+        self._float32 = cfg.precision != "bf16"
+        self._direct = not cfg.compile
+        self._routes: dict[tuple[bool, int], str] = {}  # (training step, rows) -> route
+        self._sequences: dict[tuple, Tensor] = {}  # all N^S input sequences, per (N, S, device)
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
-        if type(model) is not ReplicaTransformer:
-            return f"{type(model).__name__} is not ReplicaTransformer, the model it is derived for"
+        if not isinstance(model, ReplicaTransformer):
+            return f"{type(model).__name__} is no ReplicaTransformer, the model it is derived for"
         if model.depth != 1:
             return f"{model.depth} layers: the token tables and merged heads cover one"
         return None
 
     def outputs(self, model: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
         (tokens,) = inputs
-        route = self._route(model, tokens)
-        if route == "merged":
-            return merged_logits(model, tokens)
-        table = table_logits(model, self._all_sequences(model, tokens.device))
-        if route == "table":
-            return table
-        rows = sequence_index(tokens, model.N)[..., None].expand(-1, -1, model.N)
-        return torch.gather(table, 1, rows)
+        if self._route(model, tokens, None) == TABLE:
+            return self._table_rows(model, tokens)
+        return merged_logits(model, tokens)
 
     def __call__(
         self,
@@ -67,7 +96,7 @@ class FastStep(AutogradStep):
         objective: Objective,
     ) -> tuple[Tensor, Tensor]:
         (tokens,) = inputs
-        if self._direct and self._one_node(model, tokens, objective):
+        if self._route(model, tokens, objective) == DIRECT:
             return direct_step(model, tokens, targets, weights)
         return super().__call__(model, inputs, targets, weights, objective)
 
@@ -79,45 +108,74 @@ class FastStep(AutogradStep):
         weights: Tensor,
         objective: Objective,
     ) -> tuple[Tensor, Tensor]:
-        """The one-node step where it applies (float32 and wider), else the routed outputs
-        and the loss in float32."""
+        """Per-replica weighted loss (R,) and outputs of a training step on its route."""
         (tokens,) = inputs
-        low = next(model.parameters()).dtype in (torch.bfloat16, torch.float16)
-        if low or not self._one_node(model, tokens, objective):
-            return super().loss(model, inputs, targets, weights, objective)
-        loss = ExampleLoss(targets, weights, classification=True)
-        w = model.weights()
-        per_replica, logits = MergedStep.apply(
-            tokens, model.scale, loss, model.N, *(w.get(name) for name in NAMES)
-        )
-        return per_replica, logits.transpose(1, 2)
+        chosen = self._route(model, tokens, objective)
+        if chosen in (ONE_NODE, DIRECT):
+            loss = ExampleLoss(targets, weights, classification=True)
+            w = model.weights()
+            per_replica, logits = MergedStep.apply(
+                tokens, model.scale, loss, model.N, *(w.get(name) for name in NAMES)
+            )
+            return per_replica, logits.transpose(1, 2)
+        rows_of = self._table_rows if chosen == TABLE else merged_logits
+        outputs = widened(rows_of(model, tokens))
+        return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
 
-    def _one_node(self, model: ReplicaTransformer, tokens: Tensor, objective: Objective) -> bool:
-        """A classification mini-batch of S ≥ 2 through merged heads."""
-        one = objective == "classification" and model.S >= 2
-        return one and self._route(model, tokens) == "merged"
+    def _route(self, model: ReplicaTransformer, tokens: Tensor, objective: Objective | None) -> str:
+        """The route of a call on ``tokens`` (R, B, S); ``objective``: a training step's (None:
+        an evaluation). Chosen once per kind of call and batch size, and logged."""
+        key = (objective is not None, tokens.shape[1])
+        chosen = self._routes.get(key)
+        if chosen is None:
+            training = objective is not None
+            one_node = training and objective == "classification" and model.S >= 2
+            mini_batch = training and self._mini_batches
+            chosen = route(
+                key[1], model.N**model.S, mini_batch, one_node and self._float32, self._direct
+            )
+            self._routes[key] = chosen
+            what = "mini-batches" if mini_batch else "full batches" if training else "evaluations"
+            _logger.info(
+                "paper B's fast step: %s of %d examples per replica (N^S = %d) through %s",
+                what,
+                key[1],
+                model.N**model.S,
+                "the token table" if chosen == TABLE else f"merged heads ({chosen})",
+            )
+        return chosen
 
-    def _route(self, model: ReplicaTransformer, tokens: Tensor) -> str:
-        """``table`` (every input in table order, the same for every replica), ``merged``
-        (per example) or ``rows`` (rows of the table). The table takes more operations per
-        call: it pays where it computes at most a quarter as many rows as the batch has (a
-        batch of 256 over N^S = 100 does not)."""
-        rows = sequence_index(tokens, model.N)  # (R, B)
-        everything = model.N**model.S
-        if rows.shape[1] == everything:
-            in_order = self._all_row_ids(model, tokens.device)
-            if torch.equal(rows[0], in_order) and bool((rows == rows[0]).all()):
-                return "table"
-        return "merged" if rows.shape[1] < 4 * everything else "rows"
-
-    def _all_sequences(self, model: ReplicaTransformer, device: torch.device) -> Tensor:
-        key = (model.N, model.S, device)
+    def _table_rows(self, model: ReplicaTransformer, tokens: Tensor) -> Tensor:
+        """Logits (R, B, N) of ``tokens`` as rows of the table of every input's logits."""
+        key = (model.N, model.S, tokens.device)
         if key not in self._sequences:
-            self._sequences[key] = all_sequences(model.N, model.S, device)
-        return self._sequences[key]
+            self._sequences[key] = all_sequences(model.N, model.S, tokens.device)
+        table = table_logits(model, self._sequences[key])  # (R, N^S, N)
+        rows = sequence_index(tokens, model.N)[..., None].expand(-1, -1, model.N)
+        return torch.gather(table, 1, rows)
 
-    def _all_row_ids(self, model: ReplicaTransformer, device: torch.device) -> Tensor:
-        key = (model.N**model.S, device)
-        if key not in self._row_ids:
-            self._row_ids[key] = torch.arange(key[0], device=device)
-        return self._row_ids[key]
+
+@torch.no_grad()
+def direct_step(
+    model: ReplicaTransformer, tokens: Tensor, targets: Tensor, weights: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The one-node step without the autograd engine: per-replica weighted cross-entropy (R,)
+    and logits (R, B, N) of ``tokens`` (R, B, S); sets every parameter's ``grad`` (that of the
+    summed loss) through the masks of padded entries, as autograd would.
+
+    The autograd engine, one gradient accumulation per parameter and the recorded masking
+    products of ``ReplicaTransformer.weights`` are a noticeable part of a small model's step.
+    """
+    w = model.weights()
+    loss = ExampleLoss(targets, weights, classification=True)
+    per_replica, logits, saved = step_forward(
+        tokens, model.scale, loss, model.N, [w.get(name) for name in NAMES]
+    )
+    grads = dict(zip(NAMES, step_backward(saved, torch.ones_like(per_replica)), strict=True))
+    for name, param in model.named_parameters():
+        grad = grads.get(name)  # the key bias cancels in the softmax: no gradient, as autograd
+        if grad is None:
+            continue
+        mask = model.mask(name)
+        param.grad = (grad if mask is None else grad * mask).contiguous()
+    return per_replica, logits.transpose(1, 2)

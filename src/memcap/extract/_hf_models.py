@@ -26,8 +26,9 @@ _logger = logging.getLogger(__name__)
 WEIGHT_FILES = "weights file (model.safetensors, pytorch_model.bin or their sharded index)"
 
 
-def hf_config(entry: ModelEntry) -> Any:
-    """The entry's transformers config, without loading weights.
+def hf_config(entry: ModelEntry, local_only: bool = False) -> Any:
+    """The entry's transformers config, without loading weights (``local_only``: from files
+    and the Hugging Face cache only, never the network).
 
     Raises:
         ConfigError: unknown config class or model id, remote code without opt-in, or a
@@ -50,7 +51,7 @@ def hf_config(entry: ModelEntry) -> Any:
         return config_class(**kwargs)
     origin, extra = load_origin(entry)
     try:
-        return AutoConfig.from_pretrained(origin, **extra, **kwargs)
+        return AutoConfig.from_pretrained(origin, local_files_only=local_only, **extra, **kwargs)
     except OSError as err:
         raise unreachable(entry, origin, err) from None
     except ValueError as err:

@@ -10,7 +10,7 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract._hf_models import unreachable
-from memcap.extract.config import ModelEntry
+from memcap.extract.config import SUPPORTED, ModelEntry
 from memcap.extract.weights import weights_path, weights_route
 
 _CHECKPOINT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -33,8 +33,9 @@ def timm_architecture(entry: ModelEntry) -> Any:
     if not isinstance(model, VisionTransformer):
         raise ConfigError(
             f"{entry.key}.model",
-            f"'{entry.model}' is a {type(model).__name__}, not a timm VisionTransformer",
-            "use a ViT model name (vit_*, deit_*) or a transformers vision encoder's hub id",
+            f"'{entry.model}' is a timm {type(model).__name__}, not a VisionTransformer",
+            f"the extraction reads one stack of global-attention blocks; as vit use "
+            f"{SUPPORTED['vit']}",
         )
     return model
 

@@ -3,7 +3,9 @@
 Nothing here imports torch: the Snakefile runs :func:`check_extract_config` on every
 invocation, so it must stay cheap. Depth and positions are checked here when a config file
 gives them without loading weights (``sizes.py``: model_kwargs, config.json, GGUF header);
-the rest (timm architectures, vocabulary) at the start of each job, before weights load.
+every entry's architecture is resolved without weights and checked readable
+(``architectures.py``, which imports the model libraries only when its cache lacks the
+entry); vocabulary and sizes against the built model at the start of each job.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memcap.errors import ConfigError
+from memcap.extract.architectures import check_architecture
 from memcap.extract.config import (
     BYTE_BPE,
     FAMILIES,
@@ -62,6 +65,7 @@ def _check_entry(entry: ModelEntry) -> None:
     _check_tokenizer(entry)
     _check_context(entry)
     _check_data(entry)
+    check_architecture(entry)
 
 
 def _check_weights(entry: ModelEntry) -> None:

@@ -35,6 +35,14 @@ TEXT_SOURCES = ("wikipedia", "pydocs", "files", "hub")
 # `builtin` keeps naming the offline default of earlier versions: the Python docs for text.
 TEXT_ALIASES = {"builtin": "pydocs"}
 DEFAULT_SOURCES = {"vit": "builtin", "encoder": "wikipedia", "decoder": "wikipedia"}
+# What the extraction reads: one stack of transformer blocks over the whole token sequence
+# (global attention), the hidden states between blocks of one width.
+SUPPORTED = {
+    "vit": "timm VisionTransformer models (vit_*, deit_*, DINOv2) and transformers ViT, DINOv2 "
+    "and CLIP / SigLIP vision encoders",
+    "encoder": "encoder-only transformers models (BERT, RoBERTa, MiniLM, ...)",
+    "decoder": "decoder-only transformers models (GPT-2, Llama, Mistral, Qwen, SmolLM2, ...)",
+}
 
 
 @dataclass(frozen=True)

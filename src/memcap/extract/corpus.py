@@ -151,21 +151,25 @@ def hub_documents(data: DataConfig, key: str) -> Documents:
 
 
 def text_files(data: DataConfig, key: str) -> Documents:
-    """The UTF-8 files at ``data.path`` as one stream; files that are not UTF-8 text are
-    skipped, named in a warning and in ``Documents.skipped``.
+    """The UTF-8 text files at ``data.path`` as one stream; every file left out (empty,
+    unreadable, binary, not UTF-8) is named with why, in a warning and in
+    ``Documents.skipped`` (the job's provenance).
 
     Raises:
         ConfigError: none of the files is UTF-8 text.
     """
     texts, skipped = [], []
     files = _text_files(data.path or "")
+    root = Path(data.path or "")
     for path in files:
-        try:
-            texts.append(path.read_bytes().decode("utf-8"))
-        except UnicodeDecodeError as err:
-            skipped.append(f"{path.name} (not UTF-8: byte {err.start})")
+        text, why = _read_text(path)
+        if why is None:
+            texts.append(text)
+        else:
+            shown = path.relative_to(root) if root.is_dir() else path.name
+            skipped.append(f"{shown} ({why})")
     if skipped:
-        _logger.warning("skipped %d unreadable text file(s): %s", len(skipped), ", ".join(skipped))
+        _logger.warning("skipped %d text file(s): %s", len(skipped), ", ".join(skipped))
     if files and not texts:
         raise ConfigError(
             f"{key}.data.path",
@@ -176,6 +180,24 @@ def text_files(data: DataConfig, key: str) -> Documents:
     text = "\n\n".join(texts)[: data.max_chars]
     description = f"files: {len(texts)} text files at {data.path}"
     return Documents((text,), description, True, tuple(skipped))
+
+
+def _read_text(path: Path) -> tuple[str, str | None]:
+    """A file's text, or why it is left out: unreadable, empty (or only white space), binary
+    (a NUL byte: UTF-8 decodes it, but no text holds one) or not UTF-8."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        return "", f"unreadable: {err.strerror or type(err).__name__}"
+    if not raw.strip():
+        return "", "empty"
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        return "", f"binary: NUL byte at {nul}"
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        return "", f"not UTF-8: byte {err.start}"
 
 
 def _text_files(path: str) -> list[Path]:

@@ -189,7 +189,7 @@ def prepare_inputs(
     try:
         windows = document_windows(count, tokens_of, length, data.T, data.seed)
     except ValueError as err:
-        unreadable = f"; unreadable files skipped: {', '.join(documents.skipped)}"
+        unreadable = f"; files skipped: {', '.join(documents.skipped)}"
         raise ConfigError(
             f"{entry.key}.data.T",
             f"the corpus is too small for T = {data.T} distinct windows of n = {n} tokens ({err})"
@@ -226,8 +226,8 @@ def prepare_inputs(
 
 
 def _skipped_warning(skipped: tuple[str, ...], what: str) -> list[str]:
-    """The provenance warning for unreadable inputs left out (none: no warning)."""
-    return [f"skipped {len(skipped)} unreadable {what}: {', '.join(skipped)}"] if skipped else []
+    """The provenance warning for inputs left out, each with why (none: no warning)."""
+    return [f"skipped {len(skipped)} {what}: {', '.join(skipped)}"] if skipped else []
 
 
 def _audited_images(

@@ -19,7 +19,7 @@ from torch import nn
 
 from memcap.errors import ConfigError
 from memcap.extract import _hf_models, _timm_models
-from memcap.extract.config import ModelEntry
+from memcap.extract.config import SUPPORTED, ModelEntry
 from memcap.extract.weights import weights_path
 from memcap.provenance import array_checksum
 
@@ -88,11 +88,18 @@ class LoadedModel:
         return self.architecture.vocab_size
 
 
-def architecture(entry: ModelEntry) -> Architecture:
-    """The entry's sizes from its timm definition or transformers config, without weights.
+# The transformers config attributes the extraction reads, per family kind.
+_TEXT_FIELDS = ("num_hidden_layers", "hidden_size", "vocab_size")
+_VISION_FIELDS = ("num_hidden_layers", "hidden_size", "image_size", "patch_size")
+
+
+def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
+    """The entry's sizes from its timm definition or transformers config, without weights
+    (``local_only``: never from the network, only files and the Hugging Face cache).
 
     Raises:
-        ConfigError: unknown model name or id, or a model of the wrong family.
+        ConfigError: unknown model name or id, a model of the wrong family, or an
+            architecture the extraction cannot read (:func:`unreadable`).
     """
     if entry.kind == "vit" and _timm_models.is_timm_model(entry):
         model = _timm_models.timm_architecture(entry)
@@ -110,16 +117,18 @@ def architecture(entry: ModelEntry) -> Architecture:
             "use a ViT name from timm.list_models('vit_*'), e.g. vit_base_patch16_224, or a "
             "transformers vision encoder id such as google/vit-base-patch16-224-in21k",
         )
-    config = _hf_models.hf_config(entry)
+    config = _hf_models.hf_config(entry, local_only)
+    problem = unreadable(entry.kind, config)
+    if problem is not None:
+        raise ConfigError(
+            f"{entry.key}.model",
+            f"'{entry.model}' ({type(config).__name__}) {problem}",
+            f"the extraction reads one stack of global-attention blocks; as {entry.family} "
+            f"use {SUPPORTED[entry.kind]}",
+        )
     text = config.get_text_config() if entry.kind != "vit" else None
     vision = getattr(config, "vision_config", None) or config
     if entry.kind == "vit":
-        if not hasattr(vision, "image_size") or not hasattr(vision, "patch_size"):
-            raise ConfigError(
-                f"{entry.key}.model",
-                f"'{entry.model}' ({config.model_type}) is not a vision transformer",
-                "use a timm ViT name or a transformers vision encoder (ViT, DINOv2, CLIP)",
-            )
         patches = (int(vision.image_size) // int(vision.patch_size)) ** 2
         registers = int(getattr(vision, "num_register_tokens", 0) or 0)
         return Architecture(
@@ -139,6 +148,31 @@ def architecture(entry: ModelEntry) -> Architecture:
         vocab_size=text.vocab_size,
         config=config,
     )
+
+
+def unreadable(kind: str, config: Any) -> str | None:
+    """Why the extraction cannot read a transformers model of this config as ``kind`` (None:
+    it can): an encoder-decoder, windowed attention over hierarchical stages (Swin), or a
+    config without the sizes the extraction reads."""
+    if getattr(config, "is_encoder_decoder", False):
+        return "is an encoder-decoder model (two stacks, the decoder cross-attending)"
+    if kind == "vit":
+        vision = getattr(config, "vision_config", None) or config
+        if getattr(vision, "window_size", None) or isinstance(
+            getattr(vision, "depths", None), list | tuple
+        ):
+            return "attends within windows over hierarchical stages that merge tokens"
+        fields = _VISION_FIELDS
+    else:
+        vision = config.get_text_config()
+        fields = _TEXT_FIELDS
+        positions = ("max_position_embeddings", "n_positions")
+        if not any(isinstance(getattr(vision, f, None), int) for f in positions):
+            return "states no number of positions (max_position_embeddings or n_positions)"
+    missing = [f for f in fields if getattr(vision, f, None) is None]
+    if missing:
+        return f"lacks the sizes the extraction reads ({', '.join(missing)})"
+    return None
 
 
 def _names_transformers_model(entry: ModelEntry) -> bool:

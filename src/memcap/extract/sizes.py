@@ -55,8 +55,10 @@ def known_sizes(entry: ModelEntry) -> ModelSizes:
         path = weights_path(entry)
     except Exception:  # noqa: BLE001 - unknown here; the weights check reports it
         return ModelSizes()
-    if path is None and "/" in entry.model:
-        path = _cached_config(entry.model)
+    if path is None and Path(entry.model).expanduser().is_dir():  # a directory's architecture
+        path = Path(entry.model).expanduser()
+    elif path is None and "/" in entry.model:
+        path = cached_config(entry.model)
     if path is None or not path.exists():
         return ModelSizes()
     if path.is_file() and path.suffix == ".safetensors":
@@ -122,11 +124,15 @@ def _gguf_sizes(path: str) -> ModelSizes:
     )
 
 
-def _cached_config(model_id: str) -> Path | None:
+def cached_config(model_id: str) -> Path | None:
     """The hub model's config.json if it is in the Hugging Face cache (never downloads)."""
     from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
 
-    found = try_to_load_from_cache(model_id, "config.json")
+    try:
+        found = try_to_load_from_cache(model_id, "config.json")
+    except HFValidationError:  # not a hub id (a path that does not exist, say)
+        return None
     return Path(found) if isinstance(found, str) else None
 
 

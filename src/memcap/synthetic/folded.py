@@ -15,7 +15,7 @@ w), two products with the n context rows (scores, values; their backward two mor
 (H d_v × C) matmul, laid out per example position-major (:mod:`memcap.synthetic.folded_core`)
 or head-major (:mod:`memcap.synthetic.folded_core_head_major`) as :func:`core_for` picks by
 the stacked heads and context size. The whole pass, parameters to
-logits or to the training loss (:mod:`memcap.training.fused_loss`), is one autograd
+logits or to the training loss (:mod:`memcap.training.objectives`), is one autograd
 function, :class:`_FoldedModel`, with a hand-written backward: autograd would otherwise run
 a graph of some fifty small ops per step, whose fixed cost outweighed the arithmetic at the
 default sizes. Replicas that read identical inputs (paired data, full batches) run the
@@ -37,7 +37,7 @@ from torch import Tensor
 from memcap.synthetic import folded_core, folded_core_head_major, folded_core_shared
 from memcap.synthetic.head_slots import HeadSlots, SlotCache
 from memcap.synthetic.model import ReplicaMHA
-from memcap.training.fused_loss import ExampleLoss, loss_backward, loss_forward
+from memcap.training.objectives import ExampleLoss, loss_backward, loss_forward
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ _PARAMETERS = (
 class _FoldedModel(torch.autograd.Function):
     """Parameters → logits (R, B, C), or with a ``loss`` → (per-replica loss, logits);
     gradients for every parameter (from the logits, or from the loss), none for the inputs.
-    The logits are computed (R, C, B): the loss's layout (:mod:`memcap.training.fused_loss`)."""
+    The logits are computed (R, C, B): the loss's layout (:mod:`memcap.training.objectives`)."""
 
     @staticmethod
     def forward(

@@ -9,7 +9,6 @@ training loop), :mod:`~memcap.training.data` (the replicas' training sets),
 the under-trained flag),
 :mod:`~memcap.training.precision` (float32, TF32, bfloat16 compute),
 :mod:`~memcap.training.adam` (Adam through the fused kernel),
-:mod:`~memcap.training.fused_loss` (the loss inside a model's own one-node step),
 :mod:`~memcap.training.allocator` (malloc keeps the step's freed memory),
 :mod:`~memcap.training.seeds` (replicate and derived seeds) and
 :mod:`~memcap.training.fits` (least squares with R²). Nothing is imported here, so the config

@@ -90,6 +90,10 @@ class ActiveReplicas:
         """The next training step's (R, B) example indices (None: the full batch)."""
         return None if self.stream is None else self.stream.next()
 
+    def peek(self) -> Tensor | None:
+        """The indices :meth:`draw` gives next, without moving the batch streams."""
+        return None if self.stream is None else self.stream.peek()
+
     def take(
         self, index: Tensor | None, batch_size: int | None
     ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:

@@ -62,6 +62,16 @@ class BatchStream:
         self._start += self.batch
         return batch
 
+    def peek(self) -> Tensor:
+        """The indices :meth:`next` returns next, without moving the stream (the generators
+        draw what the next step would draw, once)."""
+        batch = self.next()
+        if self.sampling == "replacement":
+            self._step -= 1
+        else:
+            self._start -= self.batch
+        return batch
+
     def _with_replacement(self) -> Tensor:
         """Draws with replacement, BLOCK steps at a time: one launch per replica per block
         instead of per step (a step of a small model is bound by such launches). A CPU

@@ -4,10 +4,14 @@ A :class:`Step` computes a replica-batched model's outputs (evaluations) and one
 step's per-replica loss with every parameter's gradient. :class:`ReferenceStep` is the
 model as written: its ``forward`` and autograd's backward, for any ``nn.Module``. An
 experiment may offer a fast step (:mod:`memcap.synthetic.engine`, :mod:`memcap.aot.engine`)
-for the exact model class it was derived for; :func:`choose_step` takes it where it
-supports the run and the config asks for ``engine: fast``, and falls back to the reference
-with one log line otherwise. Tests hold every fast step equal to the reference (outputs,
-losses, gradients) up to float rounding.
+for the model class it was derived for. :func:`choose_step` takes it where the config asks
+for ``engine: fast`` and the model is of that class (subclasses included), as a
+:class:`CheckedStep`: before the first training step the loop compares it with the
+reference on the run's first batch (:mod:`memcap.training.verify`: outputs, loss, every
+gradient) and keeps it only if it computes what the model's own forward and autograd
+compute; otherwise the run trains through the reference, with one log line naming the
+difference. Tests also hold every fast step equal to the reference (outputs, losses,
+gradients, whole runs) up to float rounding.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from memcap.training.config import TrainConfig
-from memcap.training.objectives import Objective, example_losses
+from memcap.training.objectives import Objective, example_losses, widened
 
 _logger = logging.getLogger(__name__)
 
@@ -53,7 +57,7 @@ class Step(Protocol):
 
 
 class FastEngine(Protocol):
-    """An experiment's fast step: a class that says which runs it supports."""
+    """An experiment's fast step: a class that says which models and runs it reads."""
 
     @staticmethod
     def unsupported(model: nn.Module, objective: Objective, cfg: TrainConfig) -> str | None:
@@ -93,8 +97,9 @@ class AutogradStep:
         weights: Tensor,
         objective: Objective,
     ) -> tuple[Tensor, Tensor]:
-        """Per-replica weighted loss (R,) of the outputs, taken in float32, and the outputs."""
-        outputs = self.outputs(model, inputs).float()  # a float32 output is returned as it is
+        """Per-replica weighted loss (R,) of the outputs, taken in float32 (or wider), and the
+        outputs."""
+        outputs = widened(self.outputs(model, inputs))
         return (example_losses(outputs, targets, objective) * weights).sum(1), outputs
 
     def __call__(
@@ -116,6 +121,33 @@ class ReferenceStep(AutogradStep):
     name = "reference"
 
 
+class CheckedStep:
+    """A fast step on probation: the loop checks it against the reference before its first
+    step (:func:`memcap.training.verify.verified`) and sets :attr:`chosen` to the step it
+    keeps; until then the reference computes."""
+
+    def __init__(self, fast: Step, reference: ReferenceStep) -> None:
+        self.fast, self.reference = fast, reference
+        self.chosen: Step | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.fast.name} (to be checked)" if self.chosen is None else self.chosen.name
+
+    def outputs(self, model: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+        return (self.chosen or self.reference).outputs(model, inputs)
+
+    def __call__(
+        self,
+        model: nn.Module,
+        inputs: tuple[Tensor, ...],
+        targets: Tensor,
+        weights: Tensor,
+        objective: Objective,
+    ) -> tuple[Tensor, Tensor]:
+        return (self.chosen or self.reference)(model, inputs, targets, weights, objective)
+
+
 def choose_step(
     cfg: TrainConfig,
     model: nn.Module,
@@ -123,11 +155,12 @@ def choose_step(
     device: torch.device,
     fast: FastEngine | None = None,
 ) -> Step:
-    """The step a run trains through: ``fast`` where ``cfg.engine`` is "fast" and it
-    supports the run, else the reference (a fallback is logged with its reason)."""
+    """The step a run trains through: ``fast``, to be checked against the reference on the
+    first batch (:class:`CheckedStep`), where ``cfg.engine`` is "fast" and it reads the model;
+    else the reference (a fallback is logged with its reason)."""
     if cfg.engine == "fast" and fast is not None:
         reason = fast.unsupported(model, objective, cfg)
         if reason is None:
-            return fast(cfg, device)
+            return CheckedStep(fast(cfg, device), ReferenceStep(cfg, device))
         _logger.info("engine fast does not support this run (%s): reference step", reason)
     return ReferenceStep(cfg, device)

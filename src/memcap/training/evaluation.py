@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor, nn
 
@@ -24,20 +26,9 @@ def evaluate(
     """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks
     (on a GPU at most :data:`CUDA_ROWS` replica-examples a chunk), with ``step``'s outputs
     (None: the model's own forward)."""
-    mask = data.mask()
-    t_max = data.targets.shape[1]
-    if mask.device.type == "cuda":  # a GPU's memory bounds the chunk's intermediates
-        chunk = min(chunk, max(256, CUDA_ROWS // data.replicas))
-    loss = torch.zeros(data.replicas, device=mask.device)
+    loss = torch.zeros(data.replicas, device=data.sizes.device)
     correct = torch.zeros_like(loss)
-    for start in range(0, t_max, chunk):
-        if t_max <= chunk:  # the data's own tensors (a step may cache what it derives)
-            inputs, targets, valid = data.replica_inputs(), data.targets, mask.float()
-        else:
-            index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
-            index = index.expand(data.replicas, -1)
-            inputs, targets = data.take(index)
-            valid = gather_rows(mask, index).float()
+    for inputs, targets, valid in chunks(data, chunk):
         outputs = model(*inputs) if step is None else step.outputs(model, inputs)
         loss += (example_losses(outputs, targets, objective) * valid).sum(1)
         correct += (example_correct(outputs, targets, objective, regression_tol) * valid).sum(1)
@@ -45,3 +36,23 @@ def evaluate(
     mean_loss = loss / sizes
     kl = mean_loss if objective == "distribution" else torch.full_like(loss, float("nan"))
     return {"loss": mean_loss, "memorized": correct, "accuracy": correct / sizes, "kl": kl}
+
+
+def chunks(
+    data: ReplicaData, chunk: int = 4096
+) -> Iterator[tuple[tuple[Tensor, ...], Tensor, Tensor]]:
+    """Inputs, targets and valid-example weights (R, B) of every example chunk an evaluation
+    reads, in order: the data's own tensors when they fit one chunk (a step may cache what it
+    derives from them); on a GPU at most :data:`CUDA_ROWS` replica-examples a chunk."""
+    mask = data.mask()
+    t_max = data.targets.shape[1]
+    if mask.device.type == "cuda":  # a GPU's memory bounds the chunk's intermediates
+        chunk = min(chunk, max(256, CUDA_ROWS // data.replicas))
+    if t_max <= chunk:
+        yield data.replica_inputs(), data.targets, mask.float()
+        return
+    for start in range(0, t_max, chunk):
+        index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
+        index = index.expand(data.replicas, -1)
+        inputs, targets = data.take(index)
+        yield inputs, targets, gather_rows(mask, index).float()

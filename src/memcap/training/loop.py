@@ -29,14 +29,15 @@ from memcap.training.active import ActiveReplicas, SelectReplicas
 from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData
-from memcap.training.engine import ReferenceStep, Step
+from memcap.training.engine import CheckedStep, ReferenceStep, Step
 from memcap.training.evaluation import evaluate
 from memcap.training.objectives import Objective, example_correct
 from memcap.training.plateau import still_learning
 from memcap.training.precision import matmul_precision
 from memcap.training.record import Record, TrainResult
-from memcap.training.schedule import lr_multiplier
+from memcap.training.schedule import lr_multipliers
 from memcap.training.update import updater
+from memcap.training.verify import verified
 
 _logger = logging.getLogger(__name__)
 
@@ -61,7 +62,9 @@ def train_replicas(
         select: compacts the model's replica-axis buffers when replicas leave
             (``cfg.leave_when_fit``, ``cfg.extra_budgets``; :mod:`memcap.training.active`).
         step: how outputs and gradients are computed
-            (:func:`~memcap.training.engine.choose_step`); None: the reference step.
+            (:func:`~memcap.training.engine.choose_step`; a fast step is checked against the
+            reference on the first batch, :mod:`~memcap.training.verify`); None: the
+            reference step.
 
     Returns:
         Per-replica metrics at each replica's best evaluation; the model is left holding each
@@ -70,10 +73,12 @@ def train_replicas(
     _check_replica_axis(model, data.replicas, len(seeds))
     device = data.sizes.device
     step = step or ReferenceStep(cfg, device)
-    _logger.info("training %d replicas through the %s step", data.replicas, step.name)
     keep_freed_memory()  # the step's tensors are freed and allocated again every step
     with matmul_precision(cfg.precision, device):
         active = ActiveReplicas(model, data, cfg, seeds, select)
+        if isinstance(step, CheckedStep):  # a fast step, checked on the first batch
+            step = verified(step, active, objective, cfg)
+        _logger.info("training %d replicas through the %s step", data.replicas, step.name)
         record = Record.start(model, evaluate(model, data, objective, cfg.regression_tol, step))
         if cfg.leave_when_fit and not record.all_fit(active.index):
             _leave(active, record.best_metrics["accuracy"])
@@ -101,10 +106,11 @@ def _train_budget(
     all_fit = record.all_fit(active.index)
     progress = tqdm(range(cfg.steps), desc=f"train {len(active.index)} replicas", mininterval=5.0)
     update = updater(active, step, objective, cfg)
+    rates = [peak * factor for factor in lr_multipliers(cfg)]  # LambdaLR's rates
     for k in progress:
         if (cfg.early_stop or cfg.leave_when_fit) and all_fit:
             break  # with leaving, every replica fitted means none is left to train
-        outputs, targets, weights = update(peak * lr_multiplier(k, cfg))  # LambdaLR's rates
+        outputs, targets, weights = update(rates[k])
         if k >= cfg.steps - cfg.last_batches:
             right = example_correct(outputs, targets, objective, cfg.regression_tol)
             record.batch_correct += (right * weights).sum(1)

@@ -25,3 +25,8 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     if cfg.schedule == "linear":
         return 1.0 - (1.0 - floor) * progress
     return 1.0
+
+
+def lr_multipliers(cfg: TrainConfig) -> list[float]:
+    """:func:`lr_multiplier` of every step of a budget, computed once before its steps."""
+    return [lr_multiplier(step, cfg) for step in range(cfg.steps)]
