@@ -78,13 +78,13 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
     section["sweeps"][name]["seeds"] = seeds
     spec = sweep_spec(section, name)
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
-    replicas = [r for r in grid_replicas(spec, stage) if r.examples == spec.examples[0]]
+    replicas = [r for r in grid_replicas(spec, stage) if spec.T[0] == r.T]
     setting = replicas[0].setting
     datasets = member_datasets(spec, stage, replicas)
     data = {r.seed: datasets[(r.seed, setting.n, setting.context, setting.task)] for r in replicas}
     counts: dict[int, dict[int, int]] = {seed: {} for seed in data}
     cpu: dict[int, float] = dict.fromkeys(data, 0.0)
-    ladder, grid, walking = stage.ladder, list(spec.examples), list(data)
+    ladder, grid, walking = stage.ladder, list(spec.T), list(data)
     T = grid.pop(0)
     while walking:
         start = time.process_time()
@@ -93,8 +93,8 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
             torch.stack([o.queries for o in own]),
             torch.stack([o.contexts for o in own]),
             torch.stack([o.targets for o in own]),
-            setting.heads,
-            setting.head_dim,
+            setting.H,
+            setting.d_h,
             stage.classes,
             seeds=walking,
             steps=steps,

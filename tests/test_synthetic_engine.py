@@ -111,15 +111,15 @@ def test_paper_grid_buckets_merge_t_of_one_step_count_and_keep_the_bound():
     for name in ("heads", "context_size", "head_dim"):
         spec = sweep_spec(section, name)
         groups = replica_groups(spec, stage)
-        assert sum(len(m) for m in groups.values()) == len(spec.settings()) * 3 * len(spec.examples)
+        assert sum(len(m) for m in groups.values()) == len(spec.settings()) * 3 * len(spec.T)
         merged_t = False
         for members in groups.values():
-            configs = {stage.train_config(spec, r.examples) for r in members}
+            configs = {stage.train_config(spec, r.T) for r in members}
             assert len(configs) == 1  # one step count and schedule per batched model
             cfg = configs.pop()
             cost = step_cost(stage, "classification", cfg.eval_every)
             assert cost.padding([step_shape(r, cfg.batch_size) for r in members]) <= 0.2 + 1e-12
-            merged_t |= len({r.examples for r in members}) > 1
+            merged_t |= len({r.T for r in members}) > 1
         assert merged_t  # mini-batches: T does not shape the step
 
 
@@ -169,9 +169,7 @@ def test_fitted_replicas_leaving_keeps_the_memorized_counts():
 
 
 def test_a_compacted_model_is_the_model_of_its_kept_replicas():
-    shapes = [
-        MHAShape(d=6, n=n, heads=h, head_dim=3, classes=5) for h, n in ((1, 2), (3, 4), (2, 3))
-    ]
+    shapes = [MHAShape(d=6, n=n, H=h, d_h=3, classes=5) for h, n in ((1, 2), (3, 4), (2, 3))]
     model = ReplicaMHA(shapes, [0, 1, 2])
     with torch.no_grad():
         for p in model.parameters():
@@ -184,7 +182,7 @@ def test_a_compacted_model_is_the_model_of_its_kept_replicas():
     query, context = torch.rand(2, 5, 6), torch.rand(2, 5, 4, 6)
     alone = [ReplicaMHA([shapes[r]], [0]) for r in kept.tolist()]
     for k, (r, single) in enumerate(zip(kept.tolist(), alone, strict=True)):
-        n, h = shapes[r].n, shapes[r].heads
+        n, h = shapes[r].n, shapes[r].H
         with torch.no_grad():
             for name, p in single.named_parameters():
                 own = getattr(model, name)[r]
@@ -192,7 +190,7 @@ def test_a_compacted_model_is_the_model_of_its_kept_replicas():
         expected = single(query[k : k + 1], context[k : k + 1, :, :n])
         got = compacted(query, context)[k : k + 1]
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
-        assert compacted.shapes[k] == shapes[r] and h <= compacted.max_heads
+        assert compacted.shapes[k] == shapes[r] and h <= compacted.max_H
 
 
 def test_bf16_capacity_estimates_agree_with_float32_within_seed_noise():

@@ -51,7 +51,7 @@ def test_passes_grow_each_series_until_its_fraction_falls_or_max_t():
     memorized = {}
     seen = []
     for members in passes(spec, stage, memorized):
-        T = members[0].examples
+        T = members[0].T
         seen.append((T, len(members)))
         for r in members:  # the first series fits everything, the second stops at 8
             key = (r.setting, r.seed)

@@ -255,7 +255,7 @@ def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():
     query, context = _inputs(4, 3, 2)
     query[1], context[1] = query[0], context[0]
     query[2] = query[0]  # same queries, other contexts: not the same inputs
-    slots = head_slots(query, context, heads=[2, 1, 3, 3], max_heads=3)
+    slots = head_slots(query, context, H=[2, 1, 3, 3], max_H=3)
     assert slots.groups == 3 and slots.slots == 3 and not slots.trivial
     assert slots.first.tolist() == [0, 2, 3]
     # group 0 stacks replica 0's heads 0, 1 and replica 1's head 0; padded heads → G·S
@@ -269,7 +269,7 @@ def test_head_slots_group_only_identical_inputs_and_drop_padded_heads():
 
 def test_separate_slots_are_what_grouping_finds_for_inputs_that_all_differ():
     query, context = _inputs(4, 3, 2)
-    found = head_slots(query, context, heads=[2, 1, 3, 3], max_heads=3)
+    found = head_slots(query, context, H=[2, 1, 3, 3], max_H=3)
     separate = separate_slots([2, 1, 3, 3], 3, query.device)
     assert found.trivial and separate.trivial and found.slots == separate.slots
     for name in ("first", "source", "target", "head"):

@@ -21,7 +21,7 @@ import copy
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 import torch
@@ -86,7 +86,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         "sweep %s (recipe %s): T grid %s, ladder %s, group_by=%s, device %s",
         spec.name,
         spec.recipe,
-        list(spec.examples),
+        list(spec.T),
         stage.ladder,
         list(stage.group_by),
         device,
@@ -100,7 +100,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
             warm = _latest_states(kept) if stage.ladder.warm_start and not restart else {}
             _train_pass(spec, stage, trainings, datasets, device, kept, warm)
             for replica in members:
-                memorized[series_of(replica), replica.examples] = kept[replica].memorized
+                memorized[series_of(replica), replica.T] = kept[replica].memorized
             trainings = [
                 replace(r, restart=restart + 1) for r in members if _fell(r, memorized, stage)
             ]
@@ -186,13 +186,11 @@ def _check_convergence(
     while walk or joining:
         _train_pass(spec, stage, walk, datasets, device, kept, {})
         for replica in walk + joining:
-            memorized[series_of(replica), replica.examples] = kept[
-                first_training(replica)
-            ].memorized
+            memorized[series_of(replica), replica.T] = kept[first_training(replica)].memorized
         walk = [
-            replace(r, examples=stage.ladder.next_T(r.examples))
+            replace(r, T=stage.ladder.next_T(r.T))
             for r in walk + joining
-            if stage.ladder.grows(memorized[series_of(r), r.examples], r.examples)
+            if stage.ladder.grows(memorized[series_of(r), r.T], r.T)
         ]
         joining = []
     return {
@@ -238,8 +236,8 @@ def batched_model(
         MHAShape(
             d=stage.d,
             n=r.setting.n,
-            heads=r.setting.heads,
-            head_dim=r.setting.head_dim,
+            H=r.setting.H,
+            d_h=r.setting.d_h,
             value_dim=stage.value_dim,
             classes=stage.classes if task == "classification" else None,
             xavier=spec.recipe == "authors",
@@ -249,7 +247,7 @@ def batched_model(
     model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
     batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
-    shared = stage.train_config(spec, max(r.examples for r in members)).batch_size is not None
+    shared = stage.train_config(spec, max(r.T for r in members)).batch_size is not None
     return model, _stack(members, datasets, model.max_n, device, shared), batch_seeds
 
 
@@ -262,7 +260,7 @@ def _data_key(replica: Replica) -> tuple:
 def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
     seed, n, context, task = key
     data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
-    size = stage.ladder.data_size(spec.examples)
+    size = stage.ladder.data_size(spec.T)
     return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
 
 
@@ -288,8 +286,8 @@ def _latest_states(kept: dict[Replica, Trained]) -> dict[tuple, dict[str, torch.
 def _fell(replica: Replica, memorized: dict[tuple, int], stage: StageSettings) -> bool:
     """Whether ``replica``'s count fell along T (:meth:`Ladder.fell`)."""
     series = series_of(replica)
-    before = [m for (s, t), m in memorized.items() if s == series and t < replica.examples]
-    return stage.ladder.fell(memorized[series, replica.examples], before)
+    before = [m for (s, t), m in memorized.items() if s == series and t < replica.T]
+    return stage.ladder.fell(memorized[series, replica.T], before)
 
 
 def _train_group(
@@ -303,7 +301,7 @@ def _train_group(
     """Train one batched model of ``members``, each starting from its series' state in
     ``warm`` where it has one (warm starts); every training's result."""
     task = members[0].setting.task
-    cfg = stage.train_config(spec, max(r.examples for r in members), members[0].budget)
+    cfg = stage.train_config(spec, max(r.T for r in members), members[0].budget)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, members, warm)
     step = choose_step(cfg, model, task, device, fast=FastStep)
@@ -312,19 +310,10 @@ def _train_group(
     trained = []
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
     for r, replica, weights, embedded in _trained_attention(model, data, members):
-        s, t = replica.setting, replica.examples
+        s, t = replica.setting, replica.T
         own = datasets[_data_key(replica)].head(t)
         per_head = saturation(weights, stage.saturation_threshold).cpu().numpy()
-        ids = {
-            "sweep": spec.name,
-            "H": s.heads,
-            "n": s.n,
-            "d_h": s.head_dim,
-            "context": s.context,
-            "task": s.task,
-            "T": t,
-            "seed": replica.seed,
-        }
+        ids = {**asdict(s), "T": t, "seed": replica.seed}  # sweep, H, n, d_h, context, task
         row = {
             **ids,
             "value": s.value,
@@ -337,13 +326,13 @@ def _train_group(
             "certified": certified_capacity_curve(
                 own.queries,
                 own.contexts,
-                [s.heads],
-                s.head_dim,
+                [s.H],
+                s.d_h,
                 seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
                 device=device,
             )[0].rank,
             "certified_trained": certified_capacity_from_attention(weights, embedded),
-            "bound": theory_bound(s.heads, s.n),
+            "bound": theory_bound(s.H, s.n),
             "saturation": float(per_head.mean()),
             "loss": float(result.loss[r]),
             "fit_step": int(result.fit_step[r]),
@@ -353,7 +342,7 @@ def _train_group(
             "late_loss_drop": float(still_falling[r]),
             "warm_start": started[r],
             "grow_at": stage.ladder.grow_at,
-            "grown": t > max(spec.examples),
+            "grown": t > max(spec.T),
         }
         per_head_rows = [{**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)]
         row["budget"] = replica.budget
@@ -363,7 +352,7 @@ def _train_group(
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
     s = replica.setting
-    parts = (spec.name, replica.seed, s.heads, s.n, s.head_dim, s.context, s.task, replica.examples)
+    parts = (spec.name, replica.seed, s.H, s.n, s.d_h, s.context, s.task, replica.T)
     restart = ("restart", replica.restart) if replica.restart else ()
     return derive_seed(base_seed, purpose, *parts, *restart)
 
@@ -379,7 +368,7 @@ def _stack(
     one copy per distinct dataset (``ReplicaData.source``), and one context row per dataset
     where every member's context is shared (the fast step's one-context core), else one copy
     per replica (full batches read every replica's inputs at every step)."""
-    t_max = max(r.examples for r in members)
+    t_max = max(r.T for r in members)
     keys = list(dict.fromkeys(_data_key(r) for r in members)) if shared else None
     one_context = shared and all(r.setting.context == "shared" for r in members)
     queries, contexts = [], []
@@ -393,7 +382,7 @@ def _stack(
     return ReplicaData(
         (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
         torch.stack(targets).to(device),
-        torch.tensor([r.examples for r in members]).to(device),
+        torch.tensor([r.T for r in members]).to(device),
         None if source is None else source.to(device),
     )
 
@@ -412,7 +401,7 @@ def _trained_attention(
     would count as extra directions.
     """
     t_max, n_max = data.targets.shape[1], model.max_n
-    per_replica = 8 * t_max * n_max * (model.max_heads + model.d)
+    per_replica = 8 * t_max * n_max * (model.max_H + model.d)
     block = max(1, ANALYSIS_BYTES // per_replica)
     for first in range(0, len(members), block):
         index = torch.arange(first, min(first + block, len(members)), device=data.sizes.device)
@@ -431,6 +420,6 @@ def _trained_attention(
                 embedded.append(exact.embed(q, c)[1])
         attention, embedded = torch.cat(attention, 1), torch.cat(embedded, 1)
         for k, r in enumerate(index.tolist()):
-            s, t = members[r].setting, members[r].examples
+            s, t = members[r].setting, members[r].T
             rows = embedded[k, :, : s.n].expand(t, -1, -1) if one else embedded[k, :t, : s.n]
-            yield r, members[r], attention[k, :t, : s.heads, : s.n], rows
+            yield r, members[r], attention[k, :t, : s.H, : s.n], rows
