@@ -58,10 +58,10 @@ import yaml
 from _results import record
 from torch.profiler import ProfilerActivity, profile
 
+from memcap.synthetic.batched import batched_model, sweep_groups
 from memcap.synthetic.engine import FastStep
 from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
-from memcap.synthetic.sweep import batched_model, sweep_groups
 from memcap.training.engine import ReferenceStep
 from memcap.training.loop import train_replicas
 

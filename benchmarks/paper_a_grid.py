@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from memcap.synthetic.batched import batched_model, member_datasets
 from memcap.synthetic.settings import (
     StageSettings,
     replica_groups,
@@ -45,7 +46,6 @@ from memcap.synthetic.settings import (
     sweep_names,
     sweep_spec,
 )
-from memcap.synthetic.sweep import batched_model, member_datasets
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
 from memcap.training.precision import matmul_precision

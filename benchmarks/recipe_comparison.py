@@ -42,8 +42,9 @@ import yaml
 from _authors_code import train_authors
 from _results import record
 
+from memcap.synthetic.batched import member_datasets
 from memcap.synthetic.settings import StageSettings, grid_replicas, sweep_spec
-from memcap.synthetic.sweep import member_datasets, run_sweep
+from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SAMPLE = "heads:1:random,heads:2:random,heads:4:random"

@@ -19,7 +19,8 @@ from memcap.extract.checks import check_extract_config
 from memcap.extract.config import ExtractSettings
 from memcap.extract.corpus import Documents, load_documents
 from memcap.extract.entries import model_entry
-from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
+from memcap.extract.inputs import prepare_inputs
+from memcap.extract.job import ExtractOutputs, run_extraction
 from memcap.extract.registry import create_model
 from memcap.extract.text import (
     TextTokenizer,

@@ -13,7 +13,8 @@ import torch
 from memcap.errors import ConfigError
 from memcap.extract.config import ExtractSettings
 from memcap.extract.entries import model_entry
-from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
+from memcap.extract.inputs import prepare_inputs
+from memcap.extract.job import ExtractOutputs, run_extraction
 from memcap.extract.registry import create_model
 from memcap.extract.sizes import known_sizes
 

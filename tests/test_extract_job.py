@@ -16,7 +16,8 @@ from snakemake.utils import validate
 from memcap.errors import ConfigError
 from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.entries import model_entries, model_entry
-from memcap.extract.job import ExtractOutputs, prepare_inputs, run_extraction
+from memcap.extract.inputs import prepare_inputs
+from memcap.extract.job import ExtractOutputs, run_extraction
 from memcap.extract.registry import create_model
 
 ROOT = Path(__file__).resolve().parents[1]

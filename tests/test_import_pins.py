@@ -41,6 +41,7 @@ SNAKEFILE = (
     "memcap.assumptions.memory",
     "memcap.capacity.settings",
     "memcap.synthetic.settings",
+    "memcap.synthetic.checks",
     "memcap.aot.settings",
     "memcap.report.layout",
 )

@@ -12,9 +12,9 @@ from snakemake.utils import validate
 
 from memcap.errors import ConfigError
 from memcap.synthetic.bounds import linear_fit
+from memcap.synthetic.checks import check_synthetic_config
 from memcap.synthetic.settings import (
     StageSettings,
-    check_synthetic_config,
     sweep_memory_mb,
     sweep_names,
     sweep_spec,
@@ -317,6 +317,7 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     """Mini-batch sweeps (the authors' recipe) store each distinct dataset once and analyse
     trained attention a block of replicas at a time: the rows are those of one copy per
     replica analysed at once."""
+    import memcap.synthetic.batched as batched
     import memcap.synthetic.sweep as sweep
 
     config = _config()
@@ -325,8 +326,8 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     spec = sweep_spec(section, "head_dim")
     assert stage.train_config(spec, 16).batch_size is not None
     shared = run_sweep(spec, stage, torch.device("cpu")).table
-    stack = sweep._stack
-    monkeypatch.setattr(sweep, "_stack", lambda *args: stack(*args[:4], False))
+    stack = batched._stack
+    monkeypatch.setattr(batched, "_stack", lambda *args: stack(*args[:4], False))
     monkeypatch.setattr(sweep, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
     pd.testing.assert_frame_equal(shared, copies)
@@ -335,7 +336,7 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
 def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
     """Grouped by context kind, a mini-batch model of shared contexts stores one context row
     per dataset and trains through the one-context core: the rows of one copy per example."""
-    import memcap.synthetic.sweep as sweep
+    import memcap.synthetic.batched as batched
 
     config = _config()
     config["engine"]["synthetic"]["group_by"] = ["context"]
@@ -347,9 +348,9 @@ def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
 
     calls, core = [], folded_core_shared.core_forward
     monkeypatch.setattr(folded_core_shared, "core_forward", lambda *a: calls.append(1) or core(*a))
-    rows, stack = [], sweep._stack
+    rows, stack = [], batched._stack
     for store in (stack, lambda *args: stack(*args[:4], False)):
-        monkeypatch.setattr(sweep, "_stack", store)
+        monkeypatch.setattr(batched, "_stack", store)
         rows.append(run_sweep(spec, stage, torch.device("cpu")).table)
         calls.append(None)
     one, copies = rows

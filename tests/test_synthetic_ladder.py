@@ -13,12 +13,12 @@ import yaml
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.synthetic import laws
+from memcap.synthetic.checks import check_synthetic_config
 from memcap.synthetic.ladder import passes
 from memcap.synthetic.settings import (
     Convergence,
     Ladder,
     StageSettings,
-    check_synthetic_config,
     sweep_spec,
 )
 from memcap.synthetic.summary import capacity_table, largest_drop
