@@ -14,7 +14,7 @@ from memcap.synthetic.tasks import make_dataset
 from memcap.training.data import ReplicaData
 from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
-from tests.train_configs import train_config
+from train_configs import train_config
 
 D = 8
 
