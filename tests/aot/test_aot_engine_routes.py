@@ -76,7 +76,7 @@ def test_each_shape_is_routed_once_and_logged(caplog):
 def _modules_per_step(cfg, data, model, steps):
     """The memcap source files each training step passes through (between two calls of the
     update), the loop's own file included."""
-    root = Path(aot_engine.__file__).parents[2]
+    root = Path(aot_engine.__file__).parents[1]
     per_step: list[set[str]] = []
 
     def profile(frame, event, _arg):

@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from train_configs import train_config
 
 from memcap.synthetic import engine as synthetic_engine
 from memcap.synthetic.model import MHAShape, ReplicaMHA
@@ -14,7 +15,6 @@ from memcap.synthetic.tasks import make_dataset
 from memcap.training.data import ReplicaData
 from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
-from train_configs import train_config
 
 D = 8
 

@@ -1,5 +1,5 @@
 """The one engine door: the fast steps equal the reference, and a changed model trains through
-the reference (the model file is what trains; tests/training/test_training_verify_step.py checks the check)."""
+the reference (the model file is what trains; test_training_verify_step.py checks the check)."""
 
 import logging
 
