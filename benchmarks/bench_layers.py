@@ -18,7 +18,7 @@ import torch
 from _results import record
 
 from memcap.extract.entries import model_entry
-from memcap.extract.job import prepare_inputs
+from memcap.extract.inputs import prepare_inputs
 from memcap.extract.layers import LayerExtractor, MultiLayerExtractor
 from memcap.extract.registry import create_model
 

@@ -58,10 +58,10 @@ import yaml
 from _results import record
 from torch.profiler import ProfilerActivity, profile
 
+from memcap.synthetic.batched import batched_model, sweep_groups
 from memcap.synthetic.engine import FastStep
 from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
-from memcap.synthetic.sweep import batched_model, sweep_groups
 from memcap.training.engine import ReferenceStep
 from memcap.training.loop import train_replicas
 
@@ -154,8 +154,8 @@ def primitive_seconds(members: list[Replica], data, stage: StageSettings) -> tup
     """F_p and t_p (docstring) of one batched model: the per-example products of its real
     heads, timed padded, per head count and stacked over replicas with identical inputs."""
     examples, n, d = data.inputs[1].shape[1:3] + (stage.d,)  # padded to the longest T
-    heads = [r.setting.heads for r in members]
-    flops = sum(4.0 * r.examples * r.setting.heads * n * d for r in members)
+    heads = [r.setting.H for r in members]
+    flops = sum(4.0 * r.T * r.setting.H * n * d for r in members)
     padded = product_seconds(examples * len(heads), max(heads), n, d)
     per_count = sum(product_seconds(examples * heads.count(h), h, n, d) for h in sorted(set(heads)))
     slots = head_slots(*data.inputs, heads, max(heads))
@@ -168,7 +168,7 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
     cpu = torch.device("cpu")
     model, data, seeds = batched_model(spec, stage, members, datasets, cpu)
     cfg = dataclasses.replace(  # exactly ``steps`` steps: no extra budgets, nobody leaves
-        stage.train_config(spec, members[0].examples),
+        stage.train_config(spec, members[0].T),
         steps=steps,
         extra_budgets=0,
         leave_when_fit=False,
@@ -241,7 +241,7 @@ def main() -> None:
         row = model_row(spec, stage, members, datasets, args.steps, args.repeats)
         total = {key: total[key] + row[key] for key in total}
         print(
-            f"{max(r.examples for r in members):<5} {len(members):>8}  "
+            f"{max(r.T for r in members):<5} {len(members):>8}  "
             f"{row['needed'] / 1e6:17.1f}  {1e3 * row['old']:11.2f}  {1e3 * row['new']:11.2f}  "
             f"{row['needed'] / row['new'] / 1e9:11.2f}  {1e3 * row['p_seconds']:11.2f}  "
             f"| {1e3 * row['BLAS']:8.2f}  {1e3 * row['element-wise']:12.2f}  "

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from memcap.synthetic.batched import batched_model, member_datasets
 from memcap.synthetic.settings import (
     StageSettings,
     replica_groups,
@@ -45,7 +46,6 @@ from memcap.synthetic.settings import (
     sweep_names,
     sweep_spec,
 )
-from memcap.synthetic.sweep import batched_model, member_datasets
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
 from memcap.training.precision import matmul_precision
@@ -112,7 +112,7 @@ def time_model(
     spec, stage, members, device, warmup: int, steps: int, profile_steps: int = 0
 ) -> dict:
     """Seconds per training step and per evaluation of one batched model of ``members``."""
-    cfg = stage.train_config(spec, max(r.examples for r in members))
+    cfg = stage.train_config(spec, max(r.T for r in members))
     model, data, seeds = batched_model(
         spec, stage, members, member_datasets(spec, stage, members), device
     )
@@ -204,7 +204,7 @@ def time_sweep(name: str, config: dict, args, device) -> dict:
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
     models = []
     for key, members in replica_groups(spec, stage).items():
-        cfg = stage.train_config(spec, max(r.examples for r in members))
+        cfg = stage.train_config(spec, max(r.T for r in members))
         cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
         shapes = [step_shape(r, cfg.batch_size) for r in members]
         padded, own = cost.bucket(shapes)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 def stage_functions() -> dict[str, list[tuple[str, int, str]]]:
     """Stage -> the functions whose cumulative time is that stage, as cProfile names them."""
-    from memcap.extract import job, registry, store, text
+    from memcap.extract import inputs, registry, store, text
     from memcap.extract.images import image_batches
     from memcap.extract.layers import MultiLayerExtractor
     from memcap.numerics.context_rank import ContextRankStream
@@ -48,7 +48,7 @@ def stage_functions() -> dict[str, list[tuple[str, int, str]]]:
 
     return {
         "model": [key(registry.create_model)],
-        "inputs": [key(job.prepare_inputs), key(text.text_batches), key(image_batches)],
+        "inputs": [key(inputs.prepare_inputs), key(text.text_batches), key(image_batches)],
         "forward": [key(MultiLayerExtractor.forward)],
         "device copies": [("~", 0, "<method 'cpu' of 'torch._C.TensorBase' objects>")],
         "context ranks": [key(ContextRankStream.add), key(ContextRankStream.result)],

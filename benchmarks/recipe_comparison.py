@@ -42,8 +42,9 @@ import yaml
 from _authors_code import train_authors
 from _results import record
 
+from memcap.synthetic.batched import member_datasets
 from memcap.synthetic.settings import StageSettings, grid_replicas, sweep_spec
-from memcap.synthetic.sweep import member_datasets, run_sweep
+from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SAMPLE = "heads:1:random,heads:2:random,heads:4:random"
@@ -78,13 +79,13 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
     section["sweeps"][name]["seeds"] = seeds
     spec = sweep_spec(section, name)
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
-    replicas = [r for r in grid_replicas(spec, stage) if r.examples == spec.examples[0]]
+    replicas = [r for r in grid_replicas(spec, stage) if spec.T[0] == r.T]
     setting = replicas[0].setting
     datasets = member_datasets(spec, stage, replicas)
     data = {r.seed: datasets[(r.seed, setting.n, setting.context, setting.task)] for r in replicas}
     counts: dict[int, dict[int, int]] = {seed: {} for seed in data}
     cpu: dict[int, float] = dict.fromkeys(data, 0.0)
-    ladder, grid, walking = stage.ladder, list(spec.examples), list(data)
+    ladder, grid, walking = stage.ladder, list(spec.T), list(data)
     T = grid.pop(0)
     while walking:
         start = time.process_time()
@@ -93,8 +94,8 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
             torch.stack([o.queries for o in own]),
             torch.stack([o.contexts for o in own]),
             torch.stack([o.targets for o in own]),
-            setting.heads,
-            setting.head_dim,
+            setting.H,
+            setting.d_h,
             stage.classes,
             seeds=walking,
             steps=steps,

@@ -15,7 +15,7 @@ from typing import Any
 from memcap.aot.settings import check_aot_config
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
-from memcap.synthetic.settings import check_synthetic_config
+from memcap.synthetic.checks import check_synthetic_config
 
 Config = Mapping[str, Any]
 

@@ -80,7 +80,7 @@ class ModelEntry:
     detail_spec: LayerSpec = LayerSpec(DEFAULT_LAYERS)  # the ``detail_layers`` key as given
     detail_layers: tuple[Layer, ...] = ()  # audited in full (see entries.with_resolved)
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    n: int | None = None  # None: family default (see job.resolve_n)
+    n: int | None = None  # None: family default (see inputs.resolve_n)
     query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
     tokenizer: str | None = None  # None: the model's own; else a named substitute
     bos: bool | None = None  # decoders: prepend the tokenizer's BOS token; None: auto

@@ -1,13 +1,25 @@
 """Paper A: memorization capacity of one multi-head attention layer, on synthetic data.
 
-Modules (named as in :mod:`memcap.aot`): :mod:`~memcap.synthetic.settings` (sweep and stage
-settings, the config checker and the memory estimate; no torch),
-:mod:`~memcap.synthetic.tasks` (uniform queries and contexts, random labels),
-:mod:`~memcap.synthetic.model` (the replica-batched MHA model),
-:mod:`~memcap.synthetic.sweep` (training and certifying a sweep through
-:func:`memcap.training.loop.train_replicas`), :mod:`~memcap.synthetic.summary` (capacity,
-fit and saturation tables), :mod:`~memcap.synthetic.laws` (paper A's three laws checked),
-:mod:`~memcap.synthetic.bounds` (the linear fit; H(n−1)+1 is :mod:`memcap.theory`) and
-:mod:`~memcap.synthetic.figures`. Nothing is imported here, so the config checker stays
-free of torch.
+Modules (named as in :mod:`memcap.aot` where both papers have one):
+
+- :mod:`~memcap.synthetic.settings`: sweep and stage settings, the replicas and their
+  batched models, the memory estimate (no torch).
+- :mod:`~memcap.synthetic.checks`: the ``synthetic`` section's cross-field checks (no torch).
+- :mod:`~memcap.synthetic.buckets`: the training step's cost model and cost-model buckets.
+- :mod:`~memcap.synthetic.tasks`: uniform queries and contexts, random labels.
+- :mod:`~memcap.synthetic.model`: the replica-batched MHA model.
+- :mod:`~memcap.synthetic.batched`: a group of replicas as one batched model and its data.
+- :mod:`~memcap.synthetic.engine`: the fast step, through :mod:`~memcap.synthetic.folded`
+  (folded weights; its cores :mod:`~memcap.synthetic.folded_core`,
+  :mod:`~memcap.synthetic.folded_core_head_major`, :mod:`~memcap.synthetic.folded_core_shared`)
+  and :mod:`~memcap.synthetic.head_slots` (heads of replicas with identical inputs stacked).
+- :mod:`~memcap.synthetic.ladder`: the training passes along every series' T.
+- :mod:`~memcap.synthetic.sweep`: training and certifying a sweep through
+  :func:`memcap.training.loop.train_replicas`.
+- :mod:`~memcap.synthetic.summary`: capacity, fit and saturation tables.
+- :mod:`~memcap.synthetic.laws`: paper A's three laws checked.
+- :mod:`~memcap.synthetic.bounds`: the linear fit (H(n−1)+1 is :mod:`memcap.theory`).
+- :mod:`~memcap.synthetic.figures`: the stage's figures.
+
+Nothing is imported here, so the config checker stays free of torch.
 """

@@ -21,20 +21,20 @@ from dataclasses import dataclass
 class StepShape:
     """What one replica's training step works on."""
 
-    heads: int  # H
+    H: int  # heads
     n: int  # context size
-    head_dim: int  # d_h
+    d_h: int  # query/key dimension per head
     batch: int  # examples per step (T in full-batch training)
-    examples: int  # T, every one evaluated every eval_every steps
+    T: int  # dataset size, every example evaluated every eval_every steps
 
     def padded_with(self, other: StepShape) -> StepShape:
         """The elementwise-largest shape of the two."""
         return StepShape(
-            max(self.heads, other.heads),
+            max(self.H, other.H),
             max(self.n, other.n),
-            max(self.head_dim, other.head_dim),
+            max(self.d_h, other.d_h),
             max(self.batch, other.batch),
-            max(self.examples, other.examples),
+            max(self.T, other.T),
         )
 
 
@@ -65,27 +65,27 @@ class StepCost:
 
     def per_example(self, shape: StepShape) -> float:
         """Forward FLOPs of one example."""
-        d, dv, h, n = self.d, self.value_dim, shape.heads, shape.n
+        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
         return 2.0 * h * (d * (d + n) + n * d + dv * n * d + n * dv + dv * self.outputs)
 
     def per_step_weights(self, shape: StepShape) -> float:
         """Forward FLOPs of the example-free weight products of one step."""
-        d, dv, h, n = self.d, self.value_dim, shape.heads, shape.n
-        fold = h * d * shape.head_dim * d + 2 * h * d * d * (d + n) + (d + n) * d * h * dv
+        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
+        fold = h * d * shape.d_h * d + 2 * h * d * d * (d + n) + (d + n) * d * h * dv
         return 2.0 * (fold + (h * dv + 1) * d * self.outputs)
 
     def flops(self, shape: StepShape) -> float:
         """FLOPs per training step of one replica of ``shape`` (evaluations averaged in)."""
         train = 3.0 * (shape.batch * self.per_example(shape) + self.per_step_weights(shape))
-        return train + shape.examples * self.per_example(shape) / self.eval_every
+        return train + shape.T * self.per_example(shape) / self.eval_every
 
     def needed(self, shape: StepShape) -> float:
         """FLOPs the model itself needs per training step, in its plain form and whatever the
         implementation: 3·B·[H·(4·d·d_h + 4·n·d + 4·d·d_v) + 2·d·C] (query projection, q·W_k,
         scores, weighted context, value and output projections, decoder; ×3 for the
         backward; ``benchmarks/bench_synthetic_step.py`` counts the same)."""
-        d, dv, h, n = self.d, self.value_dim, shape.heads, shape.n
-        per_example = h * (4 * d * shape.head_dim + 4 * n * d + 4 * d * dv) + 2 * d * self.outputs
+        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
+        per_example = h * (4 * d * shape.d_h + 4 * n * d + 4 * d * dv) + 2 * d * self.outputs
         return 3.0 * shape.batch * per_example
 
     def bucket(self, shapes: Sequence[StepShape]) -> tuple[float, float]:

@@ -76,9 +76,8 @@ def folded_loss(
 def _fixed(model: ReplicaMHA, query: Tensor, context: Tensor, cache: SlotCache) -> _Fixed:
     if query.requires_grad or context.requires_grad:
         raise ValueError("folded_logits computes no gradient for its inputs; use the model")
-    heads = model.max_heads
     slots, grouped_query, grouped_context, tokens = cache.get(
-        query, context, [s.heads for s in model.shapes], heads
+        query, context, [s.H for s in model.shapes], model.max_H
     )
     return _Fixed(
         positions=model.positions[: context.shape[2] + 1],
@@ -106,7 +105,7 @@ def _position_mask(model: ReplicaMHA, slots: HeadSlots, n: int) -> Tensor | None
     mask = model.context_mask[:, :n]
     per_head = torch.zeros(mask.shape, dtype=model.positions.dtype, device=mask.device)
     per_head = per_head.masked_fill(~mask, float("-inf"))
-    per_head = per_head[:, None].expand(-1, model.max_heads, -1).reshape(-1, n)
+    per_head = per_head[:, None].expand(-1, model.max_H, -1).reshape(-1, n)
     if not slots.trivial:
         per_head = per_head.index_select(0, slots.source)
     return per_head.view(slots.groups, -1, n)

@@ -50,13 +50,13 @@ class HeadSlots:
         return int(self.first.shape[0])
 
 
-def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int) -> HeadSlots:
+def head_slots(query: Tensor, context: Tensor, H: Sequence[int], max_H: int) -> HeadSlots:
     """Group replicas by identical (query, context) inputs (exact equality) and stack their
-    real heads; ``heads[r]`` real heads of ``max_heads`` per replica."""
+    real heads; ``H[r]`` real heads of ``max_H`` per replica."""
     members: list[list[int]] = []
     by_fingerprint: dict[bytes, list[int]] = {}  # first example's query → candidate groups
     fingerprints = query[:, 0].float().cpu().numpy()  # numpy has no bfloat16
-    for r in range(len(heads)):
+    for r in range(len(H)):
         candidates = by_fingerprint.setdefault(fingerprints[r].tobytes(), [])
         for g in candidates:
             f = members[g][0]
@@ -66,34 +66,34 @@ def head_slots(query: Tensor, context: Tensor, heads: Sequence[int], max_heads: 
         else:
             candidates.append(len(members))
             members.append([r])
-    return _stacked(members, heads, max_heads, query.device)
+    return _stacked(members, H, max_H, query.device)
 
 
-def separate_slots(heads: Sequence[int], max_heads: int, device: torch.device) -> HeadSlots:
+def separate_slots(H: Sequence[int], max_H: int, device: torch.device) -> HeadSlots:
     """One group per replica, nothing stacked: what :func:`head_slots` finds for inputs that
     all differ, without reading them (no device-to-host copy)."""
-    return _stacked([[r] for r in range(len(heads))], heads, max_heads, device)
+    return _stacked([[r] for r in range(len(H))], H, max_H, device)
 
 
 def _stacked(
-    members: list[list[int]], heads: Sequence[int], max_heads: int, device: torch.device
+    members: list[list[int]], H: Sequence[int], max_H: int, device: torch.device
 ) -> HeadSlots:
     """The slots of replica groups ``members`` (each group's real heads stacked)."""
-    slots = max(sum(heads[r] for r in group) for group in members)
-    source, head, target = [], [], [len(members) * slots] * (len(heads) * max_heads)
+    slots = max(sum(H[r] for r in group) for group in members)
+    source, head, target = [], [], [len(members) * slots] * (len(H) * max_H)
     for g, group in enumerate(members):
-        own = [r * max_heads + h for r in group for h in range(heads[r])]
+        own = [r * max_H + h for r in group for h in range(H[r])]
         for s, flat in enumerate(own):
             target[flat] = g * slots + s
         source += own + [own[0]] * (slots - len(own))
-        head += own + [len(heads) * max_heads] * (slots - len(own))
+        head += own + [len(H) * max_H] * (slots - len(own))
     return HeadSlots(
         first=torch.tensor([group[0] for group in members], device=device),
         source=torch.tensor(source, device=device),
         target=torch.tensor(target, device=device),
         head=torch.tensor(head, device=device),
         slots=slots,
-        trivial=len(members) == len(heads),
+        trivial=len(members) == len(H),
     )
 
 
@@ -115,16 +115,16 @@ class SlotCache:
         self._separate: dict[tuple, HeadSlots] = {}
 
     def get(
-        self, query: Tensor, context: Tensor, heads: Sequence[int], max_heads: int
+        self, query: Tensor, context: Tensor, H: Sequence[int], max_H: int
     ) -> tuple[HeadSlots, Tensor, Tensor, Tensor]:
         """Slots, the groups' queries with a 1 appended (G, B, d + 1), contexts with
         every row's one-hot position appended (G, B, n, d + n), and the groups' raw
         contexts (G, B, n, d), contiguous: the per-example products read them (a strided
         slice of the augmented rows is slower)."""
         if self.separate:
-            key = (tuple(heads), max_heads, query.device)
+            key = (tuple(H), max_H, query.device)
             if key not in self._separate:
-                self._separate[key] = separate_slots(heads, max_heads, query.device)
+                self._separate[key] = separate_slots(H, max_H, query.device)
             return (self._separate[key], *_grouped_inputs(query, context))
         if self._key is not None and self._value is not None:
             query_ref, context_ref, versions = self._key
@@ -134,7 +134,7 @@ class SlotCache:
                 and versions == (query._version, context._version)
             ):
                 return self._value
-        slots = head_slots(query, context, heads, max_heads)
+        slots = head_slots(query, context, H, max_H)
         shared = slots.groups < query.shape[0]
         queries, contexts = (
             (query[slots.first], context[slots.first]) if shared else (query, context)

@@ -39,9 +39,9 @@ def passes(
         yield grid_replicas(spec, stage)
         return
     series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
-    for T in spec.examples:
+    for T in spec.T:
         yield [Replica(s, seed, T) for s, seed in series]
-    T = spec.examples[-1]
+    T = spec.T[-1]
     growing = [s for s in series if ladder.grows(memorized[s, T], T)]
     while growing:
         T = ladder.next_T(T)

@@ -34,14 +34,14 @@ class MHAShape:
 
     d: int  # token (input and model) dimension
     n: int  # context size: tokens the query attends to
-    heads: int  # H
-    head_dim: int  # d_h, query/key dimension per head
+    H: int  # heads
+    d_h: int  # query/key dimension per head
     value_dim: int = 1  # d_v per head (1 in the authors' setup)
     classes: int | None = None  # C output classes; None = scalar regression output
     xavier: bool = False  # paper A's code: Xavier-uniform weights, zero biases, scores / √d
 
     def __post_init__(self) -> None:
-        if min(self.d, self.n, self.heads, self.head_dim, self.value_dim) < 1:
+        if min(self.d, self.n, self.H, self.d_h, self.value_dim) < 1:
             raise ValueError(f"every dimension of {self} must be at least 1")
         if self.classes is not None and self.classes < 2:
             raise ValueError("classification needs at least 2 classes")
@@ -65,7 +65,7 @@ class ReplicaMHA(nn.Module):
 
     Attributes (besides the parameters):
         shapes: each replica's :class:`MHAShape`.
-        max_heads, max_head_dim, max_n: the padded sizes.
+        max_H, max_d_h, max_n: the padded sizes.
         positions: (1 + n_max, d) sinusoidal encoding; token 0 is the query.
         score_scale: (R,) factor of the attention scores (1/√d_h, or 1/√d for Xavier).
         head_mask, dim_mask: (R, H_max), (R, d_h max) ones on each replica's real heads and
@@ -83,24 +83,22 @@ class ReplicaMHA(nn.Module):
             raise ValueError("replicas must share d, value_dim and classes")
         self.d, self.value_dim, self.classes = first.d, first.value_dim, first.classes
         self.shapes = tuple(shapes)
-        self.max_heads = max(s.heads for s in shapes)
-        self.max_head_dim = max(s.head_dim for s in shapes)
+        self.max_H = max(s.H for s in shapes)
+        self.max_d_h = max(s.d_h for s in shapes)
         self.max_n = max(s.n for s in shapes)
         params = [self._init_replica(s, seed) for s, seed in zip(shapes, seeds, strict=True)]
         for name in params[0]:
             self.register_parameter(name, nn.Parameter(torch.stack([p[name] for p in params])))
         self.register_buffer("positions", sinusoidal_positions(self.max_n + 1, self.d))
-        self.register_buffer("head_mask", self._mask([s.heads for s in shapes], self.max_heads))
-        self.register_buffer(
-            "dim_mask", self._mask([s.head_dim for s in shapes], self.max_head_dim)
-        )
+        self.register_buffer("head_mask", self._mask([s.H for s in shapes], self.max_H))
+        self.register_buffer("dim_mask", self._mask([s.d_h for s in shapes], self.max_d_h))
         self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
         self.padded_context = any(s.n < self.max_n for s in shapes)
-        self.padded_heads = any(s.heads < self.max_heads for s in shapes)
-        self.padded_head_dims = any(s.head_dim < self.max_head_dim for s in shapes)
+        self.padded_heads = len({s.H for s in shapes}) > 1
+        self.padded_head_dims = len({s.d_h for s in shapes}) > 1
         self.register_buffer(
             "score_scale",
-            torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.head_dim) for s in shapes]),
+            torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.d_h) for s in shapes]),
         )
 
     @property
@@ -114,7 +112,7 @@ class ReplicaMHA(nn.Module):
         H·d_h for the queries), as paper A's code builds them; biases then start at zero.
         """
         g = torch.Generator().manual_seed(int(seed))
-        d, h, dh, dv = shape.d, shape.heads, shape.head_dim, shape.value_dim
+        d, h, dh, dv = shape.d, shape.H, shape.d_h, shape.value_dim
         out = shape.classes or 1
 
         def uniform(fan_in: int, fan_out: int, *size: int) -> Tensor:
@@ -129,7 +127,7 @@ class ReplicaMHA(nn.Module):
             padded[tuple(slice(0, k) for k in x.shape)] = x
             return padded
 
-        hm, dm = self.max_heads, self.max_head_dim
+        hm, dm = self.max_H, self.max_d_h
         return {
             "w_embed": uniform(d, d, d, d),
             "b_embed": uniform(d, d, d),

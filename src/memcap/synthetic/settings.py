@@ -1,8 +1,8 @@
 """Typed settings of the synthetic stage (paper A): sweeps, replicas and their batched models,
-config checks and the memory estimate.
+and the memory estimate (the config checks: :mod:`memcap.synthetic.checks`).
 
-No torch import here: the Snakefile imports this module to check the config before any job
-starts. The dataclasses carry no defaults: they are built from the schema-defaulted config.
+No torch import here: the Snakefile imports this module to size the sweep jobs. The
+dataclasses carry no defaults: they are built from the schema-defaulted config.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.errors import ConfigError
 from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas
 from memcap.training.config import TrainConfig, with_overrides
 from memcap.training.seeds import replicate_seeds
@@ -31,16 +30,16 @@ class Setting:
     """One point of a sweep: the model shape, the context kind and the task."""
 
     sweep: str
-    heads: int
-    n: int
-    head_dim: int
+    H: int  # heads
+    n: int  # context size
+    d_h: int  # query/key dimension per head
     context: str
     task: str
 
     @property
     def value(self) -> int:
         """The swept parameter's value."""
-        return {"heads": self.heads, "context_size": self.n, "head_dim": self.head_dim}[self.sweep]
+        return getattr(self, SWEPT[self.sweep])
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class Replica:
 
     setting: Setting
     seed: int
-    examples: int
+    T: int  # dataset size
     restart: int = 0
     budget: int = 0
 
@@ -59,9 +58,9 @@ class Replica:
         s = self.setting
         key: tuple = (s.task,)
         if "shape" in keys:
-            key += (s.heads, s.n, s.head_dim)
+            key += (s.H, s.n, s.d_h)
         if "T" in keys:
-            key += (self.examples,)
+            key += (self.T,)
         if "context" in keys:
             key += (s.context,)
         if self.budget:  # a batched model runs one step count
@@ -75,10 +74,10 @@ class SweepSpec:
 
     name: str
     values: tuple[int, ...]
-    examples: tuple[int, ...]  # the T grid, increasing
-    heads: int  # H where not swept
-    n: int  # context size where not swept
-    head_dim: int  # d_h where not swept
+    T: tuple[int, ...]  # the T grid, increasing
+    H: int  # where not swept
+    n: int  # where not swept
+    d_h: int  # where not swept
     contexts: tuple[str, ...]
     tasks: tuple[str, ...]
     train: Mapping[str, Any]  # the sweep's own training settings; null keeps the recipe's
@@ -89,10 +88,7 @@ class SweepSpec:
         """Every (value, context, task) point, values outermost."""
         points = []
         for value in self.values:
-            shape = {"heads": self.heads, "n": self.n, "head_dim": self.head_dim}
-            shape[{"heads": "heads", "context_size": "n", "head_dim": "head_dim"}[self.name]] = (
-                value
-            )
+            shape = {"H": self.H, "n": self.n, "d_h": self.d_h, SWEPT[self.name]: value}
             for context in self.contexts:
                 for task in self.tasks:
                     points.append(Setting(self.name, context=context, task=task, **shape))
@@ -105,10 +101,10 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
     return SweepSpec(
         name=name,
         values=tuple(sweep["values"]),
-        examples=tuple(sweep["T"]),
-        heads=sweep.get("H", 0),
+        T=tuple(sweep["T"]),
+        H=sweep.get("H", 0),
         n=sweep.get("n", 0),
-        head_dim=sweep.get("d_h", 0),
+        d_h=sweep.get("d_h", 0),
         contexts=tuple(sweep["contexts"]),
         tasks=tuple(sweep["tasks"]),
         train=sweep["train"],
@@ -253,8 +249,8 @@ class StageSettings:
         """The replicate seeds of every setting of sweep ``spec``."""
         return replicate_seeds(self.base_seed, spec.seeds)
 
-    def train_config(self, spec: SweepSpec, examples: int, budget: int = 0) -> TrainConfig:
-        """The training settings of sweep ``spec`` for a batched model of up to ``examples``;
+    def train_config(self, spec: SweepSpec, T: int, budget: int = 0) -> TrainConfig:
+        """The training settings of sweep ``spec`` for a batched model of up to ``T`` examples;
         ``budget`` > 0: that many steps in one budget (the convergence check's training).
 
         Ours: ``synthetic.train`` with the sweep's own values. Authors' (paper A's code):
@@ -267,9 +263,7 @@ class StageSettings:
                 train = {**train, "steps": budget, "extra_budgets": 0}
             return TrainConfig(**train, **self._engine())
         train = with_overrides(self.authors, spec.train)
-        steps = budget or max(
-            math.ceil(train["epochs"] * examples / train["batch_size"]), train["steps"]
-        )
+        steps = budget or max(math.ceil(train["epochs"] * T / train["batch_size"]), train["steps"])
         return TrainConfig(
             steps=steps,
             lr=train["lr"],
@@ -298,7 +292,7 @@ def sweep_memory_mb(
     stage = StageSettings.from_config(section, 0, engine)
     largest = 0
     for members in replica_groups(spec, stage).values():
-        t_max = max(r.examples for r in members)
+        t_max = max(r.T for r in members)
         token_bytes = (max(r.setting.n for r in members) + 1) * section["d"] * 4
         batch = stage.train_config(spec, t_max).batch_size or t_max
         largest = max(largest, len(members) * (t_max + 16 * batch) * token_bytes)
@@ -308,10 +302,10 @@ def sweep_memory_mb(
 def grid_replicas(spec: SweepSpec, stage: StageSettings) -> list[Replica]:
     """Every replica of the sweep's listed grid: settings × seeds × T."""
     return [
-        Replica(setting, seed, examples)
+        Replica(setting, seed, T)
         for setting in spec.settings()
         for seed in stage.replicate_seeds(spec)
-        for examples in spec.examples
+        for T in spec.T
     ]
 
 
@@ -345,10 +339,10 @@ def _buckets(
     """``group`` split by step count, then into buckets of padding <= ``stage.max_padding``."""
     by_steps: dict[int, list[Replica]] = {}
     for replica in group:
-        by_steps.setdefault(stage.train_config(spec, replica.examples).steps, []).append(replica)
+        by_steps.setdefault(stage.train_config(spec, replica.T).steps, []).append(replica)
     buckets: dict[tuple, list[Replica]] = {}
     for steps, members in by_steps.items():
-        cfg = stage.train_config(spec, members[0].examples)
+        cfg = stage.train_config(spec, members[0].T)
         cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
         shapes = [step_shape(r, cfg.batch_size) for r in members]
         for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
@@ -358,8 +352,8 @@ def _buckets(
 
 def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
     """The cost model's shape of ``replica``'s training step."""
-    s, t = replica.setting, replica.examples
-    return StepShape(s.heads, s.n, s.head_dim, batch_size or t, t)
+    s = replica.setting
+    return StepShape(s.H, s.n, s.d_h, batch_size or replica.T, replica.T)
 
 
 def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
@@ -371,72 +365,3 @@ def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
 def sweep_names(section: Mapping[str, Any]) -> list[str]:
     """Names of the sweeps the config switches on, in canonical order."""
     return [name for name in SWEEPS if section["sweeps"][name].get("enabled", True)]
-
-
-def check_synthetic_config(config: Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` for a synthetic section that cannot run or means nothing."""
-    section = config.get("synthetic", {})
-    if not section.get("enabled", True) or "sweeps" not in section:
-        return
-    if not sweep_names(section):
-        raise ConfigError(
-            "synthetic.sweeps",
-            "every sweep is disabled, so there is nothing to summarize",
-            "enable a sweep, or switch the stage off with synthetic.enabled: false",
-        )
-    d = section["d"]
-    ladder = Ladder.from_config(section)
-    for name in sweep_names(section):
-        spec = sweep_spec(section, name)
-        _check_sweep(spec, d)
-        if ladder.grow_at is not None and max(spec.examples) > ladder.max_T:
-            raise ConfigError(
-                "synthetic.ladder.max_T",
-                f"{ladder.max_T} is below the largest T {max(spec.examples)} of sweep {name}",
-                f"use max_T >= {max(spec.examples)}, or shorten synthetic.sweeps.{name}.T",
-            )
-    threshold = section["saturation_threshold"]
-    if not 0.5 <= threshold < 1.0:
-        raise ConfigError(
-            "synthetic.saturation_threshold",
-            f"{threshold} is outside [0.5, 1), so it does not mark one-hot attention",
-            "use a value such as 0.99",
-        )
-
-
-def _check_sweep(spec: SweepSpec, d: int) -> None:
-    key = f"synthetic.sweeps.{spec.name}"
-    _check_grid(f"{key}.values", spec.values, increasing=False)
-    _check_grid(f"{key}.T", spec.examples, increasing=True)
-    for field, allowed in (("contexts", CONTEXTS), ("tasks", TASKS)):
-        chosen = getattr(spec, field)
-        if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(allowed):
-            raise ConfigError(
-                f"{key}.{field}",
-                f"{list(chosen)} is not a non-empty list of distinct values from {list(allowed)}",
-                f"list one or more of {list(allowed)}",
-            )
-    largest_n = max(setting.n for setting in spec.settings())
-    if largest_n > d:
-        where = f"{key}.values" if spec.name == "context_size" else f"{key}.n"
-        raise ConfigError(
-            where,
-            f"context size n={largest_n} exceeds d={d}: n tokens in R^d cannot have rank n "
-            "(Assumption 2), and the bound H(n-1)+1 does not apply",
-            "use n <= synthetic.d",
-        )
-
-
-def _check_grid(key: str, grid: tuple[int, ...], increasing: bool) -> None:
-    if not grid:
-        raise ConfigError(key, "the grid is empty", "list at least one value")
-    if min(grid) < 1:
-        raise ConfigError(key, f"{list(grid)} has a value below 1", "use positive integers")
-    if len(set(grid)) != len(grid):
-        raise ConfigError(key, f"{list(grid)} repeats a value", "list each value once")
-    if increasing and list(grid) != sorted(grid):
-        raise ConfigError(
-            key,
-            f"the T grid {list(grid)} is not increasing",
-            "list dataset sizes in increasing order",
-        )

@@ -21,7 +21,7 @@ import copy
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 import torch
@@ -32,6 +32,7 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
+from memcap.synthetic.batched import batched_model, data_key, member_datasets
 from memcap.synthetic.engine import FastStep
 from memcap.synthetic.ladder import (
     capacity_replicas,
@@ -42,7 +43,7 @@ from memcap.synthetic.ladder import (
     trained_states,
     warm_start,
 )
-from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.model import ReplicaMHA
 from memcap.synthetic.settings import (
     SWEPT,
     Replica,
@@ -52,7 +53,7 @@ from memcap.synthetic.settings import (
     grid_replicas,
     replica_groups,
 )
-from memcap.synthetic.tasks import SyntheticSet, make_dataset
+from memcap.synthetic.tasks import SyntheticSet
 from memcap.theory import theory_bound
 from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
@@ -86,7 +87,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         "sweep %s (recipe %s): T grid %s, ladder %s, group_by=%s, device %s",
         spec.name,
         spec.recipe,
-        list(spec.examples),
+        list(spec.T),
         stage.ladder,
         list(stage.group_by),
         device,
@@ -100,7 +101,7 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
             warm = _latest_states(kept) if stage.ladder.warm_start and not restart else {}
             _train_pass(spec, stage, trainings, datasets, device, kept, warm)
             for replica in members:
-                memorized[series_of(replica), replica.examples] = kept[replica].memorized
+                memorized[series_of(replica), replica.T] = kept[replica].memorized
             trainings = [
                 replace(r, restart=restart + 1) for r in members if _fell(r, memorized, stage)
             ]
@@ -186,13 +187,11 @@ def _check_convergence(
     while walk or joining:
         _train_pass(spec, stage, walk, datasets, device, kept, {})
         for replica in walk + joining:
-            memorized[series_of(replica), replica.examples] = kept[
-                first_training(replica)
-            ].memorized
+            memorized[series_of(replica), replica.T] = kept[first_training(replica)].memorized
         walk = [
-            replace(r, examples=stage.ladder.next_T(r.examples))
+            replace(r, T=stage.ladder.next_T(r.T))
             for r in walk + joining
-            if stage.ladder.grows(memorized[series_of(r), r.examples], r.examples)
+            if stage.ladder.grows(memorized[series_of(r), r.T], r.T)
         ]
         joining = []
     return {
@@ -208,62 +207,6 @@ def _longer(replica: Replica, kept: dict[Replica, Trained], factor: int) -> Repl
     """``replica`` with ``factor`` times the steps its kept training ran (extra budgets
     included) as one budget."""
     return replace(replica, budget=factor * kept[first_training(replica)].row["steps_run"])
-
-
-def sweep_groups(
-    spec: SweepSpec, stage: StageSettings
-) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
-    """The sweep's batched models (:func:`replica_groups`) and their data."""
-    groups = replica_groups(spec, stage)
-    return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
-
-
-def member_datasets(
-    spec: SweepSpec, stage: StageSettings, members: list[Replica]
-) -> dict[tuple, SyntheticSet]:
-    """The datasets that ``members`` train on (one per seed, n, context and task)."""
-    return {key: _dataset(spec, stage, key) for key in {_data_key(r) for r in members}}
-
-
-def batched_model(
-    spec: SweepSpec,
-    stage: StageSettings,
-    members: list[Replica],
-    datasets: dict[tuple, SyntheticSet],
-    device: torch.device,
-) -> tuple[ReplicaMHA, ReplicaData, list[int]]:
-    """The untrained batched model of ``members``, their stacked data and batch seeds."""
-    task = members[0].setting.task
-    shapes = [
-        MHAShape(
-            d=stage.d,
-            n=r.setting.n,
-            heads=r.setting.heads,
-            head_dim=r.setting.head_dim,
-            value_dim=stage.value_dim,
-            classes=stage.classes if task == "classification" else None,
-            xavier=spec.recipe == "authors",
-        )
-        for r in members
-    ]
-    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
-    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
-    model = ReplicaMHA(shapes, model_seeds).to(device)
-    shared = stage.train_config(spec, max(r.examples for r in members)).batch_size is not None
-    return model, _stack(members, datasets, model.max_n, device, shared), batch_seeds
-
-
-def _data_key(replica: Replica) -> tuple:
-    """Datasets depend on the seed, n, context and task only (paired across H and d_h)."""
-    s = replica.setting
-    return (replica.seed, s.n, s.context, s.task)
-
-
-def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
-    seed, n, context, task = key
-    data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
-    size = stage.ladder.data_size(spec.examples)
-    return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
 
 
 @dataclass
@@ -288,8 +231,8 @@ def _latest_states(kept: dict[Replica, Trained]) -> dict[tuple, dict[str, torch.
 def _fell(replica: Replica, memorized: dict[tuple, int], stage: StageSettings) -> bool:
     """Whether ``replica``'s count fell along T (:meth:`Ladder.fell`)."""
     series = series_of(replica)
-    before = [m for (s, t), m in memorized.items() if s == series and t < replica.examples]
-    return stage.ladder.fell(memorized[series, replica.examples], before)
+    before = [m for (s, t), m in memorized.items() if s == series and t < replica.T]
+    return stage.ladder.fell(memorized[series, replica.T], before)
 
 
 def _train_group(
@@ -303,7 +246,7 @@ def _train_group(
     """Train one batched model of ``members``, each starting from its series' state in
     ``warm`` where it has one (warm starts); every training's result."""
     task = members[0].setting.task
-    cfg = stage.train_config(spec, max(r.examples for r in members), members[0].budget)
+    cfg = stage.train_config(spec, max(r.T for r in members), members[0].budget)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, members, warm)
     step = choose_step(cfg, model, task, device, fast=FastStep)
@@ -312,19 +255,10 @@ def _train_group(
     trained = []
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
     for r, replica, weights, embedded in _trained_attention(model, data, members):
-        s, t = replica.setting, replica.examples
-        own = datasets[_data_key(replica)].head(t)
+        s, t = replica.setting, replica.T
+        own = datasets[data_key(replica)].head(t)
         per_head = saturation(weights, stage.saturation_threshold).cpu().numpy()
-        ids = {
-            "sweep": spec.name,
-            "H": s.heads,
-            "n": s.n,
-            "d_h": s.head_dim,
-            "context": s.context,
-            "task": s.task,
-            "T": t,
-            "seed": replica.seed,
-        }
+        ids = {**asdict(s), "T": t, "seed": replica.seed}  # sweep, H, n, d_h, context, task
         row = {
             **ids,
             "value": s.value,
@@ -337,13 +271,13 @@ def _train_group(
             "certified": certified_capacity_curve(
                 own.queries,
                 own.contexts,
-                [s.heads],
-                s.head_dim,
+                [s.H],
+                s.d_h,
                 seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
                 device=device,
             )[0].rank,
             "certified_trained": certified_capacity_from_attention(weights, embedded),
-            "bound": theory_bound(s.heads, s.n),
+            "bound": theory_bound(s.H, s.n),
             "saturation": float(per_head.mean()),
             "loss": float(result.loss[r]),
             "fit_step": int(result.fit_step[r]),
@@ -353,49 +287,12 @@ def _train_group(
             "late_loss_drop": float(still_falling[r]),
             "warm_start": started[r],
             "grow_at": stage.ladder.grow_at,
-            "grown": t > max(spec.examples),
+            "grown": t > max(spec.T),
         }
         per_head_rows = [{**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)]
         row["budget"] = replica.budget
         trained.append((replica, Trained(row, per_head_rows, states_after[r], replica.restart)))
     return trained
-
-
-def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
-    s = replica.setting
-    parts = (spec.name, replica.seed, s.heads, s.n, s.head_dim, s.context, s.task, replica.examples)
-    restart = ("restart", replica.restart) if replica.restart else ()
-    return derive_seed(base_seed, purpose, *parts, *restart)
-
-
-def _stack(
-    members: list[Replica],
-    datasets: dict[tuple, SyntheticSet],
-    n_max: int,
-    device: torch.device,
-    shared: bool,
-) -> ReplicaData:
-    """Pad every member's data to the group's largest T and n, on ``device``; ``shared``:
-    one copy per distinct dataset (``ReplicaData.source``), and one context row per dataset
-    where every member's context is shared (the fast step's one-context core), else one copy
-    per replica (full batches read every replica's inputs at every step)."""
-    t_max = max(r.examples for r in members)
-    keys = list(dict.fromkeys(_data_key(r) for r in members)) if shared else None
-    one_context = shared and all(r.setting.context == "shared" for r in members)
-    queries, contexts = [], []
-    for key in keys or [_data_key(r) for r in members]:
-        own = datasets[key].head(t_max)
-        queries.append(own.queries)
-        rows = own.contexts[:1] if one_context else own.contexts  # (1, n, d): one for all
-        contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
-    targets = [datasets[_data_key(r)].head(t_max).targets for r in members]
-    source = None if keys is None else torch.tensor([keys.index(_data_key(r)) for r in members])
-    return ReplicaData(
-        (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
-        torch.stack(targets).to(device),
-        torch.tensor([r.examples for r in members]).to(device),
-        None if source is None else source.to(device),
-    )
 
 
 ANALYSIS_BYTES = 2**31  # float64 attention and embedded contexts of one block of replicas
@@ -412,7 +309,7 @@ def _trained_attention(
     would count as extra directions.
     """
     t_max, n_max = data.targets.shape[1], model.max_n
-    per_replica = 8 * t_max * n_max * (model.max_heads + model.d)
+    per_replica = 8 * t_max * n_max * (model.max_H + model.d)
     block = max(1, ANALYSIS_BYTES // per_replica)
     for first in range(0, len(members), block):
         index = torch.arange(first, min(first + block, len(members)), device=data.sizes.device)
@@ -431,6 +328,6 @@ def _trained_attention(
                 embedded.append(exact.embed(q, c)[1])
         attention, embedded = torch.cat(attention, 1), torch.cat(embedded, 1)
         for k, r in enumerate(index.tolist()):
-            s, t = members[r].setting, members[r].examples
+            s, t = members[r].setting, members[r].T
             rows = embedded[k, :, : s.n].expand(t, -1, -1) if one else embedded[k, :t, : s.n]
-            yield r, members[r], attention[k, :t, : s.heads, : s.n], rows
+            yield r, members[r], attention[k, :t, : s.H, : s.n], rows

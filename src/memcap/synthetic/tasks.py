@@ -33,7 +33,7 @@ class SyntheticSet:
 
 
 def make_dataset(
-    examples: int,
+    T: int,
     n: int,
     d: int,
     context: ContextKind,
@@ -41,10 +41,10 @@ def make_dataset(
     classes: int,
     seed: int,
 ) -> SyntheticSet:
-    """Draw ``examples`` synthetic examples.
+    """Draw ``T`` synthetic examples.
 
     Args:
-        examples: T.
+        T: dataset size.
         n: context size.
         d: token dimension.
         context: "random" (one context per example) or "shared" (one for all).
@@ -54,17 +54,17 @@ def make_dataset(
         seed: the one seed behind queries, contexts and labels.
     """
     g = torch.Generator().manual_seed(int(seed))
-    queries = torch.rand(examples, d, generator=g)
+    queries = torch.rand(T, d, generator=g)
     if context == "shared":
-        contexts = torch.rand(n, d, generator=g).expand(examples, n, d)
+        contexts = torch.rand(n, d, generator=g).expand(T, n, d)
     elif context == "random":
-        contexts = torch.rand(examples, n, d, generator=g)
+        contexts = torch.rand(T, n, d, generator=g)
     else:
         raise ValueError(f"unknown context kind '{context}'")
     if task == "classification":
-        targets = torch.randint(classes, (examples,), generator=g)
+        targets = torch.randint(classes, (T,), generator=g)
     elif task == "regression":
-        targets = torch.rand(examples, generator=g)
+        targets = torch.rand(T, generator=g)
     else:
         raise ValueError(f"unknown task '{task}'")
     return SyntheticSet(queries, contexts, targets)

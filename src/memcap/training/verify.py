@@ -28,10 +28,10 @@ is raised to at least the reference's median relative error over the tensors it 
 times ‖X_ref,64‖. Same-function differences sit at most at 3·10⁻⁸ of the tolerance (144
 configurations of both engines: every route, both precisions, objectives, full and
 mini-batches, padded replicas; paper A's full batches up to T = 4,096, where it grows as √T;
-``tests/test_verify_step.py`` keeps a margin of 10⁴); a residual connection sits at 10⁵
-times it. A change smaller than the reference's own rounding at the run's precision passes
-unnoticed. The check computes at most
-:data:`CHECK_ROWS` replica-examples per tensor (the first examples of every replica).
+``tests/training/test_training_verify_step.py`` keeps a margin of 10⁴); a residual connection
+sits at 10⁵ times it. A change smaller than the reference's own rounding at the run's
+precision passes unnoticed. The check computes at most :data:`CHECK_ROWS` replica-examples
+per tensor (the first examples of every replica).
 """
 
 from __future__ import annotations

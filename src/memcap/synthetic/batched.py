@@ -1,0 +1,110 @@
+"""A group of paper A's replicas as one batched model: its untrained :class:`ReplicaMHA`,
+the replicas' datasets stacked and padded, and their model and batch seeds.
+
+Datasets depend on a replica's seed, n, context and task only, so the H and d_h sweeps'
+replicas of one seed read the same (paired) data; mini-batch models store each distinct
+dataset once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.settings import Replica, StageSettings, SweepSpec, replica_groups
+from memcap.synthetic.tasks import SyntheticSet, make_dataset
+from memcap.training.data import ReplicaData
+from memcap.training.seeds import derive_seed
+
+
+def sweep_groups(
+    spec: SweepSpec, stage: StageSettings
+) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
+    """The sweep's batched models (:func:`replica_groups`) and their data."""
+    groups = replica_groups(spec, stage)
+    return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
+
+
+def member_datasets(
+    spec: SweepSpec, stage: StageSettings, members: list[Replica]
+) -> dict[tuple, SyntheticSet]:
+    """The datasets that ``members`` train on (one per seed, n, context and task)."""
+    return {key: _dataset(spec, stage, key) for key in {data_key(r) for r in members}}
+
+
+def batched_model(
+    spec: SweepSpec,
+    stage: StageSettings,
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+) -> tuple[ReplicaMHA, ReplicaData, list[int]]:
+    """The untrained batched model of ``members``, their stacked data and batch seeds."""
+    task = members[0].setting.task
+    shapes = [
+        MHAShape(
+            d=stage.d,
+            n=r.setting.n,
+            H=r.setting.H,
+            d_h=r.setting.d_h,
+            value_dim=stage.value_dim,
+            classes=stage.classes if task == "classification" else None,
+            xavier=spec.recipe == "authors",
+        )
+        for r in members
+    ]
+    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
+    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
+    model = ReplicaMHA(shapes, model_seeds).to(device)
+    shared = stage.train_config(spec, max(r.T for r in members)).batch_size is not None
+    return model, _stack(members, datasets, model.max_n, device, shared), batch_seeds
+
+
+def data_key(replica: Replica) -> tuple:
+    """Datasets depend on the seed, n, context and task only (paired across H and d_h)."""
+    s = replica.setting
+    return (replica.seed, s.n, s.context, s.task)
+
+
+def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
+    seed, n, context, task = key
+    data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
+    size = stage.ladder.data_size(spec.T)
+    return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
+
+
+def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
+    s = replica.setting
+    parts = (spec.name, replica.seed, s.H, s.n, s.d_h, s.context, s.task, replica.T)
+    restart = ("restart", replica.restart) if replica.restart else ()
+    return derive_seed(base_seed, purpose, *parts, *restart)
+
+
+def _stack(
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    n_max: int,
+    device: torch.device,
+    shared: bool,
+) -> ReplicaData:
+    """Pad every member's data to the group's largest T and n, on ``device``; ``shared``:
+    one copy per distinct dataset (``ReplicaData.source``), and one context row per dataset
+    where every member's context is shared (the fast step's one-context core), else one copy
+    per replica (full batches read every replica's inputs at every step)."""
+    t_max = max(r.T for r in members)
+    keys = list(dict.fromkeys(data_key(r) for r in members)) if shared else None
+    one_context = shared and all(r.setting.context == "shared" for r in members)
+    queries, contexts = [], []
+    for key in keys or [data_key(r) for r in members]:
+        own = datasets[key].head(t_max)
+        queries.append(own.queries)
+        rows = own.contexts[:1] if one_context else own.contexts  # (1, n, d): one for all
+        contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
+    targets = [datasets[data_key(r)].head(t_max).targets for r in members]
+    source = None if keys is None else torch.tensor([keys.index(data_key(r)) for r in members])
+    return ReplicaData(
+        (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
+        torch.stack(targets).to(device),
+        torch.tensor([r.T for r in members]).to(device),
+        None if source is None else source.to(device),
+    )

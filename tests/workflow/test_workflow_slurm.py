@@ -1,0 +1,540 @@
+"""The tiny workflow through profiles/slurm on a real single-node SLURM cluster on this machine.
+
+The cluster is Debian's slurmctld, slurmd and munge, installed with apt when absent and started
+by hand (no systemd) from a slurm.conf in a temp dir: no cgroups (proctrack/linuxproc,
+task/affinity) and no accounting, so job status comes from squeue (as in the profile) and
+MinJobAge keeps finished jobs visible to squeue and `scontrol show job` until the end. Two
+partitions, ``cpu`` (default) and ``gpu``, share the node, which has two stand-in GPUs (GRES
+over /dev/null and /dev/zero): GPU requests are scheduled as on a real cluster, while CUDA
+stays hidden so torch runs on the CPU. The run overrides only site-specific values, the
+partition file (the shipped example, whose names match this cluster) and a short status wait,
+and sets `device=auto` in both runs so that the torch rules ask for a GPU.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
+BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+# The system location the nested `srun` inside each job falls back to: the plugin strips
+# SLURM_CONF from that srun's environment, so the test links its own slurm.conf there.
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+# The plugin's first status check comes after this many seconds (40 by default).
+STATUS_WAIT_S = 2
+# Finished jobs stay in squeue/scontrol this long: >= 3 x STATUS_WAIT_S as the plugin needs,
+# and longer than the whole test so every job can be inspected afterwards.
+MIN_JOB_AGE_S = 3600
+FAKE_GPUS = ("/dev/null", "/dev/zero")
+# `auto` (the default run's device) makes every torch rule request a GPU (gpu_request() = 1);
+# with CUDA hidden it still resolves to the CPU, so the local run is the same computation.
+CONFIG_ARGS = ("--configfile", "configs/test.yaml", "--config", "device=auto")
+# Hard limit of each run (a loaded 2-core machine needs about 10 minutes for both).
+RUN_TIMEOUT_S = 1500
+# Generated and local-only paths left out of the workflow copies.
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    ".snakemake",
+    "results",
+    "logs",
+    "reports",
+    "__pycache__",
+    "*_cache",
+    ".hypothesis",
+)
+
+
+@dataclass
+class Cluster:
+    """A running single-node SLURM cluster and the environment its clients need."""
+
+    conf: Path
+    log_dir: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def run(self, *args: str, check: bool = True) -> str:
+        """Run a SLURM client command against this cluster and return its stdout."""
+        result = subprocess.run(
+            args, env=self.env, capture_output=True, text=True, timeout=60, check=False
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {result.stderr}\n{self.log_tail()}")
+        return result.stdout
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The ends of the daemons' logs, for failure messages."""
+        parts = []
+        for log in sorted(self.log_dir.glob("*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {log.name}\n" + "\n".join(text))
+        return "\n".join(parts)
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=SEARCH_PATH)
+
+
+def _install_slurm() -> str | None:
+    """Install SLURM and munge with apt when absent; the reason it cannot be done, if so."""
+    if os.geteuid() != 0:
+        return "it needs root (apt-get install, /etc/slurm/slurm.conf, slurmd)"
+    if all(_which(binary) for binary in BINARIES):
+        return None
+    if _which("apt-get") is None:
+        return "SLURM is not installed and there is no apt-get to install it"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]
+    for command in (["apt-get", "update", "-qq"], install):
+        command[1:1] = ["-o", "DPkg::Lock::Timeout=300"]
+        try:
+            result = subprocess.run(
+                command, env=env, capture_output=True, text=True, timeout=900, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return f"`{' '.join(command)}` did not finish in 15 minutes"
+        if result.returncode != 0:
+            return f"`{' '.join(command)}` failed: {result.stderr.strip()[-500:]}"
+    missing = [binary for binary in BINARIES if _which(binary) is None]
+    return f"installed {' '.join(PACKAGES)} but {missing} are missing" if missing else None
+
+
+def _claim_system_conf(conf: Path) -> str | None:
+    """Link SYSTEM_CONF to ``conf``; the reason it cannot be done, if so."""
+    if SYSTEM_CONF.is_symlink():
+        target = SYSTEM_CONF.resolve()
+        pid_file = target.parent / "slurmctld.pid"
+        if pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}").exists():
+            return f"another test cluster is running ({SYSTEM_CONF} -> {target})"
+        SYSTEM_CONF.unlink()  # left behind by a test run that was killed
+    elif SYSTEM_CONF.exists():
+        return f"{SYSTEM_CONF} belongs to a real SLURM installation; not touching it"
+    SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
+    SYSTEM_CONF.symlink_to(conf)
+    return None
+
+
+def _ensure_host_resolves(host: str) -> str | None:
+    """slurmd needs ``hostname -s`` to resolve: add it to /etc/hosts if it does not.
+
+    Returns:
+        The line added to /etc/hosts, or None when nothing was added.
+    """
+    try:
+        socket.gethostbyname(host)
+        return None
+    except OSError:
+        line = f"127.0.0.1 {host}  # memcap SLURM test\n"
+        with open("/etc/hosts", "a") as hosts:
+            hosts.write(line)
+        return line
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _write_slurm_conf(root: Path, host: str) -> Path:
+    """A single-node cluster: partitions cpu (default) and gpu, two stand-in GPUs."""
+    (root / "state").mkdir()
+    (root / "spool").mkdir()
+    cpus = max(32, os.cpu_count() or 1)  # more slots than cores, so jobs run side by side
+    mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20 - 512
+    conf = root / "slurm.conf"
+    conf.write_text(
+        f"""\
+ClusterName=memcaptest
+SlurmctldHost={host}
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge/munge.sock
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# Backfill every second: jobs queued behind a blocked one start at once, not after 30 s.
+SchedulerParameters=bf_interval=1
+MinJobAge={MIN_JOB_AGE_S}
+ReturnToService=2
+MpiDefault=none
+GresTypes=gpu
+SlurmdParameters=config_overrides
+NodeName={host} CPUs={cpus} RealMemory={mem_mb} Gres=gpu:{len(FAKE_GPUS)} State=UNKNOWN
+PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP
+"""
+    )
+    # no_gpu_env: SLURM must not point CUDA_VISIBLE_DEVICES at the stand-ins.
+    (root / "gres.conf").write_text(f"Name=gpu File={','.join(FAKE_GPUS)} Flags=no_gpu_env\n")
+    return conf
+
+
+def _start(cluster: Cluster, name: str, *args: str) -> None:
+    out = (cluster.log_dir / f"{name}.out").open("w")
+    cluster.procs[name] = subprocess.Popen(
+        [_which(name), *args], env=cluster.env, stdout=out, stderr=subprocess.STDOUT
+    )
+
+
+def _wait_until_idle(cluster: Cluster, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for name, proc in cluster.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}\n{cluster.log_tail()}")
+        states = cluster.run("sinfo", "--noheader", "--format=%t", check=False).split()
+        if states and all(state == "idle" for state in states):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the node did not become idle in {timeout_s} s\n{cluster.log_tail()}")
+
+
+def _stop(cluster: Cluster) -> None:
+    """Cancel leftover jobs, then stop the daemons this test started, by PID."""
+    if "slurmctld" in cluster.procs and cluster.procs["slurmctld"].poll() is None:
+        cluster.run("scancel", f"--user={os.getuid()}", check=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and cluster.run(
+            "squeue", "--noheader", "--states=PENDING,RUNNING,COMPLETING", check=False
+        ):
+            time.sleep(0.5)
+    for name in ("slurmd", "slurmctld", "munged"):
+        proc = cluster.procs.get(name)
+        if proc is None or proc.poll() is not None:
+            continue
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Install (if needed) and start a single-node SLURM cluster; stop it afterwards."""
+    reason = _install_slurm()
+    if reason:
+        pytest.skip(f"no SLURM cluster possible here: {reason}")
+    root = tmp_path_factory.mktemp("slurm")
+    root.chmod(0o755)
+    (root / "log").mkdir()
+    host = socket.gethostname().split(".")[0]
+    conf = _write_slurm_conf(root, host)
+    reason = _claim_system_conf(conf)
+    if reason:
+        pytest.skip(f"no SLURM cluster possible here: {reason}")
+    hosts_line = _ensure_host_resolves(host)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
+    env.update(SLURM_CONF=str(conf), PATH=SEARCH_PATH)
+    cluster = Cluster(conf=conf, log_dir=root / "log", env=env)
+    try:
+        munge = root / "munge"
+        munge.mkdir(mode=0o755)
+        (munge / "munge.key").write_bytes(os.urandom(1024))
+        (munge / "munge.key").chmod(0o600)
+        _start(
+            cluster,
+            "munged",
+            "--foreground",
+            "--force",
+            f"--key-file={munge}/munge.key",
+            f"--socket={munge}/munge.sock",
+            f"--pid-file={munge}/munged.pid",
+            f"--seed-file={munge}/munged.seed",
+            f"--log-file={root}/log/munged.log",
+        )
+        deadline = time.monotonic() + 20
+        while not (munge / "munge.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _start(cluster, "slurmctld", "-D")
+        _start(cluster, "slurmd", "-D", "-N", host)
+        _wait_until_idle(cluster)
+        yield cluster
+    finally:
+        _stop(cluster)
+        if SYSTEM_CONF.is_symlink() and SYSTEM_CONF.resolve() == conf.resolve():
+            SYSTEM_CONF.unlink()
+        if hosts_line:
+            hosts = Path("/etc/hosts")
+            hosts.write_text(hosts.read_text().replace(hosts_line, "", 1))
+
+
+class SnakemakeRun:
+    """A Snakemake process in a workflow copy, with its output going to a log file."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+        self.args, self.log = args, log
+        self.started = time.monotonic()
+        # Scripts import memcap from this copy, not from the checkout the venv points at.
+        env = {**env, "PYTHONPATH": str(cwd / "src")}
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "snakemake", *args],
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL the run's whole process group if it is still going."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def finish(self, timeout_s: float) -> tuple[str, float]:
+        """Wait for the run under a hard timeout; its output and wall time in seconds.
+
+        A Snakemake that waits for a job SLURM no longer reports ignores SIGTERM, so on
+        timeout its whole process group gets SIGKILL.
+        """
+        try:
+            self.proc.wait(timeout=max(1.0, timeout_s - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.kill()
+        seconds = time.monotonic() - self.started
+        text = self.log.read_text(errors="replace")
+        if self.proc.returncode != 0:
+            pytest.fail(
+                f"snakemake {' '.join(self.args)} exited with {self.proc.returncode} after "
+                f"{seconds:.0f} s:\n{text[-6000:]}"
+            )
+        return text, seconds
+
+
+@dataclass
+class JobRecord:
+    """One job as Snakemake's log describes it."""
+
+    rule: str
+    local: bool
+    threads: int
+    resources: dict[str, str]
+    slurm_id: str | None = None
+
+
+def _parse_jobs(log: str) -> dict[str, JobRecord]:
+    """Snakemake job id -> rule, threads, resources and SLURM job id, from a run's log."""
+    jobs = {}
+    for block in re.finditer(r"^(local)?rule (\w+):\n((?:    .*\n)+)", log, re.MULTILINE):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(3), re.MULTILINE))
+        resources = dict(re.findall(r"(\w+)=([^,]+)", fields.get("resources", "")))
+        jobs[fields["jobid"]] = JobRecord(
+            rule=block.group(2),
+            local=block.group(1) is not None,
+            threads=int(fields.get("threads", 1)),
+            resources=resources,
+        )
+    for jobid, slurm_id in re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", log):
+        jobs[jobid].slurm_id = slurm_id
+    return jobs
+
+
+def _slurm_job(cluster: Cluster, slurm_id: str) -> dict[str, str]:
+    """`scontrol show job` as a dict."""
+    line = cluster.run("scontrol", "show", "job", "--oneliner", slurm_id)
+    return dict(item.split("=", 1) for item in line.split() if "=" in item)
+
+
+def _to_mb(size: str) -> float:
+    units = {"M": 1, "G": 1024, "T": 1024**2}
+    return float(size[:-1]) * units[size[-1]]
+
+
+def _to_minutes(limit: str) -> int:
+    days, _, clock = limit.rpartition("-")
+    hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    return int(days or 0) * 1440 + hours * 60 + minutes + round(seconds / 60)
+
+
+def _check_slurm_job(job: JobRecord, info: dict[str, str]) -> None:
+    """The SLURM job ran this rule with the requests Snakemake computed for it."""
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
+    assert info["Comment"].startswith(f"rule_{job.rule}"), info
+    gpus = int(job.resources.get("gpu", 0))
+    if gpus:
+        assert info.get("TresPerJob") == f"gres:gpu:{gpus}", (job, info)
+        assert info["Partition"] == "gpu", (job, info)
+    else:
+        assert "gpu" not in info.get("TresPerJob", ""), (job, info)
+        assert info["Partition"] == "cpu", (job, info)
+    assert _to_mb(info["MinMemoryNode"]) == int(job.resources["mem_mb"]), (job, info)
+    assert _to_minutes(info["TimeLimit"]) == int(job.resources["runtime"]), (job, info)
+    cpus = int(job.resources.get("cpus_per_task", job.threads))
+    assert int(info["NumCPUs"]) == cpus, (job, info)
+
+
+def _timing_column(name: str) -> bool:
+    """Wall-clock columns (seconds, kruskal_seconds, s, wall_s) differ from run to run."""
+    return "seconds" in name or name == "s" or name.endswith("_s") or "time" in name
+
+
+def _output_differences(local: Path, cluster: Path) -> list[str]:
+    """Where the cluster run's numerical results (CSV, NPY) differ from the local run's."""
+    paths = sorted(
+        path.relative_to(local)
+        for path in (local / "results").rglob("*")
+        if path.suffix in {".csv", ".npy"}
+    )
+    assert paths, "the local run wrote no CSV or NPY results"
+    differences = []
+    for relative in paths:
+        try:
+            if relative.suffix == ".npy":
+                expected, actual = np.load(local / relative), np.load(cluster / relative)
+                assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+                np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+            else:
+                expected, actual = pd.read_csv(local / relative), pd.read_csv(cluster / relative)
+                timings = [column for column in expected.columns if _timing_column(column)]
+                pd.testing.assert_frame_equal(
+                    actual.drop(columns=timings, errors="ignore"),
+                    expected.drop(columns=timings),
+                    rtol=1e-5,
+                    atol=1e-6,
+                )
+        except (AssertionError, OSError) as error:
+            differences.append(f"{relative}: {error}")
+    return differences
+
+
+# What differs between two runs of the same report: its creation time, the jobs' time span
+# ('2026-11-24 09:58 to 10:02 UTC': the end without its date), wall times
+# ('12.3 s', '4 min 05 s', '1 h 02 min') and the peak RSS printed beside each wall time.
+REPORT_TIMES = (
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"), "<datetime>"),
+    (re.compile(r"\b\d{2}:\d{2} UTC\b"), "<time> UTC"),
+    (re.compile(r"\d+ h \d+ min|\d+ min \d+ s|\d+(\.\d+)? s\b"), "<duration>"),
+    (re.compile(r"(<duration></td>\s*<td[^>]*>)[^<]*(</td>)"), r"\1<rss>\2"),
+)
+
+
+def _report_differences(local: Path, cluster: Path) -> list[str]:
+    """Lines of the cluster run's report that differ from the local run's, beyond times."""
+    pages = []
+    for run in (local, cluster):
+        text = (run / "reports" / "report.html").read_text()
+        for pattern, replacement in REPORT_TIMES:
+            text = pattern.sub(replacement, text)
+        pages.append(text.replace("><", ">\n<").splitlines())
+    diff = difflib.unified_diff(*pages, "local", "slurm", n=0, lineterm="")
+    return [line[:300] for line in diff][:40]
+
+
+@pytest.mark.slurm
+def test_tiny_workflow_runs_through_slurm(
+    slurm_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Every job of the tiny run goes through SLURM with the profile's requests."""
+    env = {**slurm_cluster.env, "CUDA_VISIBLE_DEVICES": ""}
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    shutil.copytree(REPO, local, ignore=COPY_IGNORE)
+    shutil.copytree(REPO, cluster, ignore=COPY_IGNORE)
+
+    # The local run fills the cores while the cluster run waits on SLURM.
+    local_run = SnakemakeRun(["--cores", "2", *CONFIG_ARGS], local, env, tmp_path / "local.log")
+    cluster_run = SnakemakeRun(
+        [
+            "--profile",
+            "profiles/slurm",
+            *CONFIG_ARGS,
+            "--slurm-partition-config",
+            "profiles/slurm/partitions.example.yaml",
+            "--slurm-init-seconds-before-status-checks",
+            str(STATUS_WAIT_S),
+            "--seconds-between-status-checks",
+            str(STATUS_WAIT_S),
+        ],
+        cluster,
+        env,
+        tmp_path / "slurm.log",
+    )
+    try:
+        log, cluster_s = cluster_run.finish(RUN_TIMEOUT_S)
+        _, local_s = local_run.finish(RUN_TIMEOUT_S)
+    finally:
+        local_run.kill()
+    with capsys.disabled():
+        print(f"\nside by side: local run {local_s:.0f} s, SLURM run {cluster_s:.0f} s")
+
+    jobs = _parse_jobs(log)
+    finished = set(re.findall(r"Finished jobid: (\d+) ", log))
+    assert finished == set(jobs), "every job Snakemake started finished"
+    # These only move one layer's files out of a per-model job's temporary folder: local rules
+    # (rules/extract.smk, assumptions.smk, capacity.smk), not worth a batch job.
+    local_rules = {
+        "all",
+        "extract_embeddings",
+        "extract_contexts",
+        "take_layer_checks",
+        "take_depth_profile",
+        "take_layer_capacity",
+    }
+    assert {job.rule for job in jobs.values() if job.local} <= local_rules
+    remote = [job for job in jobs.values() if not job.local]
+    assert remote and all(job.slurm_id for job in remote), "every job went through SLURM"
+    assert any(int(job.resources.get("gpu", 0)) for job in remote), "a job asked for a GPU"
+    assert any(not int(job.resources.get("gpu", 0)) for job in remote), "a job asked for none"
+    for job in remote:
+        _check_slurm_job(job, _slurm_job(slurm_cluster, job.slurm_id))
+    differences = _output_differences(local, cluster) + _report_differences(local, cluster)
+    assert not differences, "\n".join(differences)
+
+
+def test_slurm_profile_comments_every_entry_and_names_real_rules() -> None:
+    """Each active key has a comment above or beside it; rule-specific keys name real rules."""
+    text = (REPO / "profiles" / "slurm" / "config.yaml").read_text()
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if re.match(r"\s*[\w-]+:", line):
+            above = lines[number - 1].strip() if number else ""
+            assert "#" in line or above.startswith("#"), f"uncommented entry: {line!r}"
+    profile = yaml.safe_load(text)
+    assert profile["executor"] == "slurm"
+    listed = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--list-rules", "--configfile", "configs/test.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rules = set(listed.stdout.split())
+    for section in ("set-threads", "set-resources"):
+        unknown = set(profile.get(section, {})) - rules
+        assert not unknown, f"{section} names rules the workflow does not have: {unknown}"
