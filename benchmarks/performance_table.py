@@ -38,6 +38,9 @@ PAGES = {
     "bench_aot": ["aot.md"],
     "bench_aot_stage": ["aot.md"],
     "gpu_sweeps": ["aot.md", "gpu.md"],
+    "paper_a_grid": ["synthetic.md", "gpu.md"],
+    "gpu_scale_audit": ["extract.md", "gpu.md"],
+    "recipe_comparison": ["synthetic.md", "laws.md"],
 }
 HEADER = (
     "| script | what it compares | ratio | ours | baseline | repeats | machine | page |\n"
