@@ -18,6 +18,9 @@
 #   grid              (240) paper_a_grid.py on configs/paper.yaml's batching (bf16, CUDA
 #                     graphs, 5,000 steps a timed model, one timed model a context kind)
 #   sweep             (540) gpu_sweeps.py: paper B's sweeps of configs/paper.yaml
+#   paper-a-sweep     (540) gpu_sweeps.py: paper A's context_size sweep of configs/paper.yaml
+#                     trained end to end (SWEEP=heads|head_dim for another), its capacities
+#                     and laws in paper_a_sweep.json
 # $OUT then holds each measurement's result files and logs.tar.gz (run logs, GPU use and load
 # every 5 s, nvidia-smi, the workflow's logs and benchmark files). Environment: OUT (default
 # benchmarks/gpu/out), COMMIT (the commit measured: the machine's copy of the tree has no
@@ -30,7 +33,7 @@ PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/site}  # where the wheels are installed
 USAGE="usage: $0 MEASUREMENT... (audit-gpt2-large audit-7b extract-gpt2-large extract-7b"
-USAGE="$USAGE context-ranks profile-extract kruskal grid sweep)"
+USAGE="$USAGE context-ranks profile-extract kruskal grid sweep paper-a-sweep)"
 
 plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds); fails on an unknown one
     local own=""
@@ -76,6 +79,12 @@ plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds);
             COMMAND="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
             COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
             COMMAND="$COMMAND --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;
+        paper-a-sweep)
+            BUDGET_S=${budget:-540}
+            COMMAND="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
+            COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
+            COMMAND="$COMMAND --synthetic ${SWEEP:-context_size} --commit $COMMIT"
+            COMMAND="$COMMAND --json $OUT/paper_a_sweep.json --out $OUT/paper_a_sweep.csv" ;;
         *)
             return 1 ;;
     esac

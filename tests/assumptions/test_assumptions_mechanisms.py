@@ -109,3 +109,19 @@ def test_check_layer_lists_failures_and_finds_the_applicable_subset():
     assert decided["proof"]["kind"] == "identical pair"
     assert checks.kruskal["mechanism_n"].startswith("identical queries")
     assert checks.kruskal["error"]["source"].startswith("not measured")
+
+
+def test_every_failing_check_of_the_stored_default_run_names_its_mechanism():
+    """No check of the stored default run (tests/data/default_run) that does not apply or is
+    too close to call has an empty mechanism, and every kind of outcome occurs there."""
+    import pandas as pd
+    from report_fixture import FIXTURE
+
+    summary = pd.read_csv(FIXTURE / "files" / "results" / "assumptions" / "summary.csv")
+    outcomes = set()
+    for check in ("context", "kruskal", "general_position"):
+        failing = summary[summary[f"{check}_outcome"] != "applies"]
+        outcomes |= set(summary[f"{check}_outcome"])
+        named = failing[f"{check}_mechanism"].fillna("").str.strip() != ""
+        assert named.all(), failing.loc[~named, ["model", "layer"]].to_dict("records")
+    assert {"applies", "does not apply", "too close to call"} <= outcomes

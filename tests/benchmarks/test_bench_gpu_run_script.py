@@ -72,6 +72,7 @@ def test_audits_measure_one_model_under_a_time_guard(measurement, model, budget)
         ("kruskal", "bench_kruskal_device.py", "bench_kruskal_device.json"),
         ("grid", "paper_a_grid.py", "paper_a_grid.json"),
         ("sweep", "gpu_sweeps.py", "gpu_sweeps.csv"),
+        ("paper-a-sweep", "gpu_sweeps.py", "paper_a_sweep.json"),
     ],
 )
 def test_every_measurement_runs_an_existing_script_into_out(measurement, script, output):
