@@ -16,7 +16,7 @@ RUNS = {
     "bench_context_rank_device.py": "--d 16 --n 6 --T 40 --device cpu",
     "bench_kruskal.py": "--T 100 --d 32 --n 16 --samples 20 --repeats 1 --workers 1 --threads 1",
     "bench_kruskal_device.py": "--d 16 --T 32 --samples 10 --repeats 1 --device cpu",
-    "bench_training.py": "--steps 5 --examples 8 --threads 1",
+    "bench_training.py": "--steps 5 --examples 8 --threads 1 --repeats 2",
     "bench_aot_stage.py": "--config configs/test.yaml",
     "bench_synthetic_stage.py": "--config configs/test.yaml",
 }
