@@ -109,13 +109,20 @@ def test_the_tiny_run_exercises_every_outcome_and_names_failing_examples(run):
     # no check that fails or is too close to call is left without its mechanism
     for prefix in ("context", "kruskal", "general_position"):
         open_rows = summary[f"{prefix}_outcome"].isin(["does not apply", "too close to call"])
-        named = summary[f"{prefix}_mechanism"].fillna("").astype(str).str.len() > 0
+        named = summary[f"{prefix}_mechanism"].astype(object).fillna("").str.len() > 0
         assert (named | ~open_rows).all(), summary.loc[open_rows & ~named, ["model", "layer"]]
-    cells = {a.get("class") for t, a in page.tags if t == "a" and "cell" in a.get("class", "")}
-    assert {"cell applies", "cell fails", "cell close"} <= cells
+    # The strip shows Theorem 1's outcome of every layer (the tiny models' layers apply or fail;
+    # "too close to call" comes from general position here) and every outcome has its badge.
+    slug = {"applies": "applies", "does not apply": "fails", "too close to call": "close"}
+    cells = [a.get("class") for t, a in page.tags if t == "a" and "cell" in a.get("class", "")]
+    assert sorted(cells) == sorted(f"cell {slug[o]}" for o in summary["theorem1_outcome"])
+    assert {"cell applies", "cell fails"} <= set(cells)
+    badges = {a.get("class") for t, a in page.tags if t == "span" and "badge" in a.get("class", "")}
+    assert {f"badge {slug[o]}" for o in outcomes} <= badges
     # the class token at layer 0: one vector for every input, named as such per example
     vit0 = summary[(summary["model"] == "vit-tiny") & (summary["layer"].astype(str) == "0")]
-    assert "the query is the same vector for every input" in vit0["structural"].iloc[0]
+    structural = vit0["structural"].iloc[0]
+    assert "identical queries" in structural and "does not depend on the input" in structural
     failures = pd.read_csv(workdir / "results" / "assumptions" / "vit-tiny" / "0" / "failures.csv")
     assert len(failures) == int(vit0["T"].iloc[0]) - 1
     assert failures["input"].str.contains("photograph").all()  # the image and its crops
@@ -172,7 +179,7 @@ def test_snakemake_report_has_every_figure_with_caption_and_category(run):
 
 @pytest.mark.browser
 def test_page_renders_in_chromium(run, tmp_path):
-    from test_report_browser import assert_figures_rendered, open_in_browser
+    from browser import assert_figures_rendered, open_in_browser
 
     workdir, _, page = run
     result = open_in_browser(workdir / "reports" / "report.html", tmp_path)

@@ -466,8 +466,15 @@ def test_tiny_workflow_runs_through_slurm(
     shutil.copytree(REPO, local, ignore=COPY_IGNORE)
     shutil.copytree(REPO, cluster, ignore=COPY_IGNORE)
 
-    # The local run fills the cores while the cluster run waits on SLURM.
-    local_run = SnakemakeRun(["--cores", "2", *CONFIG_ARGS], local, env, tmp_path / "local.log")
+    # The local run fills the cores while the cluster run waits on SLURM. Its jobs get the
+    # threads the SLURM jobs get (the profile's, at most the node's CPUs, this machine's): a
+    # training's float reductions depend on its thread count, so only equal threads make
+    # equal outputs.
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    cpus = len(os.sched_getaffinity(0))
+    local_args = ["--cores", str(cpus), "--set-threads"]
+    local_args += [f"{rule}={min(n, cpus)}" for rule, n in profile["set-threads"].items()]
+    local_run = SnakemakeRun([*local_args, *CONFIG_ARGS], local, env, tmp_path / "local.log")
     cluster_run = SnakemakeRun(
         [
             "--profile",
