@@ -41,6 +41,8 @@ plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds);
     local budget=${own:-${BUDGET:-}}
     local audit="$PY benchmarks/gpu_scale_audit.py --run --cores 16 --commit $COMMIT"
     audit="$audit --out $OUT/scale_audit.json"
+    local sweeps="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
+    sweeps="$sweeps && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
     case "${1%%=*}" in
         audit-gpt2-large)
             BUDGET_S=${budget:-330}
@@ -76,14 +78,10 @@ plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds);
             COMMAND="$COMMAND --commit $COMMIT --out $OUT/paper_a_grid.json" ;;
         sweep)
             BUDGET_S=${budget:-540}
-            COMMAND="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
-            COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
-            COMMAND="$COMMAND --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;
+            COMMAND="$sweeps --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;
         paper-a-sweep)
             BUDGET_S=${budget:-540}
-            COMMAND="$PY benchmarks/gpu_sweeps.py resolve configs/paper.yaml $OUT/resolved.json"
-            COMMAND="$COMMAND && $PY benchmarks/gpu_sweeps.py run $OUT/resolved.json"
-            COMMAND="$COMMAND --synthetic ${SWEEP:-context_size} --commit $COMMIT"
+            COMMAND="$sweeps --synthetic ${SWEEP:-context_size} --commit $COMMIT"
             COMMAND="$COMMAND --json $OUT/paper_a_sweep.json --out $OUT/paper_a_sweep.csv" ;;
         *)
             return 1 ;;

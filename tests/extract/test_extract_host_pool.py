@@ -9,24 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_sizes import SIZES
 
 from memcap.extract import job
 from memcap.extract.config import ExtractSettings
 from memcap.extract.entries import model_entry
 from memcap.extract.job import ExtractOutputs, extract_layers
 
-TINY = {
-    "GPT2Config": {"n_embd": 32, "n_layer": 3, "n_head": 2, "n_positions": 64},
-    "LlamaConfig": {
-        "hidden_size": 32,
-        "num_hidden_layers": 3,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 64,
-        "vocab_size": 32000,
-        "max_position_embeddings": 64,
-    },
-}
 LAYERS = (0, 1, 2, 3, "random_attention")
 DETAIL = (0, 1, "random_attention")
 
@@ -37,7 +26,7 @@ def extract(model: str, folder: Path) -> dict:
         "name": f"tiny-{model}",
         "family": "decoder",
         "model": model,
-        "model_kwargs": TINY[model],
+        "model_kwargs": SIZES[model],
         "weights": "random",
         "precision": "bfloat16",
         "tokenizer": "byte-bpe",

@@ -13,30 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from tiny_sizes import SIZES
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SIZES = {
-    "GPT2Config": {"n_embd": 32, "n_layer": 3, "n_head": 2, "n_positions": 64},
-    "LlamaConfig": {
-        "hidden_size": 32,
-        "num_hidden_layers": 3,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 64,
-        "vocab_size": 32000,
-        "max_position_embeddings": 64,
-    },
-    "vit_large_patch16_224": {
-        "img_size": 32,
-        "patch_size": 8,
-        "embed_dim": 32,
-        "depth": 3,
-        "num_heads": 2,
-    },
-}
 
 
 def tiny_scale_config() -> dict:
