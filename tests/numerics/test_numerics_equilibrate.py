@@ -66,6 +66,25 @@ def test_zero_rows_and_columns_stay_zero():
     assert torch.isfinite(values).all()
 
 
+def test_each_matrix_on_its_own_equals_the_batch_at_once(real):
+    """The CPU balances every matrix on its own (NumPy, to its own convergence); the batched
+    torch path (other devices) reaches the same balanced matrices, zero rows included."""
+    from memcap.numerics.equilibrate import BALANCE_TOL, MAX_ITERATIONS, _balance_batch
+
+    _, contexts = real
+    block = torch.from_numpy(np.concatenate([contexts, rescaled(contexts, 5)]))
+    block[1, 7] = 0  # a zero row
+    ours = balance(block)
+    rows, cols, sweeps, residual = _balance_batch(block.double(), BALANCE_TOL, MAX_ITERATIONS)
+    batch = block.double() * rows.unsqueeze(-1) * cols.unsqueeze(-2)
+    assert ours.converged and residual <= BALANCE_TOL and ours.iterations <= sweeps
+    torch.testing.assert_close(ours.values, batch, rtol=1e-10, atol=0)
+    torch.testing.assert_close(ours.rows, rows, rtol=1e-10, atol=0)
+    assert not ours.values[1, 7].any()
+    single = balance(block[2])  # one (m, d) matrix keeps its shape
+    assert single.values.shape == block[2].shape and single.rows.shape == (block.shape[1],)
+
+
 def test_profile_does_not_change_with_units_on_synthetic_data():
     x = outlier_queries()
     base = kruskal_profile(x, 60, seed=1)

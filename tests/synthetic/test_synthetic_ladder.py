@@ -12,17 +12,18 @@ import yaml
 
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
-from memcap.synthetic import laws
+from memcap.synthetic import laws, sweep
 from memcap.synthetic.checks import check_synthetic_config
 from memcap.synthetic.ladder import passes
 from memcap.synthetic.settings import (
     Convergence,
     Ladder,
+    Replica,
     StageSettings,
     sweep_spec,
 )
 from memcap.synthetic.summary import capacity_table, largest_drop
-from memcap.synthetic.sweep import run_sweep
+from memcap.synthetic.sweep import Trained, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -139,10 +140,11 @@ def test_convergence_check_retrains_optimiser_limited_settings_with_the_longer_b
     assert (
         len(limited) and (checked["convergence_gain"] > 0.05).eq(checked["optimiser_limited"]).all()
     )
-    # A limited setting's seeds train again with 4x the steps they ran, one budget.
+    # A limited setting's seeds train again with 4x the recipe's budget (10 steps), one
+    # budget, whatever their first training ran (a fitted replica stops early).
     longer = checked[checked["budget"] > 0]
     assert len(longer) and (longer["steps_run"] <= longer["budget"]).all()
-    assert (longer["budget"] % 4 == 0).all() and set(longer["H"]) <= set(limited["H"])
+    assert set(longer["budget"]) == {40} and set(longer["H"]) <= set(limited["H"])
     capacity = capacity_table(checked)
     assert capacity["optimiser_limited"].any() and capacity["convergence_gain"].notna().all()
     off = replace(short, convergence=Convergence(0, 0.05))
@@ -150,6 +152,32 @@ def test_convergence_check_retrains_optimiser_limited_settings_with_the_longer_b
     assert (plain["budget"] == 0).all() and not plain["optimiser_limited"].any()
     merged = plain.merge(checked, on=["H", "context", "T", "seed"], suffixes=("", "_checked"))
     assert (merged["memorized_checked"] >= merged["memorized"]).all()
+
+
+def test_the_longer_budget_walks_up_the_ladder_from_a_fitted_capacity(monkeypatch):
+    """A capacity replica that fitted every example of its T says nothing about the budget:
+    the check trains it again there and at every larger T while the series grows, each with
+    four times the recipe's budget (never four times a budget already made longer)."""
+    spec, stage = _tiny({"grow_at": 0.9, "max_T": 64, "restarts": 0})
+    setting = next(iter(spec.settings()))
+    trained = []
+
+    def fake_pass(spec, stage, trainings, datasets, device, kept, warm):
+        results = []
+        for replica in trainings:
+            trained.append((replica.T, replica.budget))
+            memorized = replica.T if replica.T <= 16 else 20  # fits 8 and 16, 20 of 32
+            result = Trained({"memorized": memorized}, [], None, replica.restart)
+            kept[replace(replica, budget=0)] = result
+            results.append((replica, result))
+        return results
+
+    monkeypatch.setattr(sweep, "_train_pass", fake_pass)
+    start = Replica(setting, 0, 8)
+    kept = {start: Trained({"memorized": 8}, [], None, 0)}
+    most = sweep._walk_longer(spec, stage, [start], {}, None, kept, {})
+    assert trained == [(8, 480), (16, 480), (32, 480)]  # 4 x 120 steps at every T
+    assert most == {(setting, 0): 20}
 
 
 def test_max_t_below_the_grid_names_the_key():

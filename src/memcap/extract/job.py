@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from memcap.devices import (
@@ -93,6 +94,9 @@ def extract_layers(
     layers = tuple(outputs)
     device = resolve_device(settings.device)
     torch.set_num_threads(threads)  # on a GPU, each host-solve thread of the pool runs one
+    # NumPy's BLAS (the context ranks' Gram matrices and eigenvalues): the job's threads on the
+    # CPU; one per host-solve thread beside a GPU
+    threadpool_limits(limits=threads if device.type == "cpu" else 1, user_api="blas")
     reset_peak_memory(device)
     # Rank checks downstream need full float32 products, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False

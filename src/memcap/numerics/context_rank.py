@@ -22,14 +22,16 @@ every rank-deficient one) is recomputed with a direct float64 SVD; so is, on the
 scaling, every context not clearly a decade above the tolerance, whose σ_min then places it in
 the band of :mod:`memcap.numerics.band`.
 
-Where the work runs: the Gram matrices (and the balance) on the contexts' device; the
-eigenvalues and the direct SVDs with LAPACK on the host. On a GPU, torch's batched
-``eigvalsh`` of matrices larger than 32 × 32 loops one cuSOLVER ``syevd`` per matrix (about a
-millisecond of kernel launches each, pytorch/pytorch#174674 and #175585), so a GPU extraction
-ranked one context per millisecond with the host thread launching and the GPU idle; the host
-solves the same n × n Gram matrices in about 0.3 ms of one core, on a pool of threads while the
-GPU runs the next batch (``pool``). The decisions are the same wherever the Gram matrices are
-formed: every eigenvalue is within the proven band, and a context within it takes the SVD.
+Where the work runs: the Gram matrices (and the balance) on the contexts' device (on the CPU
+through NumPy, whose BLAS multiplies these float64 blocks about twice as fast as torch's on
+this project's machines); the eigenvalues (NumPy's LAPACK) and the direct SVDs on the host. On
+a GPU, torch's batched ``eigvalsh`` of matrices larger than 32 × 32 loops one cuSOLVER
+``syevd`` per matrix (about a millisecond of kernel launches each, pytorch/pytorch#174674 and
+#175585), so a GPU extraction ranked one context per millisecond with the host thread launching
+and the GPU idle; the host solves the same n × n Gram matrices in about 0.3 ms of one core, on
+a pool of threads while the GPU runs the next batch (``pool``). The decisions are the same
+wherever the Gram matrices are formed: every eigenvalue is within the proven band, and a
+context within it takes the SVD.
 """
 
 from __future__ import annotations
@@ -277,8 +279,14 @@ def exact_row_defects(block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def gram_matrices(block: torch.Tensor) -> torch.Tensor:
-    """The (c, r, r) Gram matrices of a (c, n, d) block, r = min(n, d): E Eᵀ, or Eᵀ E."""
+    """The (c, r, r) Gram matrices of a (c, n, d) block, r = min(n, d): E Eᵀ, or Eᵀ E (on
+    the CPU through NumPy's BLAS, which multiplies these float64 blocks about twice as fast
+    as torch's here: benchmarks/bench_context_rank.py)."""
     _, n, d = block.shape
+    if block.device.type == "cpu":
+        e = block.numpy()
+        t = e.transpose(0, 2, 1)
+        return torch.from_numpy(e @ t if n <= d else t @ e)
     return block @ block.transpose(1, 2) if n <= d else block.transpose(1, 2) @ block
 
 
@@ -289,7 +297,7 @@ def host_ranks(
     host), each context within the proven band of the tolerance re-checked with a direct SVD;
     with ``band``, every context not clearly a decade above the tolerance too."""
     _, n, d = block.shape
-    lam = torch.linalg.eigvalsh(gram).clamp(min=0)  # (c, r) ascending
+    lam = torch.from_numpy(np.linalg.eigvalsh(gram.numpy())).clamp(min=0)  # (c, r) ascending
     lam_max = lam[:, -1]
     threshold = tau * tau * lam_max
     rank = (lam > threshold[:, None]).sum(dim=1)

@@ -170,8 +170,9 @@ class Ladder:
 @dataclass(frozen=True)
 class Convergence:
     """The convergence check at every setting's capacity (``synthetic.convergence``): one
-    replica retrained with ``factor`` times the steps it ran; a relative gain above ``gain``
-    makes the setting optimiser-limited, and every seed of it is retrained that way."""
+    seed retrained with ``factor`` times its recipe's budget from its capacity T up the
+    ladder; a relative gain above ``gain`` makes the setting optimiser-limited, and every
+    seed of it is retrained that way."""
 
     factor: int  # 0 or 1: no check
     gain: float

@@ -159,41 +159,28 @@ def _check_convergence(
     memorized: dict[tuple, int],
 ) -> dict[Setting, dict]:
     """The convergence check of every setting (:class:`~memcap.synthetic.settings.Convergence`):
-    its median seed trained again at its capacity T with the longer budget; the settings that
-    gain more than the check allows train every seed again with it, from each seed's capacity
-    T up the ladder. Per setting: the check's relative gain and whether it is limited."""
+    its median seed trained again with the longer budget from its capacity T up the ladder
+    (:func:`_walk_longer`); the settings whose capacity gains more than the check allows train
+    every other seed the same way. Per setting: the check's relative gain and whether it is
+    limited."""
     check = stage.convergence
     if not check.enabled:
         return {}
     counts = {r: (t.memorized, t.restart) for r, t in kept.items()}
     best = capacity_replicas(counts)
     probes = median_probes(best, counts)
-    before = {s: kept[first_training(r)].memorized for s, r in probes.items()}
-    trained = _train_pass(
-        spec, stage, [_longer(r, kept, check.factor) for r in probes.values()],
-        datasets, device, kept, {},
-    )  # fmt: skip
-    after = {replica.setting: result.memorized for replica, result in trained}
+    before = {s: counts[first_training(r)][0] for s, r in probes.items()}
+    most = _walk_longer(spec, stage, list(probes.values()), datasets, device, kept, memorized)
+    after = {s: most[series_of(r)] for s, r in probes.items()}
     limited = {s for s in probes if check.limited(before[s], after[s])}
     _logger.info(
-        "convergence check (x%d steps): %d of %d settings optimiser-limited",
+        "convergence check (x%d budget): %d of %d settings optimiser-limited",
         check.factor, len(limited), len(probes),
     )  # fmt: skip
-    longer = [_longer(r, kept, check.factor) for r in best.values() if r.setting in limited]
-    walk = [r for r in longer if r.seed != probes[r.setting].seed]
-    if walk:
-        _logger.info("%d seeds of optimiser-limited settings train again", len(walk))
-    joining = [r for r in longer if r.seed == probes[r.setting].seed]  # trained by the check
-    while walk or joining:
-        _train_pass(spec, stage, walk, datasets, device, kept, {})
-        for replica in walk + joining:
-            memorized[series_of(replica), replica.T] = kept[first_training(replica)].memorized
-        walk = [
-            replace(r, T=stage.ladder.next_T(r.T))
-            for r in walk + joining
-            if stage.ladder.grows(memorized[series_of(r), r.T], r.T)
-        ]
-        joining = []
+    others = [r for r in best.values() if r.setting in limited and r.seed != probes[r.setting].seed]
+    if others:
+        _logger.info("%d seeds of optimiser-limited settings train again", len(others))
+        _walk_longer(spec, stage, others, datasets, device, kept, memorized)
     return {
         s: {
             "convergence_gain": round((after[s] - before[s]) / max(before[s], 1), 4),
@@ -203,10 +190,40 @@ def _check_convergence(
     }
 
 
-def _longer(replica: Replica, kept: dict[Replica, Trained], factor: int) -> Replica:
-    """``replica`` with ``factor`` times the steps its kept training ran (extra budgets
-    included) as one budget."""
-    return replace(replica, budget=factor * kept[first_training(replica)].row["steps_run"])
+def _walk_longer(
+    spec: SweepSpec,
+    stage: StageSettings,
+    starts: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+    kept: dict[Replica, Trained],
+    memorized: dict[tuple, int],
+) -> dict[tuple, int]:
+    """Train every replica of ``starts`` again with the longer budget, from the same
+    initialisation, at its T and up the ladder while its series grows (a replica that fitted
+    every example of its T is tested at the next); per series, the most any of these
+    trainings memorized. Each replica keeps its better training."""
+    most: dict[tuple, int] = {}
+    walk = [_longer(spec, stage, r) for r in starts]
+    while walk:
+        for replica, trained in _train_pass(spec, stage, walk, datasets, device, kept, {}):
+            series = series_of(replica)
+            most[series] = max(most.get(series, 0), trained.memorized)
+            memorized[series, replica.T] = kept[first_training(replica)].memorized
+        walk = [
+            _longer(spec, stage, replace(r, T=stage.ladder.next_T(r.T)))
+            for r in walk
+            if stage.ladder.grows(memorized[series_of(r), r.T], r.T)
+        ]
+    return most
+
+
+def _longer(spec: SweepSpec, stage: StageSettings, replica: Replica) -> Replica:
+    """``replica`` with the convergence check's budget: ``factor`` times the steps its recipe
+    gives at its T (extra budgets included), as one budget, whatever its own training ran."""
+    cfg = stage.train_config(spec, replica.T)
+    given = cfg.steps * (1 + cfg.extra_budgets)
+    return replace(replica, budget=stage.convergence.factor * given)
 
 
 @dataclass
