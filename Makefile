@@ -15,7 +15,7 @@ setup:
 	$(UV) run --locked --all-extras python -m compileall -q src
 
 run: setup
-	$(UV_RUN) snakemake --cores 8
+	$(UV_RUN) snakemake --cores all
 
 test: setup
 	$(UV_RUN) pytest

@@ -14,6 +14,7 @@ RUNS = {
     "bench_aot.py": "--heads 1,3 --batch 16 --N 10 --d 4 --repeats 1 --threads 1",
     "bench_context_rank.py": "--examples 8 --repeats 1",
     "bench_context_rank_device.py": "--d 16 --n 6 --T 40 --device cpu",
+    "bench_equilibrate.py": "--examples 4 --chunk 2 --repeats 1",
     "bench_kruskal.py": "--T 100 --d 32 --n 16 --samples 20 --repeats 1 --workers 1 --threads 1",
     "bench_kruskal_device.py": "--d 16 --T 32 --samples 10 --repeats 1 --device cpu",
     "bench_training.py": "--steps 5 --examples 8 --threads 1 --repeats 2",
