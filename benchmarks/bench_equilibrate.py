@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -67,7 +68,7 @@ def main() -> None:
         contexts = rng.standard_normal((args.examples, 257, 384))
         contexts[:, :, :4] *= 300.0
         contexts[:, :3] *= 30.0
-    contexts = np.ascontiguousarray(contexts, dtype=np.float32)
+    contexts = np.array(contexts, dtype=np.float32)  # a writable copy
     chunks = [
         torch.from_numpy(contexts[s : s + args.chunk]) for s in range(0, len(contexts), args.chunk)
     ]
@@ -101,7 +102,11 @@ def main() -> None:
     print(f"{len(contexts)} contexts {n} x {d}: balanced values within 1e-10, eigenvalues in band")
     print(f"ours (each context, NumPy) {ours_s:.2f} s (balance {ours_b:.2f} s),", end=" ")
     print(f"naive (the chunk at once, torch) {naive_s:.2f} s (balance {naive_b:.2f} s) (medians)")
-    source = args.contexts or "random with outliers, DINOv2-S/14's shape"
+    source = (
+        "stored " + "/".join(Path(args.contexts).parts[-3:])
+        if args.contexts
+        else "random with outliers, DINOv2-S/14's shape"
+    )
     record(
         __file__,
         f"CPU context-rank work (balance, Gram, eigenvalues): each context through NumPy vs "

@@ -28,6 +28,7 @@ PAGES = {
     "bench_kruskal_device": ["kruskal.md"],
     "bench_context_rank": ["kruskal.md"],
     "bench_context_rank_device": ["extract.md", "gpu.md"],
+    "bench_equilibrate": ["extract.md", "decisions.md"],
     "bench_layers": ["extract.md"],
     "bench_extract": ["extract.md"],
     "bench_init_memory": ["extract.md"],
