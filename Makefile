@@ -15,7 +15,7 @@ setup:
 	$(UV) run --locked --all-extras python -m compileall -q src
 
 run: setup
-	$(UV_RUN) snakemake --cores all
+	$(UV_RUN) snakemake --cores 8
 
 test: setup
 	$(UV_RUN) pytest
