@@ -27,6 +27,7 @@ import torch
 from _results import record
 from threadpoolctl import threadpool_limits
 
+from memcap.numerics.context_rank import gram_matrices
 from memcap.numerics.equilibrate import BALANCE_TOL, MAX_ITERATIONS, _balance_batch, balance
 from memcap.numerics.tolerance import gram_eigenvalue_error
 
@@ -36,8 +37,7 @@ def ours(block: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, float]:
     start = time.perf_counter()
     values = balance(block).values
     balanced = time.perf_counter() - start
-    e = values.numpy()
-    lam = np.linalg.eigvalsh(e @ e.transpose(0, 2, 1))
+    lam = np.linalg.eigvalsh(gram_matrices(values).numpy())
     return values, lam, balanced
 
 

@@ -281,7 +281,7 @@ def exact_row_defects(block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def gram_matrices(block: torch.Tensor) -> torch.Tensor:
     """The (c, r, r) Gram matrices of a (c, n, d) block, r = min(n, d): E Eᵀ, or Eᵀ E (on
     the CPU through NumPy's BLAS, which multiplies these float64 blocks about twice as fast
-    as torch's here: benchmarks/bench_context_rank.py)."""
+    as torch's here: benchmarks/bench_equilibrate.py)."""
     _, n, d = block.shape
     if block.device.type == "cpu":
         e = block.numpy()
