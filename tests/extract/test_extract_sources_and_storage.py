@@ -267,15 +267,11 @@ def test_gpt2_inputs_are_plain_windows():
     np.testing.assert_array_equal(inputs["input_ids"], windows)
 
 
-def test_byte_bpe_substitute_is_deterministic_fits_and_is_fast():
-    import time
-
+def test_byte_bpe_substitute_is_deterministic_and_fits():
     raw = {"name": "g", "family": "gpt2", "model": "GPT2Config", "tokenizer": "byte-bpe"}
     entry = model_entry(raw, 0, 0)
     documents = load_documents(entry.data, entry.key)
-    start = time.perf_counter()
     first = resolve_tokenizer(entry, None, vocab_size=50257, documents=documents)
-    trained = time.perf_counter() - start
     second = resolve_tokenizer(entry, None, vocab_size=50257, documents=documents)
     sample = list(documents.texts[:50])
     assert first.encode(sample) == second.encode(sample)
@@ -284,7 +280,6 @@ def test_byte_bpe_substitute_is_deterministic_fits_and_is_fast():
     assert max(ids) < 8192
     words = sum(len(t.split()) for t in documents.texts[:2000])
     assert len(ids) < 1.6 * words  # merges learned on English prose: few tokens per word
-    assert trained < 60
 
 
 def test_minilm_wordpiece_substitute_has_bert_specials():
