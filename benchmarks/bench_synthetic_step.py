@@ -60,8 +60,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from memcap.synthetic.batched import batched_model, sweep_groups
 from memcap.synthetic.engine import FastStep
+from memcap.synthetic.groups import step_cost, step_shape
 from memcap.synthetic.head_slots import head_slots
-from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
+from memcap.synthetic.settings import Replica, StageSettings, sweep_spec
 from memcap.training.engine import ReferenceStep
 from memcap.training.loop import train_replicas
 

@@ -38,14 +38,8 @@ from pathlib import Path
 import torch
 
 from memcap.synthetic.batched import batched_model, member_datasets
-from memcap.synthetic.settings import (
-    StageSettings,
-    replica_groups,
-    step_cost,
-    step_shape,
-    sweep_names,
-    sweep_spec,
-)
+from memcap.synthetic.groups import replica_groups, step_cost, step_shape
+from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
 from memcap.training.precision import matmul_precision

@@ -43,7 +43,8 @@ from _authors_code import train_authors
 from _results import record
 
 from memcap.synthetic.batched import member_datasets
-from memcap.synthetic.settings import StageSettings, grid_replicas, sweep_spec
+from memcap.synthetic.groups import grid_replicas
+from memcap.synthetic.settings import StageSettings, sweep_spec
 from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]

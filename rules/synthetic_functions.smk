@@ -1,5 +1,6 @@
 """Functions of the synthetic stage's rules: targets, params, memory."""
 
+import memcap.synthetic.groups as synthetic_groups
 import memcap.synthetic.settings as synthetic_settings
 
 
@@ -50,6 +51,6 @@ def synthetic_saturation_tables(wildcards):
 
 def synthetic_sweep_mem_mb(wildcards):
     """Memory of a sweep job: its largest batched model's data and activations."""
-    return synthetic_settings.sweep_memory_mb(
+    return synthetic_groups.sweep_memory_mb(
         config["synthetic"], config["engine"], wildcards.sweep
     )

@@ -183,7 +183,10 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "capacity_se": [1.0, 2.5],
             "capacity_seeds": ["16 18", "28 33"],
             "capacity_best": [18, 33],
-            "convergence_gain": [0.02, 0.12],
+            "gain_mean": [0.02, 0.12],
+            "gain_low": [-0.01, 0.08],
+            "gain_high": [0.04, 0.16],
+            "convergence": ["not limited", "optimiser-limited"],
             "optimiser_limited": [False, True],
         }
     ).to_csv(synthetic / "estimates.csv", index=False)
@@ -295,7 +298,7 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "Context ranks" in text and "Synthetic capacity: sweep heads" in text
     assert "Memorized vs heads." in text
     assert "6.8" in text and "0.991" in text  # the fits table
-    assert "1 of 1 settings memorized their largest T at or above" in text  # censored capacity
+    assert "1 of 1 seeds memorized their largest T at or above" in text  # censored capacity
     assert "1 of 3 replicas were still learning" in text  # extra budgets
     assert "(up to 300 steps): heads H=2." in text
     # Paper A's laws decided on seeds: the compact table, the full one behind it, the failing
@@ -310,8 +313,9 @@ def test_every_section_and_figure_is_on_the_page(page):
         "Outcomes: linear in H, shared context, classification: holds (lack-of-fit F, p = 0.52)"
         in text
     )
-    assert "1 of 2 settings optimiser-limited and trained again" in text
-    assert "Capacity per setting: seed mean ± standard error" in text
+    assert "1 of 2 settings optimiser-limited (heads H=2)" in text
+    assert "1 of 2 settings not limited" in text
+    assert "Memorized by this recipe, per setting: lower bounds on the capacity" in text
     assert "only 12 distinct source images" in text
     assert "details" in {tag for tag, _ in tags.tags}
     # What the model is, where its weights came from, which paper-A model it stands in for.

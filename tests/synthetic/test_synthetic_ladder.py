@@ -1,5 +1,6 @@
-"""The T ladder of paper A's sweeps: grids grow past capacity, warm starts keep what was
-memorized, censored estimates never pass a law, falls along T are counted."""
+"""The protocol of paper A's sweeps: grids grow past capacity, warm starts keep what was
+memorized, every series takes the convergence check, censored estimates never pass a law,
+falls along T are counted."""
 
 import copy
 from dataclasses import replace
@@ -12,18 +13,17 @@ import yaml
 
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
-from memcap.synthetic import laws, sweep
+from memcap.synthetic import laws
 from memcap.synthetic.checks import check_synthetic_config
-from memcap.synthetic.ladder import passes
+from memcap.synthetic.series import Series, Trained, check, climb, grows, next_T
 from memcap.synthetic.settings import (
     Convergence,
     Ladder,
-    Replica,
     StageSettings,
     sweep_spec,
 )
-from memcap.synthetic.summary import capacity_table, largest_drop
-from memcap.synthetic.sweep import Trained, run_sweep
+from memcap.synthetic.summary import capacity_table, convergence_decision, largest_drop
+from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
@@ -45,27 +45,58 @@ def _tiny(ladder: dict, tasks=("classification",)) -> tuple:
     return spec, StageSettings.from_config(section, 0, engine)
 
 
-def test_passes_grow_each_series_until_its_fraction_falls_or_max_t():
-    spec, stage = _tiny({"grow_at": 0.9, "max_T": 32, "warm_start": True})
-    series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
-    fits, stops = series[0], series[1]
-    memorized = {}
-    seen = []
-    for members in passes(spec, stage, memorized):
-        T = members[0].T
-        seen.append((T, len(members)))
-        for r in members:  # the first series fits everything, the second stops at 8
-            key = (r.setting, r.seed)
-            memorized[key, T] = T if key == fits else min(T, 7)
-    assert seen[:2] == [(4, len(series)), (8, len(series))]  # the listed grid: every series
-    assert seen[2:] == [(16, 1), (32, 1)]  # then only the one still at >= 90%, up to max_T
-    assert stage.ladder.censored(memorized[fits, 32], 32)
-    assert not stage.ladder.censored(memorized[stops, 8], 8)
+def _fake_train(counts, log):
+    """A ``train`` callable: memorized = counts(series key, T, budget); logs every replica."""
+
+    def train(replicas, states):
+        out = {}
+        for r, state in zip(replicas, states, strict=True):
+            log.append((r.setting.H, r.seed, r.T, r.restart, r.budget, state is not None))
+            memorized = counts((r.setting, r.seed), r.T, r.budget, r.restart)
+            out[r] = Trained({"memorized": memorized}, [], {"T": r.T}, r.restart)
+        return out
+
+    return train
+
+
+def test_series_climb_until_their_fraction_falls_or_max_t():
+    spec, stage = _tiny({"grow_at": 0.9, "max_T": 32, "warm_start": True, "restarts": 0})
+    everyone = [Series(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
+    fits = (everyone[0].setting, everyone[0].seed)
+    log = []
+    train = _fake_train(lambda key, T, b, r: T if key == fits else min(T, 7), log)
+    climb(everyone, spec.T, stage.ladder, train)
+    rungs = [(T, sum(1 for entry in log if entry[2] == T)) for T in (4, 8, 16, 32)]
+    assert rungs == [(4, len(everyone)), (8, len(everyone)), (16, 1), (32, 1)]
+    assert [entry[5] for entry in log if entry[2] == 4] == [False] * len(everyone)  # no state yet
+    assert all(entry[5] for entry in log if entry[2] > 4)  # warm: the previous rung's state
+    assert everyone[0].T_tried == [4, 8, 16, 32] and everyone[1].T_tried == [4, 8]
+    assert everyone[0].capacity == 32 and everyone[1].capacity == 7
 
 
 def test_a_static_ladder_trains_the_listed_grid_in_one_pass():
-    spec, stage = _tiny({"grow_at": None, "warm_start": False})
-    assert len(list(passes(spec, stage, {}))) == 1
+    spec, stage = _tiny({"grow_at": None, "warm_start": False, "restarts": 0})
+    everyone = [Series(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
+    passes = []
+
+    def train(replicas, states):
+        passes.append(len(replicas))
+        return {r: Trained({"memorized": r.T}, [], None, 0) for r in replicas}
+
+    climb(everyone, spec.T, stage.ladder, train)
+    assert passes == [len(everyone) * len(spec.T)]
+
+
+def test_a_replica_that_fell_along_t_restarts_afresh_and_keeps_the_better_training():
+    spec, stage = _tiny({"grow_at": None, "warm_start": False, "restarts": 2})
+    one = Series(next(iter(spec.settings())), 0)
+    log = []
+    # at T = 8 the first two trainings memorize 3 (fell: 4 at T = 4), the third 7
+    train = _fake_train(lambda key, T, b, r: T if T == 4 else (7 if r == 2 else 3), log)
+    climb([one], spec.T, stage.ladder, train)
+    assert [(entry[2], entry[3]) for entry in log] == [(4, 0), (8, 0), (8, 1), (8, 2)]
+    assert one.recipe[8].memorized == 7 and one.recipe[8].restart == 2
+    assert one.rows()[1]["restarts"] == 2
 
 
 def test_warm_started_series_never_memorize_fewer_at_a_larger_t():
@@ -131,53 +162,62 @@ def test_censored_settings_are_left_out_of_the_law_and_named():
     assert laws.law_table(pd.DataFrame(rows))["outcome"].tolist() == ["fails"]
 
 
-def test_convergence_check_retrains_optimiser_limited_settings_with_the_longer_budget():
+def test_every_seed_takes_the_longer_budget_and_the_setting_is_decided_on_all_of_them():
     spec, stage = _tiny({"grow_at": None, "restarts": 0})
     short = replace(stage, train={**stage.train, "steps": 10, "lr": 0.01})
     checked = run_sweep(spec, short, torch.device("cpu")).table
-    assert {"convergence_gain", "optimiser_limited", "budget"} <= set(checked.columns)
-    limited = checked[checked["optimiser_limited"]]
-    assert (
-        len(limited) and (checked["convergence_gain"] > 0.05).eq(checked["optimiser_limited"]).all()
-    )
-    # A limited setting's seeds train again with 4x the recipe's budget (10 steps), one
-    # budget, whatever their first training ran (a fitted replica stops early).
+    assert {"convergence_gain", "convergence_margin", "budget"} <= set(checked.columns)
+    # every series trained again with 4x the recipe's budget (10 steps), whatever it memorized
     longer = checked[checked["budget"] > 0]
-    assert len(longer) and (longer["steps_run"] <= longer["budget"]).all()
-    assert set(longer["budget"]) == {40} and set(longer["H"]) <= set(limited["H"])
+    assert (longer["steps_run"] <= longer["budget"]).all() and set(longer["budget"]) <= {40}
     capacity = capacity_table(checked)
-    assert capacity["optimiser_limited"].any() and capacity["convergence_gain"].notna().all()
+    assert capacity["convergence_gain"].notna().all()
+    assert set(capacity["convergence"]) <= {"undetermined (one seed)"}  # configs/test: 1 seed
     off = replace(short, convergence=Convergence(0, 0.05))
     plain = run_sweep(spec, off, torch.device("cpu")).table
-    assert (plain["budget"] == 0).all() and not plain["optimiser_limited"].any()
+    assert (plain["budget"] == 0).all() and plain["convergence_gain"].isna().all()
+    assert set(capacity_table(plain)["convergence"]) == {"not checked"}
     merged = plain.merge(checked, on=["H", "context", "T", "seed"], suffixes=("", "_checked"))
     assert (merged["memorized_checked"] >= merged["memorized"]).all()
 
 
-def test_the_longer_budget_walks_up_the_ladder_from_a_fitted_capacity(monkeypatch):
+def test_the_longer_budget_walks_up_the_ladder_from_a_fitted_capacity():
     """A capacity replica that fitted every example of its T says nothing about the budget:
     the check trains it again there and at every larger T while the series grows, each with
-    four times the recipe's budget (never four times a budget already made longer)."""
+    four times the recipe's budget, from the capacity training's initialisation."""
     spec, stage = _tiny({"grow_at": 0.9, "max_T": 64, "restarts": 0})
-    setting = next(iter(spec.settings()))
-    trained = []
+    one = Series(next(iter(spec.settings())), 0)
+    one.recipe[8] = Trained({"memorized": 8}, [], None, restart=1)
+    one.recipe[16] = Trained({"memorized": 7}, [], None, restart=0)
+    log = []
+    train = _fake_train(lambda key, T, b, r: T if T <= 16 else 20, log)  # fits 8, 16; 20 of 32
+    check([one], stage.ladder, Convergence(4, 0.05), lambda T: 120, train)
+    assert [(e[2], e[3], e[4]) for e in log] == [(8, 1, 480), (16, 1, 480), (32, 1, 480)]
+    assert one.capacity == 20 and one.gain == (20 - 8) / 8
+    assert [row["memorized"] for row in one.rows()] == [8, 16, 20]  # best per T of both budgets
 
-    def fake_pass(spec, stage, trainings, datasets, device, kept, warm):
-        results = []
-        for replica in trainings:
-            trained.append((replica.T, replica.budget))
-            memorized = replica.T if replica.T <= 16 else 20  # fits 8 and 16, 20 of 32
-            result = Trained({"memorized": memorized}, [], None, replica.restart)
-            kept[replace(replica, budget=0)] = result
-            results.append((replica, result))
-        return results
 
-    monkeypatch.setattr(sweep, "_train_pass", fake_pass)
-    start = Replica(setting, 0, 8)
-    kept = {start: Trained({"memorized": 8}, [], None, 0)}
-    most = sweep._walk_longer(spec, stage, [start], {}, None, kept, {})
-    assert trained == [(8, 480), (16, 480), (32, 480)]  # 4 x 120 steps at every T
-    assert most == {(setting, 0): 20}
+def test_the_convergence_decision_reads_the_paired_gains_interval_against_the_margin():
+    assert convergence_decision([0.30, 0.25, 0.35, 0.28, 0.32], 0.05)["convergence"] == (
+        "optimiser-limited"
+    )
+    assert convergence_decision([0.0, 0.01, -0.01, 0.0, 0.02], 0.05)["convergence"] == (
+        "not limited"
+    )
+    noisy = convergence_decision([-0.40, 0.51, 0.05, 0.20, -0.10], 0.05)
+    assert noisy["convergence"] == "undetermined" and not noisy["optimiser_limited"]
+    assert noisy["gain_low"] < 0.05 < noisy["gain_high"]
+    assert convergence_decision([float("nan")] * 3, 0.05)["convergence"] == "not checked"
+
+
+def test_capacity_table_marks_unbracketed_maxima_and_the_exactly_fitted_t():
+    rows = _series({32: 32, 64: 64, 128: 100})  # best at the largest T tried: "≥"
+    table = capacity_table(rows)
+    assert table["capacity_shown"].item() == "≥ 100" and not table["bracketed"].item()
+    assert table["fitted_T"].item() == 64
+    table = capacity_table(_series({32: 32, 64: 63, 128: 60}))
+    assert table["capacity_shown"].item() == "63" and table["bracketed"].item()
+    assert table["fitted_T"].item() == 32  # 63 of 64 is not fitted exactly
 
 
 def test_max_t_below_the_grid_names_the_key():
@@ -190,7 +230,8 @@ def test_max_t_below_the_grid_names_the_key():
 
 def test_ladder_rules():
     ladder = Ladder(grow_at=0.9, factor=2, max_T=256, warm_start=True, restarts=0)
-    assert ladder.grows(116, 128) and not ladder.grows(115, 128)
-    assert not ladder.grows(256, 256)  # 2 T would pass max_T
+    assert grows(ladder, 116, 128) and not grows(ladder, 115, 128)
+    assert not grows(ladder, 256, 256)  # 2 T would pass max_T
+    assert next_T(ladder, 128) == 256 and next_T(replace(ladder, factor=1.01), 10) == 11
     assert ladder.data_size((64, 128)) == 256
     assert Ladder(None, 2, 256, False, 0).data_size((64, 128)) == 128

@@ -13,12 +13,8 @@ from snakemake.utils import validate
 from memcap.errors import ConfigError
 from memcap.synthetic.bounds import linear_fit
 from memcap.synthetic.checks import check_synthetic_config
-from memcap.synthetic.settings import (
-    StageSettings,
-    sweep_memory_mb,
-    sweep_names,
-    sweep_spec,
-)
+from memcap.synthetic.groups import sweep_memory_mb
+from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
 from memcap.synthetic.summary import bound_ratios, capacity_table, fit_table, saturation_table
 from memcap.synthetic.sweep import run_sweep
 from memcap.theory import theory_bound
@@ -316,7 +312,8 @@ def test_bound_ratios_compare_best_seeds_with_h_n_minus_1_plus_1():
 def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(monkeypatch):
     """Mini-batch sweeps (the authors' recipe) store each distinct dataset once and analyse
     trained attention a block of replicas at a time: the rows are those of one copy per
-    replica analysed at once."""
+    replica analysed at once (counts exactly; loss trajectories to float32 rounding, the
+    products' shapes differing)."""
     import memcap.synthetic.batched as batched
     import memcap.synthetic.sweep as sweep
 
@@ -330,7 +327,9 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     monkeypatch.setattr(batched, "_stack", lambda *args: stack(*args[:4], False))
     monkeypatch.setattr(sweep, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
-    pd.testing.assert_frame_equal(shared, copies)
+    pd.testing.assert_frame_equal(shared, copies, check_exact=False, rtol=1e-4)
+    counts = ["memorized", "certified", "certified_trained", "fit_step", "steps_run"]
+    pd.testing.assert_frame_equal(shared[counts], copies[counts])
 
 
 def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):

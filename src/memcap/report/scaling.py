@@ -23,8 +23,13 @@ VERDICT_COLUMNS = ["law", "sweep", "curve", "outcome", "comparison", "test", "st
 # The per-seed table's columns in the report (the fixed sizes H, n, d_h, certified counts and
 # the T grid stay in capacity.csv: the page keeps its width).
 SEED_COLUMNS = [
-    "sweep", "value", "context", "task", "seed", "capacity", "T_at_capacity", "bound",
-    "censored", "under_trained", "convergence_gain", "optimiser_limited",
+    "sweep", "value", "context", "task", "seed", "capacity_shown", "T_at_capacity", "fitted_T",
+    "bound", "censored", "convergence_gain", "convergence",
+]  # fmt: skip
+# The estimates table's columns in the report (estimates.csv has every column).
+ESTIMATE_COLUMNS = [
+    "sweep", "value", "context", "task", "capacity_shown", "capacity_seeds", "fitted_T_seeds",
+    "bound", "censored", "gain_mean", "gain_low", "gain_high", "convergence",
 ]  # fmt: skip
 
 
@@ -43,9 +48,12 @@ def scaling_section(
     estimates_path, capacity_path = table("estimates"), table("capacity")
     if estimates_path is not None:
         estimates = pd.read_csv(estimates_path)
-        section.tables["Capacity per setting: seed mean ± standard error, seeds, best seed"] = (
-            Table.from_frame(estimates)
-        )
+        shown = estimates[[c for c in ESTIMATE_COLUMNS if c in estimates]]
+        section.tables[
+            "Memorized by this recipe, per setting: lower bounds on the capacity (seed mean ± "
+            "standard error; ≥ where a seed's maximum is not bracketed by a larger T), every "
+            "seed's count and fitted_T (the largest T fitted exactly)"
+        ] = Table.from_frame(shown)
         section.notes += _convergence_notes(estimates)
     fits_path = table("fits")
     if fits_path is not None:
@@ -54,9 +62,9 @@ def scaling_section(
     if capacity_path is not None:
         capacity = pd.read_csv(capacity_path)
         shown = capacity[[c for c in SEED_COLUMNS if c in capacity]]
-        section.tables["Capacity per setting and seed (capacity.csv has every column)"] = (
-            Table.from_frame(shown)
-        )
+        section.tables[
+            "Memorized by this recipe, per setting and seed (capacity.csv has every column)"
+        ] = Table.from_frame(shown)
         section.notes += _capacity_notes(stage, capacity, section)
     summary_path = table("summary")
     if summary_path is not None and stage == "aot":
@@ -118,30 +126,46 @@ def _comparison(row) -> str:
 
 
 def _convergence_notes(estimates: pd.DataFrame) -> list[str]:
-    """What the convergence check found, per setting."""
-    if "optimiser_limited" not in estimates or estimates["convergence_gain"].isna().all():
+    """What the convergence check found: every seed's gain, decided per setting."""
+    if "convergence" not in estimates or (estimates["convergence"] == "not checked").all():
         return []
-    limited = estimates[estimates["optimiser_limited"].astype(bool)]
-    gains = estimates["convergence_gain"].dropna()
+    counts = estimates["convergence"].value_counts()
+    gains = estimates["gain_mean"].dropna()
+    limited = estimates[estimates["convergence"] == "optimiser-limited"]
     text = (
-        f"Convergence check at every setting's capacity (the median seed trained again with "
-        f"the longer budget): gains {gains.min():+.1%} to {gains.max():+.1%}; "
-        f"{len(limited)} of {len(estimates)} settings optimiser-limited"
+        "Convergence check, every seed of every setting: each series trained again with the "
+        "longer budget (synthetic.convergence.factor × the recipe's) from its capacity T up "
+        "the ladder. A setting is optimiser-limited when the 90% t-interval of its seeds' mean "
+        "relative gain lies above the margin (synthetic.convergence.gain), not limited when it "
+        f"lies below, else undetermined. Mean gains {gains.min():+.1%} to {gains.max():+.1%}; "
+        + ", ".join(
+            f"{count} of {len(estimates)} settings {name}" for name, count in counts.items()
+        )
     )
     if len(limited):
-        text += " and trained again, every seed, with the longer budget: " + ", ".join(
-            _settings(limited)
-        )
-    return [text + "."]
+        text += " (" + ", ".join(_settings(limited)) + ")"
+    return [
+        text + ". Every seed's capacity counts both budgets: it is what this recipe memorized, "
+        "a lower bound on the layer's capacity, and more so where the setting is "
+        "optimiser-limited."
+    ]
 
 
 def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) -> list[str]:
     notes = []
+    if "bracketed" in capacity and not capacity["bracketed"].astype(bool).all():
+        open_ = capacity[~capacity["bracketed"].astype(bool)]
+        share = (open_["capacity"] / open_["T_max"]).agg(["min", "max"])
+        notes.append(
+            f"{len(open_)} of {len(capacity)} seeds memorize their most at the largest T they "
+            f"tried ({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not "
+            "bracketed by a larger T that memorized no more, and is shown as ≥."
+        )
     if "censored" in capacity and capacity["censored"].astype(bool).any():
         notes.append(
-            f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} settings "
+            f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} seeds "
             "memorized their largest T at or above the ladder's level: their capacity is a "
-            "lower bound, and the laws leave those settings out (raise synthetic.ladder.max_T "
+            "lower bound, and the laws leave their settings out (raise synthetic.ladder.max_T "
             "or the sweep's T)."
         )
     if stage == "synthetic" and {"bound", "task"} <= set(capacity.columns):
@@ -158,7 +182,7 @@ def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection)
     if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
         flagged = capacity[capacity["under_trained"].astype(bool)]
         notes.append(
-            f"{len(flagged)} of {len(capacity)} settings are under-trained (not fitted, "
+            f"{len(flagged)} of {len(capacity)} seeds are under-trained (not fitted, "
             f"training loss still falling at the end of its last budget): "
             f"{', '.join(_settings(flagged))}."
         )

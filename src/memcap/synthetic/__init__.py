@@ -2,8 +2,10 @@
 
 Modules (named as in :mod:`memcap.aot` where both papers have one):
 
-- :mod:`~memcap.synthetic.settings`: sweep and stage settings, the replicas and their
-  batched models, the memory estimate (no torch).
+- :mod:`~memcap.synthetic.settings`: sweep and stage settings, replicas, the ladder and the
+  convergence check as configured (no torch).
+- :mod:`~memcap.synthetic.groups`: which replicas share a batched model, the memory estimate
+  (no torch).
 - :mod:`~memcap.synthetic.checks`: the ``synthetic`` section's cross-field checks (no torch).
 - :mod:`~memcap.synthetic.buckets`: the training step's cost model and cost-model buckets.
 - :mod:`~memcap.synthetic.tasks`: uniform queries and contexts, random labels.
@@ -13,7 +15,9 @@ Modules (named as in :mod:`memcap.aot` where both papers have one):
   (folded weights; its cores :mod:`~memcap.synthetic.folded_core`,
   :mod:`~memcap.synthetic.folded_core_head_major`, :mod:`~memcap.synthetic.folded_core_shared`)
   and :mod:`~memcap.synthetic.head_slots` (heads of replicas with identical inputs stacked).
-- :mod:`~memcap.synthetic.ladder`: the training passes along every series' T.
+- :mod:`~memcap.synthetic.series`: the protocol: every series up its T ladder, restarts, the
+  convergence check, and what a series reports (no torch).
+- :mod:`~memcap.synthetic.warm`: warm starts between batched models.
 - :mod:`~memcap.synthetic.sweep`: training and certifying a sweep through
   :func:`memcap.training.loop.train_replicas`.
 - :mod:`~memcap.synthetic.summary`: capacity, fit and saturation tables.

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from memcap.synthetic.groups import replica_groups
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import Replica, StageSettings, SweepSpec, replica_groups
+from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.training.data import ReplicaData
 from memcap.training.seeds import derive_seed

@@ -1,5 +1,6 @@
-"""Typed settings of the synthetic stage (paper A): sweeps, replicas and their batched models,
-and the memory estimate (the config checks: :mod:`memcap.synthetic.checks`).
+"""Typed settings of the synthetic stage (paper A): sweeps, settings, replicas, the ladder and
+the convergence check as configured (config checks: :mod:`memcap.synthetic.checks`; batched
+models: :mod:`memcap.synthetic.groups`; the walk: :mod:`memcap.synthetic.series`).
 
 No torch import here: the Snakefile imports this module to size the sweep jobs. The
 dataclasses carry no defaults: they are built from the schema-defaulted config.
@@ -12,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas
 from memcap.training.config import TrainConfig, with_overrides
 from memcap.training.seeds import replicate_seeds
 
@@ -22,7 +22,6 @@ SWEPT = {"heads": "H", "context_size": "n", "head_dim": "d_h"}
 CONTEXTS = ("shared", "random")
 TASKS = ("classification", "regression")
 GROUP_KEYS = ("shape", "T", "context")
-DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
 
 
 @dataclass(frozen=True)
@@ -53,19 +52,6 @@ class Replica:
     T: int  # dataset size
     restart: int = 0
     budget: int = 0
-
-    def group(self, keys: tuple[str, ...]) -> tuple:
-        s = self.setting
-        key: tuple = (s.task,)
-        if "shape" in keys:
-            key += (s.H, s.n, s.d_h)
-        if "T" in keys:
-            key += (self.T,)
-        if "context" in keys:
-            key += (s.context,)
-        if self.budget:  # a batched model runs one step count
-            key += (f"{self.budget} steps",)
-        return key
 
 
 @dataclass(frozen=True)
@@ -113,27 +99,15 @@ def sweep_spec(section: Mapping[str, Any], name: str) -> SweepSpec:
     )
 
 
-def censor_level(grow_at: float | None) -> float:
-    """The memorized fraction of a series' largest T at or above which its capacity is
-    censored: the ladder's ``grow_at``, or every example where the grid does not grow."""
-    return 1.0 if grow_at is None else grow_at
-
-
 @dataclass(frozen=True)
 class Ladder:
-    """How every series walks its T grid (``synthetic.ladder``).
+    """How every series walks its T grid (``synthetic.ladder``; the walk itself:
+    :mod:`memcap.synthetic.series`)."""
 
-    The grid's T train in increasing order. A series (sweep value, context, task, seed) whose
-    memorized fraction at the grid's largest T is at least ``grow_at`` goes on at ``factor``
-    times that T (rounded up), and again, until the fraction falls below ``grow_at`` or the
-    next T would exceed ``max_T``. With ``warm_start`` each T starts from the series' trained
-    state at the previous one.
-    """
-
-    grow_at: float | None  # None: the grid as listed
-    factor: float
-    max_T: int
-    warm_start: bool
+    grow_at: float | None  # a series memorizing this fraction of its largest T grows; None: never
+    factor: float  # the next T of a grown grid: factor × T, rounded up
+    max_T: int  # no series grows past this T
+    warm_start: bool  # each T starts from the series' state at the previous one
     restarts: int  # retrainings from fresh initialisations of a replica that fell along T
 
     @classmethod
@@ -142,26 +116,6 @@ class Ladder:
         keys = ("grow_at", "factor", "max_T", "warm_start", "restarts")
         return cls(*(ladder[key] for key in keys))
 
-    def fell(self, memorized: int, before: list[int]) -> bool:
-        """Whether ``memorized`` lies more than ``DROP`` below the series' best count at a
-        smaller T (``before``): the datasets are nested, so that is the optimiser's."""
-        return bool(before) and memorized < (1.0 - DROP) * max(before)
-
-    def next_T(self, T: int) -> int:
-        """The T after ``T`` on a grown grid."""
-        return max(T + 1, math.ceil(self.factor * T))
-
-    def grows(self, memorized: int, T: int) -> bool:
-        """Whether a series that memorized ``memorized`` of ``T`` goes on at the next T."""
-        if self.grow_at is None or memorized < self.grow_at * T:
-            return False
-        return self.next_T(T) <= self.max_T
-
-    def censored(self, memorized: int, T: int) -> bool:
-        """Whether ``memorized`` of the series' largest ``T`` leaves its capacity unbracketed
-        (:func:`censor_level`)."""
-        return memorized >= censor_level(self.grow_at) * T
-
     def data_size(self, grid: tuple[int, ...]) -> int:
         """Examples drawn per dataset: the largest T any series may reach."""
         return max(grid) if self.grow_at is None else max(max(grid), self.max_T)
@@ -169,13 +123,12 @@ class Ladder:
 
 @dataclass(frozen=True)
 class Convergence:
-    """The convergence check at every setting's capacity (``synthetic.convergence``): one
-    seed retrained with ``factor`` times its recipe's budget from its capacity T up the
-    ladder; a relative gain above ``gain`` makes the setting optimiser-limited, and every
-    seed of it is retrained that way."""
+    """The convergence check (``synthetic.convergence``): every series trained again with
+    ``factor`` times its recipe's budget; a setting whose seeds gain more than ``gain`` with
+    it is optimiser-limited (:mod:`memcap.synthetic.series`, :mod:`memcap.synthetic.summary`)."""
 
     factor: int  # 0 or 1: no check
-    gain: float
+    gain: float  # the relative gain that makes a setting optimiser-limited
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> Convergence:
@@ -185,10 +138,6 @@ class Convergence:
     @property
     def enabled(self) -> bool:
         return self.factor > 1
-
-    def limited(self, before: int, after: int) -> bool:
-        """Whether ``after`` (the longer budget's count) gains more than ``gain`` on ``before``."""
-        return after > (1.0 + self.gain) * max(before, 1)
 
 
 @dataclass(frozen=True)
@@ -278,89 +227,6 @@ class StageSettings:
             best_by="loss",
             **self._engine(),
         )
-
-
-def sweep_memory_mb(
-    section: Mapping[str, Any], engine: Mapping[str, Any], name: str, base_mb: int = 1500
-) -> int:
-    """Host memory a sweep job needs: the largest batched model's data and activations.
-
-    A batched model holds every replica of one group padded to the group's largest T and n;
-    a training step holds activations for the batch (or the full data), about 16 floats per
-    token and model dimension with gradients and evaluation copies.
-    """
-    spec = sweep_spec(section, name)
-    stage = StageSettings.from_config(section, 0, engine)
-    largest = 0
-    for members in replica_groups(spec, stage).values():
-        t_max = max(r.T for r in members)
-        token_bytes = (max(r.setting.n for r in members) + 1) * section["d"] * 4
-        batch = stage.train_config(spec, t_max).batch_size or t_max
-        largest = max(largest, len(members) * (t_max + 16 * batch) * token_bytes)
-    return base_mb + 2 * largest // 2**20
-
-
-def grid_replicas(spec: SweepSpec, stage: StageSettings) -> list[Replica]:
-    """Every replica of the sweep's listed grid: settings × seeds × T."""
-    return [
-        Replica(setting, seed, T)
-        for setting in spec.settings()
-        for seed in stage.replicate_seeds(spec)
-        for T in spec.T
-    ]
-
-
-def replica_groups(
-    spec: SweepSpec, stage: StageSettings, members: list[Replica] | None = None
-) -> dict[tuple, list[Replica]]:
-    """``members`` (default: the listed grid, :func:`grid_replicas`) split into batched models.
-
-    ``stage.group_by`` splits first; with ``stage.max_padding`` set, each group is split
-    further into buckets of one step count whose padding stays within the bound
-    (:mod:`memcap.synthetic.buckets`).
-    """
-    unknown = set(stage.group_by) - set(GROUP_KEYS)
-    if unknown:
-        raise ValueError(f"unknown group_by keys {sorted(unknown)}; use {list(GROUP_KEYS)}")
-    groups: dict[tuple, list[Replica]] = {}
-    for replica in grid_replicas(spec, stage) if members is None else members:
-        groups.setdefault(replica.group(stage.group_by), []).append(replica)
-    if stage.max_padding is None:
-        return groups
-    return {
-        key + bucket: members
-        for key, group in groups.items()
-        for bucket, members in _buckets(spec, stage, group).items()
-    }
-
-
-def _buckets(
-    spec: SweepSpec, stage: StageSettings, group: list[Replica]
-) -> dict[tuple, list[Replica]]:
-    """``group`` split by step count, then into buckets of padding <= ``stage.max_padding``."""
-    by_steps: dict[int, list[Replica]] = {}
-    for replica in group:
-        by_steps.setdefault(stage.train_config(spec, replica.T).steps, []).append(replica)
-    buckets: dict[tuple, list[Replica]] = {}
-    for steps, members in by_steps.items():
-        cfg = stage.train_config(spec, members[0].T)
-        cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
-        shapes = [step_shape(r, cfg.batch_size) for r in members]
-        for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
-            buckets[(f"{steps} steps", f"bucket {k}")] = [members[i] for i in chosen]
-    return buckets
-
-
-def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
-    """The cost model's shape of ``replica``'s training step."""
-    s = replica.setting
-    return StepShape(s.H, s.n, s.d_h, batch_size or replica.T, replica.T)
-
-
-def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
-    """The cost model of the stage's replicas of ``task``."""
-    outputs = stage.classes if task == "classification" else 1
-    return StepCost(stage.d, stage.value_dim, outputs, eval_every)
 
 
 def sweep_names(section: Mapping[str, Any]) -> list[str]:

@@ -1,37 +1,49 @@
 """From per-replica sweep rows to capacity estimates, linear fits and saturation tables.
 
-Capacity estimate of a setting (sweep value, context, task, seed): the largest memorized
-count over its T grid, ``capacity = max_T memorized(T)``. It is a count of training examples
-the trained model gets exactly right; below capacity the model fits everything (memorized
-= T), beyond it the count stops growing. The stricter ``fitted_T`` (the largest T of the grid
-fitted at ≥ 99% accuracy) is reported beside it. Certified capacities are maxima over the grid
-too; since the datasets of a grid are nested that is their value at the largest T.
+Capacity of a series (setting and seed): the most examples memorized at any T it trained at,
+``capacity = max_T memorized(T)``, by either budget of the protocol
+(:mod:`memcap.synthetic.series`): a count of training examples the trained model gets
+exactly right, *memorized by this recipe* and so a lower bound on the model's capacity (paper
+A's plotted notion; it depends on how far the T grid goes). Beside it ``fitted_T``, the
+largest T fitted exactly (every example memorized: the theorem's notion). A capacity is
+``bracketed`` when a larger T than the one that reached it was tried and memorized no more;
+otherwise it is shown as "≥". Certified capacities are maxima over the grid too; since the
+datasets of a grid are nested that is their value at the largest T.
 
-A setting is ``censored`` when its largest T is memorized at or above the ladder's level
+A series is ``censored`` when its largest T is memorized at or above the ladder's level
 (``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
-its estimate. ``largest_drop`` is the largest fall of the memorized count from a smaller T to
-a larger one, as a fraction of the smaller T's count (the datasets are nested, so a trained
-model can keep what a smaller T's model memorized: a fall is the optimiser's).
+its estimate, and the laws leave that value out. ``largest_drop`` is the largest fall of the
+memorized count from a smaller T to a larger one, as a fraction of the smaller T's count.
+
+**Optimiser-limited** is decided per setting on every seed (:func:`convergence_decision`):
+each seed's relative gain g_s from the convergence check's longer budget, their mean and its
+two-sided (1 − 2α) t-interval (α = 0.05): ``optimiser-limited`` when the interval lies above
+the margin ``synthetic.convergence.gain``, ``not limited`` when it lies below, else
+``undetermined``. Every seed's capacity counts both budgets either way, so a limited setting
+is a recipe's lower bound, not the model's capacity.
 
 A setting is flagged ``under_trained`` when the replica that sets its capacity did not fit
 its data and its training loss still fell by more than ``STILL_FALLING`` (5%) over the last
-fifth of its evaluations (:mod:`memcap.training.plateau`; with ``train.extra_budgets`` such
-replicas have already trained further budgets): more steps would likely have memorized more.
+fifth of its evaluations (:mod:`memcap.training.plateau`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from memcap.synthetic.bounds import linear_fit
-from memcap.synthetic.settings import censor_level
+from memcap.synthetic.series import censor_level
 from memcap.training.plateau import STILL_FALLING
 
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
 QUANTITIES = ("capacity", "certified", "certified_trained")
-FIT_ACCURACY = 0.99
+ALPHA = 0.05  # each side of the convergence decision's interval
 
 
 def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -40,16 +52,21 @@ def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 
 def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per setting and seed: capacity estimates and certified capacities."""
+    """One row per setting and seed: capacity estimates, certified capacities, the seed's
+    convergence gain and its setting's decision (:func:`convergence_decision`)."""
     rows = []
     for key, group in summary.groupby(SETTING, sort=True):
-        best = group.loc[group["memorized"].idxmax()]
-        top = group.loc[group["T"].idxmax()]
-        fitted = group.loc[group["accuracy"] >= FIT_ACCURACY, "T"]
+        group = group.sort_values("T")
+        best = group.loc[group["memorized"].idxmax()]  # the first, smallest T, on a tie
+        top = group.iloc[-1]
+        fitted = group.loc[group["memorized"] >= group["T"], "T"]
+        bracketed = bool(best["T"] < top["T"])
         rows.append(
             {
                 **dict(zip(SETTING, key, strict=True)),
                 "capacity": int(best["memorized"]),
+                "capacity_shown": f"{'' if bracketed else '≥ '}{int(best['memorized'])}",
+                "bracketed": bracketed,
                 "T_at_capacity": int(best["T"]),
                 "fitted_T": int(fitted.max()) if len(fitted) else 0,
                 "certified": int(group["certified"].max()),
@@ -62,10 +79,54 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 ),
                 "budget": int(best.get("budget", 0)),
                 "convergence_gain": float(group.get("convergence_gain", _NAN).iloc[0]),
-                "optimiser_limited": bool(group.get("optimiser_limited", _FALSE).iloc[0]),
+                "convergence_margin": float(group.get("convergence_margin", _NAN).iloc[0]),
             }
         )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    decisions = {
+        key: convergence_decision(group["convergence_gain"], group["convergence_margin"].iloc[0])
+        for key, group in table.groupby(ESTIMATE_KEYS, sort=False)
+    }
+    settings = table[ESTIMATE_KEYS].itertuples(index=False, name=None)
+    decided = pd.DataFrame([decisions[key] for key in settings], index=table.index)
+    return pd.concat([table, decided], axis=1)
+
+
+@dataclass(frozen=True)
+class ConvergenceDecision:
+    """One setting's convergence decision on its seeds' paired gains."""
+
+    gain_mean: float
+    gain_low: float  # (1 − 2·ALPHA) t-interval of the mean gain
+    gain_high: float
+    convergence: str  # optimiser-limited, not limited, undetermined or not checked
+    optimiser_limited: bool
+
+
+def convergence_decision(gains: Iterable[float], margin: float) -> dict[str, Any]:
+    """Whether a setting is optimiser-limited, from every seed's relative gain: the mean gain's
+    (1 − 2·ALPHA) t-interval above ``margin`` (limited), below it (not limited), else
+    undetermined; one seed or no check: no interval."""
+    values = np.asarray([g for g in gains if np.isfinite(g)], dtype=float)
+    if len(values) == 0 or not np.isfinite(margin):
+        nan = float("nan")
+        return asdict(ConvergenceDecision(nan, nan, nan, "not checked", False))
+    mean = float(values.mean())
+    if len(values) < 2:
+        return asdict(ConvergenceDecision(mean, mean, mean, "undetermined (one seed)", False))
+    half = float(stats.t.ppf(1 - ALPHA, len(values) - 1) * stats.sem(values))
+    low, high = mean - half, mean + half
+    outcome = (
+        "optimiser-limited"
+        if low > margin
+        else "not limited"
+        if high < margin
+        else ("undetermined")
+    )
+    rounded = (round(mean, 4), round(low, 4), round(high, 4))
+    return asdict(ConvergenceDecision(*rounded, outcome, outcome == "optimiser-limited"))
 
 
 _NAN = pd.Series([float("nan")])
@@ -75,22 +136,30 @@ ESTIMATE_KEYS = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", 
 
 def estimate_table(capacity: pd.DataFrame) -> pd.DataFrame:
     """One row per setting: the seed mean of the capacity ± its standard error (the estimate
-    the laws are decided on), the seeds listed, the best seed beside them, and the setting's
-    flags (censored: any seed; the convergence check's gain and outcome)."""
+    the laws are decided on; "≥" unless every seed's capacity is bracketed), the seeds listed
+    ("≥" where unbracketed), the best seed beside them, the seeds' fitted_T, and the setting's
+    flags (censored: any seed; the convergence decision on every seed's gain)."""
     rows = []
+    decision = list(ConvergenceDecision.__dataclass_fields__)
     for key, group in capacity.groupby(ESTIMATE_KEYS, sort=True):
-        values = group.sort_values("seed")["capacity"].astype(float)
+        group = group.sort_values("seed")
+        values = group["capacity"].astype(float)
+        mean = round(float(values.mean()), 2)
+        se = round(float(values.sem()), 2) if len(values) > 1 else float("nan")
+        bracketed = int(group["bracketed"].sum())
         rows.append(
             {
                 **dict(zip(ESTIMATE_KEYS, key, strict=True)),
                 "seeds": len(values),
-                "capacity_mean": round(float(values.mean()), 2),
-                "capacity_se": round(float(values.sem()), 2) if len(values) > 1 else float("nan"),
-                "capacity_seeds": " ".join(str(int(v)) for v in values),
+                "capacity_mean": mean,
+                "capacity_se": se,
+                "capacity_shown": f"{'' if bracketed == len(group) else '≥ '}{mean:.1f} ± {se:.1f}",
+                "bracketed_seeds": bracketed,
+                "capacity_seeds": " ".join(group["capacity_shown"]),
                 "capacity_best": int(values.max()),
+                "fitted_T_seeds": " ".join(str(int(v)) for v in group["fitted_T"]),
                 "censored": bool(group["censored"].any()),
-                "convergence_gain": float(group["convergence_gain"].iloc[0]),
-                "optimiser_limited": bool(group["optimiser_limited"].iloc[0]),
+                **{column: group[column].iloc[0] for column in decision},
             }
         )
     return pd.DataFrame(rows)
@@ -128,8 +197,10 @@ def bound_ratios(capacity: pd.DataFrame) -> pd.DataFrame:
 def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
     """Linear fits of every capacity quantity against the swept value.
 
-    One row per sweep, context, task and quantity. The d_h sweep is fitted over d_h ≤ n only:
-    Theorem 1 predicts growth up to d_h = n and none beyond.
+    One row per sweep, context, task and quantity, over the points the laws are decided on
+    (:mod:`memcap.synthetic.laws`): a value where any seed is censored is left out (named in
+    ``left_out``), and the d_h sweep is fitted over d_h ≤ n only (Theorem 1 predicts growth up
+    to d_h = n and none beyond).
     """
     rows = []
     for (sweep, swept, context, task), group in capacity.groupby(
@@ -137,6 +208,9 @@ def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
     ):
         if sweep == "head_dim":
             group = group[group["d_h"] <= group["n"]]
+        censored = group.get("censored", pd.Series(False, index=group.index)).astype(bool)
+        left_out = sorted(set(group.loc[censored, "value"]))
+        group = group[~group["value"].isin(left_out)]
         for quantity in QUANTITIES:
             slope, intercept, r2 = linear_fit(group["value"], group[quantity])
             rows.append(
@@ -152,6 +226,7 @@ def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
                     "points": len(group),
                     "x_min": group["value"].min(),
                     "x_max": group["value"].max(),
+                    "left_out": " ".join(str(v) for v in left_out),
                 }
             )
     return pd.DataFrame(rows)

@@ -1,0 +1,221 @@
+"""The protocol of a synthetic sweep: every series walks its T ladder, then the convergence
+check; what each series then reports.
+
+A *series* is one setting (sweep value, context, task) and replicate seed. Its datasets are
+nested (the first T examples of one draw), so its memorized counts compare along T. Every
+series of every setting follows the same protocol:
+
+1. **The recipe's ladder** (:func:`climb`). The listed T grid trains in increasing order, one
+   pass per T (a *rung*), or the whole grid in one pass when the ladder neither grows nor warm
+   starts. A series still memorizing ``ladder.grow_at`` of its largest T goes on at
+   ``ladder.factor`` times that T, until it memorizes less or the next T would pass
+   ``ladder.max_T``. With ``warm_start`` a rung starts from the series' state at the previous
+   one. A replica memorizing more than ``DROP`` below what its series memorized at a smaller T
+   (the optimiser's doing: the datasets are nested) trains again from a fresh initialisation,
+   ``ladder.restarts`` times at most; the better training counts.
+2. **The convergence check** (:func:`check`), when ``convergence.factor`` > 1: every series
+   trains again with ``factor`` times its recipe's budget, from the initialisation of its
+   capacity training, at that T and up the ladder while it grows (a series that fitted every
+   example of its capacity T is tested at the next).
+3. **What a series reports** (:class:`Series`): per T its best training; its capacity, the
+   most examples memorized at any T by either budget (paper A's plotted notion, a lower bound
+   on the model's capacity: it depends on how far the T grid goes); ``fitted_T``, the largest T
+   fitted exactly (the theorem's notion); whether its capacity is bracketed by a larger T that
+   memorized no more; and the check's gain, the longer budget's count over the recipe's,
+   minus one. The setting-level decision on the gains is :mod:`memcap.synthetic.summary`'s.
+
+Training itself is the caller's: ``train`` takes replicas and their warm-start states (None:
+a fresh initialisation) and returns one :class:`Trained` per replica. This module decides
+which replicas train and keeps the results. No torch import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memcap.synthetic.settings import Convergence, Ladder, Replica, Setting
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    State = dict[str, Tensor]
+
+DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
+
+
+@dataclass
+class Trained:
+    """One training of a replica: its result row, saturation rows and trained parameters."""
+
+    row: dict[str, Any]
+    saturation: list[dict[str, Any]]
+    state: State | None  # kept for warm starts only
+    restart: int
+
+    @property
+    def memorized(self) -> int:
+        return self.row["memorized"]
+
+
+Train = Callable[[list[Replica], list["State | None"]], Mapping[Replica, Trained]]
+
+
+@dataclass(eq=False)
+class Series:
+    """One setting and replicate seed: its trainings along T and what they report."""
+
+    setting: Setting
+    seed: int
+    recipe: dict[int, Trained] = field(default_factory=dict)  # per T: best at the recipe's budget
+    longer: dict[int, Trained] = field(default_factory=dict)  # per T: the convergence check's
+
+    def keep(self, replica: Replica, trained: Trained) -> None:
+        """Keep ``trained`` if it memorized more than the series' training of its T and budget."""
+        kept = self.longer if replica.budget else self.recipe
+        if replica.T not in kept or trained.memorized > kept[replica.T].memorized:
+            kept[replica.T] = trained
+
+    def best(self, T: int) -> Trained:
+        """The better training at ``T`` of the two budgets (the recipe's on a tie)."""
+        trainings = [t for t in (self.recipe.get(T), self.longer.get(T)) if t is not None]
+        return max(trainings, key=lambda t: t.memorized)  # max keeps the first on a tie
+
+    @property
+    def T_tried(self) -> list[int]:
+        """Every T the series trained at, increasing."""
+        return sorted(self.recipe.keys() | self.longer.keys())
+
+    def fell(self, T: int) -> bool:
+        """Whether the recipe's count at ``T`` lies more than ``DROP`` below the series' best
+        count at a smaller T."""
+        before = [self.best(t).memorized for t in self.T_tried if t < T]
+        return bool(before) and self.recipe[T].memorized < (1.0 - DROP) * max(before)
+
+    def latest_state(self) -> State | None:
+        """The trained state at the largest T of the recipe so far (warm starts)."""
+        return self.recipe[max(self.recipe)].state if self.recipe else None
+
+    @property
+    def recipe_capacity(self) -> tuple[int, Trained]:
+        """The T and training of the recipe's most memorized count (the smaller T on a tie)."""
+        return max(self.recipe.items(), key=lambda item: (item[1].memorized, -item[0]))
+
+    @property
+    def capacity(self) -> int:
+        """The most examples memorized at any T by either budget."""
+        return max(self.best(T).memorized for T in self.T_tried)
+
+    @property
+    def gain(self) -> float:
+        """The convergence check's relative gain: the longer budget's most memorized count over
+        the recipe's, minus one (NaN without the check)."""
+        if not self.longer:
+            return float("nan")
+        before = self.recipe_capacity[1].memorized
+        after = max(t.memorized for t in self.longer.values())
+        return (after - before) / max(before, 1)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One result row per T tried: its best training, the restart it came from, and the
+        series' gain."""
+        rows = []
+        for T in self.T_tried:
+            trained = self.best(T)
+            rows.append(trained.row | {"restarts": trained.restart, "convergence_gain": self.gain})
+        return rows
+
+
+def grows(ladder: Ladder, memorized: int, T: int) -> bool:
+    """Whether a series that memorized ``memorized`` of ``T`` goes on at :func:`next_T`."""
+    if ladder.grow_at is None or memorized < ladder.grow_at * T:
+        return False
+    return next_T(ladder, T) <= ladder.max_T
+
+
+def next_T(ladder: Ladder, T: int) -> int:
+    """The T after ``T`` on a grown grid."""
+    return max(T + 1, math.ceil(ladder.factor * T))
+
+
+def censor_level(grow_at: float | None) -> float:
+    """The memorized fraction of a series' largest T at or above which its capacity is
+    censored (the grid, not the model, bounds it): ``grow_at``, or every example where the
+    grid does not grow."""
+    return 1.0 if grow_at is None else grow_at
+
+
+def climb(series: list[Series], grid: tuple[int, ...], ladder: Ladder, train: Train) -> None:
+    """Step 1 of the protocol: every series up its T ladder at the recipe's budget."""
+    if ladder.grow_at is None and not ladder.warm_start:
+        _rung([(s, T) for s in series for T in grid], ladder, train)
+        return
+    for T in grid:
+        _rung([(s, T) for s in series], ladder, train)
+    growing = [s for s in series if grows(ladder, s.recipe[T].memorized, T)]
+    while growing:
+        T = next_T(ladder, T)
+        _rung([(s, T) for s in growing], ladder, train)
+        growing = [s for s in growing if grows(ladder, s.recipe[T].memorized, T)]
+
+
+def _rung(members: list[tuple[Series, int]], ladder: Ladder, train: Train) -> None:
+    """Train ``members`` (series, T) at the recipe's budget, warm-started where the ladder says
+    so, then restart those that fell along T."""
+    states = [s.latest_state() if ladder.warm_start else None for s, _ in members]
+    _train(members, [0] * len(members), states, train)
+    for restart in range(1, ladder.restarts + 1):
+        fallen = [(s, T) for s, T in members if s.fell(T)]
+        if not fallen:
+            return
+        _train(fallen, [0] * len(fallen), [None] * len(fallen), train, restart)
+
+
+def check(
+    series: list[Series],
+    ladder: Ladder,
+    convergence: Convergence,
+    budget: Callable[[int], int],
+    train: Train,
+) -> None:
+    """Step 2 of the protocol: every series again with ``convergence.factor`` times its
+    recipe's budget at T (``budget(T)``), from its capacity training's initialisation, at its
+    capacity T and up the ladder while it grows."""
+    if not convergence.enabled:
+        return
+    walk = [(s, *_capacity_start(s)) for s in series]
+    while walk:
+        members = [(s, T) for s, T, _ in walk]
+        budgets = [convergence.factor * budget(T) for _, T, _ in walk]
+        _train(members, budgets, [None] * len(walk), train, [r for _, _, r in walk])
+        walk = [
+            (s, next_T(ladder, T), restart)
+            for s, T, restart in walk
+            if grows(ladder, s.best(T).memorized, T)
+        ]
+
+
+def _capacity_start(series: Series) -> tuple[int, int]:
+    """The T and restart (its initialisation) of the series' recipe capacity."""
+    T, trained = series.recipe_capacity
+    return T, trained.restart
+
+
+def _train(
+    members: list[tuple[Series, int]],
+    budgets: list[int],
+    states: list[State | None],
+    train: Train,
+    restart: int | list[int] = 0,
+) -> None:
+    """Train one pass of replicas and keep every training in its series."""
+    restarts = restart if isinstance(restart, list) else [restart] * len(members)
+    replicas = [
+        Replica(s.setting, s.seed, T, restart=r, budget=b)
+        for (s, T), r, b in zip(members, restarts, budgets, strict=True)
+    ]
+    trained = train(replicas, states)
+    for (s, _), replica in zip(members, replicas, strict=True):
+        s.keep(replica, trained[replica])
