@@ -137,13 +137,8 @@ def detail_layers_param(wildcards):
 
 
 def depth_models():
-    """Models with a depth profile: at least one depth row, or three numbered layers."""
-    return [
-        name
-        for name in extract_models()
-        if model_depth_rows(name)
-        or sum(layer.isdigit() for layer in model_layers(name)) >= 3
-    ]
+    """Models with a depth profile (ModelEntry.has_depth_profile)."""
+    return [name for name in extract_models() if resolved_entry(name).has_depth_profile]
 
 
 def audited_models():

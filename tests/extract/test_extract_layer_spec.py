@@ -11,7 +11,7 @@ from snakemake.utils import validate
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
 from memcap.extract.depth import with_layers
-from memcap.extract.entries import model_entries
+from memcap.extract.entries import model_entries, model_entry
 from memcap.extract.layer_spec import RANDOM_ATTENTION, parse_layer_spec, resolve_layers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +138,20 @@ def test_detail_layer_not_extracted_raises_naming_the_key():
     with pytest.raises(ConfigError, match="not among the model's layers") as info:
         check_extract_config(config)
     assert info.value.key == "extract.models[0].detail_layers"
+
+
+@pytest.mark.parametrize(
+    ("layers", "detail", "profile"),
+    [
+        ([0, 1, "random_attention"], [0, 1, "random_attention"], False),  # two blocks, all detail
+        ([0, 1, 2, "random_attention"], [0, 1, 2, "random_attention"], True),  # three blocks
+        ([0, 1, 2, 3], [0, 1], True),  # depth rows 2 and 3
+        (["random_attention"], ["random_attention"], False),
+    ],
+)
+def test_a_depth_profile_needs_a_depth_row_or_three_numbered_layers(layers, detail, profile):
+    raw = {"name": "m", "family": "bert", "model": "BertConfig", "layers": layers}
+    entry = model_entry(
+        {**raw, "detail_layers": detail, "model_kwargs": {"num_hidden_layers": 4}}, 0, 0
+    )
+    assert entry.has_depth_profile is profile

@@ -64,6 +64,9 @@ class DataConfig:
     rgb_only: bool = False  # hub images: skip grey / CMYK images (paper A's ImageNet filter)
 
 
+DEPTH_PROFILE_BLOCKS = 3  # numbered layers that earn a depth profile without a depth row
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     """One entry of ``extract.models``: a model, its weights, data and layers."""
@@ -107,6 +110,13 @@ class ModelEntry:
     def depth_rows(self) -> tuple[Layer, ...]:
         """Layers audited by their depth profile only (no contexts stored, no capacity)."""
         return tuple(layer for layer in self.layers if layer not in self.detail_layers)
+
+    @property
+    def has_depth_profile(self) -> bool:
+        """Whether the model's assumptions are drawn along its depth: it has a depth row, or
+        at least ``DEPTH_PROFILE_BLOCKS`` numbered layers (fewer show no trend)."""
+        blocks = sum(isinstance(layer, int) for layer in self.layers)
+        return bool(self.depth_rows) or blocks >= DEPTH_PROFILE_BLOCKS
 
     @property
     def kind(self) -> str:
