@@ -51,6 +51,7 @@ class Architecture:
     prefix_tokens: int = 1  # vit: class (+ register / distillation) tokens before the patches
     vocab_size: int | None = None  # text models only
     config: Any = None  # the transformers config (None for timm)
+    heads: int | None = None  # attention heads per block (None: the config states none)
 
 
 @dataclass
@@ -109,6 +110,7 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             width=model.embed_dim,
             max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
             prefix_tokens=model.num_prefix_tokens,
+            heads=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
         )
     if entry.kind == "vit" and not _names_transformers_model(entry):
         raise ConfigError(
@@ -138,6 +140,7 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             max_tokens=1 + registers + patches,
             prefix_tokens=1 + registers,
             config=config,
+            heads=attention_heads(vision),
         )
     positions = getattr(text, "max_position_embeddings", None) or text.n_positions
     return Architecture(
@@ -147,7 +150,18 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
         max_tokens=int(positions),
         vocab_size=text.vocab_size,
         config=config,
+        heads=attention_heads(text),
     )
+
+
+def attention_heads(config: Any) -> int | None:
+    """Attention heads per block of a transformers config (query heads where key/value heads
+    are grouped), or None when it states none."""
+    for name in ("num_attention_heads", "n_head", "num_heads"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return None
 
 
 def unreadable(kind: str, config: Any) -> str | None:
