@@ -23,7 +23,7 @@ from memcap.assumptions.checks import MIN_SUBSETS
 from memcap.assumptions.evidence import LayerEvidence
 from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
 from memcap.numerics import Outcome
-from memcap.numerics.error import CLEAR_DECADES
+from memcap.numerics.error import CLEAR_DECADES, ERROR_FACTOR
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,37 @@ def context_rank_check(ev: LayerEvidence) -> Check:
 
 
 def _error_words(relative: float | None, what: str) -> str:
-    """The measured error's zero line in words ("" when not known)."""
+    """A context's zero line in words ("" when not known): ERROR_FACTOR·δ (concentration 1)."""
     if _missing(relative):
         return ""
-    return f"zero line 2 × {relative:.1e} (measured {what} error)"
+    return f"zero line {ERROR_FACTOR:g} × {relative:.1e} (measured {what} error)"
+
+
+def _query_error_words(ev: LayerEvidence) -> str:
+    """The queries' zero line in words ("" when not known): ERROR_FACTOR·max(δ/c, δ_aligned),
+    c the subset's concentration σ_max / its largest row norm (:mod:`memcap.numerics.error`)."""
+    if _missing(ev.query_error):
+        return ""
+    aligned = ev.query_error_aligned
+    shared = "" if _missing(aligned) else f", δ_aligned = {aligned:.1e}"
+    return (
+        f"zero line {ERROR_FACTOR:g}·max(δ/c, δ_aligned) with δ = {ev.query_error:.1e}{shared} "
+        "(measured query error; c: a subset's σ_max over its largest row norm)"
+    )
+
+
+def error_estimate_words(ev: LayerEvidence) -> str:
+    """The Kruskal rank estimate on the measured error's scale, in words ("" when the stage
+    recorded none): lower bounds, as far as the profiles resolve the error's lines."""
+    parts = [
+        f"≥ {value} {what}"
+        for value, what in (
+            (ev.error_estimate, "independent within it"),
+            (ev.error_estimate_clear, f"{CLEAR_DECADES:g} decade clear of it"),
+        )
+        if value is not None
+    ]
+    return f"Kruskal rank at the measured error {', '.join(parts)}" if parts else ""
 
 
 def _subset_check(
@@ -165,8 +192,15 @@ def _subset_check(
     ]
     if sampled and beside:
         sampled += f" ({', '.join(beside)})"
-    estimate = (
-        "" if ev.kruskal_rank_estimate is None else f"Kruskal rank ≈ {ev.kruskal_rank_estimate}"
+    estimate = "; ".join(
+        part
+        for part in (
+            ""
+            if ev.kruskal_rank_estimate is None
+            else f"Kruskal rank at τ ≈ {ev.kruskal_rank_estimate}",
+            error_estimate_words(ev),
+        )
+        if part
     )
     certified = ""
     if ev.certified_upper is not None and ev.certified_upper < k:
@@ -175,7 +209,7 @@ def _subset_check(
             certified += f" ({decided['proof']})"
     reading = decided.get("reading", "")
     evidence = "; ".join(
-        part for part in (sampled, estimate, certified, _error_words(ev.query_error, "query"),
+        part for part in (sampled, estimate, certified, _query_error_words(ev),
                           reading and f"against random data: {reading}") if part
     )  # fmt: skip
     if outcome is None or outcome is Outcome.NOT_TESTED:
