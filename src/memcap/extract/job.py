@@ -203,6 +203,7 @@ def extract_layers(
         blocks_in_pass=extractor.trunk.depth,
         depth=loaded.depth,
         heads=arch.heads,
+        head_dim=arch.head_dim,
         T=T,
         n=n,
         d=d,
