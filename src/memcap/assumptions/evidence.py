@@ -34,6 +34,7 @@ class LayerEvidence:
             (:func:`memcap.assumptions.records.error_estimate`); None when not resolved.
         samples: random orderings drawn.
         rank_upper_bound: Kruskal rank bound proved by a certificate; None when not measured.
+        rank_lower_bound: the exact lower bound (0, 1 or 2: zero vectors and pairs).
         certificate: kind of the certificate behind ``rank_upper_bound``.
         duplicate_pairs: pairs of bitwise identical query vectors.
         profile: P(k) for every k probed.
@@ -96,6 +97,7 @@ class LayerEvidence:
     error_estimate: int | None = None
     error_estimate_clear: int | None = None
     query_error_aligned: float | None = None
+    rank_lower_bound: int | None = None
 
 
 def evidence_from_row(
@@ -167,6 +169,7 @@ def evidence_from_row(
         error_estimate=_optional_int(row, "kruskal_error_estimate"),
         error_estimate_clear=_optional_int(row, "kruskal_error_estimate_clear"),
         query_error_aligned=_optional(row, "query_error_aligned"),
+        rank_lower_bound=_optional_int(row, "kruskal_rank_lower_bound"),
     )
 
 

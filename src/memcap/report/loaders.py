@@ -39,6 +39,8 @@ class ModelInfo:
     stands_in_for: str | None = None  # the paper-A model it replaces offline
     weights_origin: str | None = None  # package, version, file checksum; precision
     input_audit: str = ""  # one line from the extraction's input-level duplicate audit
+    heads: int | None = None  # attention heads per block (None: not recorded by the extraction)
+    head_dim: int | None = None  # d_h of those heads
 
     @property
     def layer_ranges(self) -> str:
@@ -69,6 +71,12 @@ def _first(record: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
         if record.get(key) is not None:
             return record[key]
     return default
+
+
+def _optional_int(record: Mapping[str, Any], key: str) -> int | None:
+    """An integer field, or None where the record predates it or holds none."""
+    value = record.get(key)
+    return int(value) if isinstance(value, int | float) else None
 
 
 def _text(value: Any) -> str:
@@ -108,6 +116,8 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 stands_in_for=_first(head, "stands_in_for"),
                 weights_origin=_weights_origin(head),
                 input_audit=audit_verdict(head["input_audit"]) if head.get("input_audit") else "",
+                heads=_optional_int(head, "heads"),
+                head_dim=_optional_int(head, "head_dim"),
             )
         )
     return models
