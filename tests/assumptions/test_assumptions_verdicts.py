@@ -90,7 +90,7 @@ def test_the_estimate_at_the_measured_error_stands_beside_taus():
     assert "Kruskal rank at τ ≈ 64; Kruskal rank at the measured error ≥ 60 independent " in (
         evidence
     )
-    assert "≥ 40 1 decade clear of it" in evidence and "δ_aligned = 3.0e-08" in evidence
+    assert "≥ 40 a decade clear of it" in evidence and "δ_aligned = 3.0e-08" in evidence
 
 
 def test_proves_only_with_an_exact_proof():

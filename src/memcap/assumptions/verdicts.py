@@ -157,6 +157,9 @@ def _query_error_words(ev: LayerEvidence) -> str:
     )
 
 
+_CLEAR = "a decade" if CLEAR_DECADES == 1 else f"{CLEAR_DECADES:g} decades"
+
+
 def error_estimate_words(ev: LayerEvidence) -> str:
     """The Kruskal rank estimate on the measured error's scale, in words ("" when the stage
     recorded none): lower bounds, as far as the profiles resolve the error's lines."""
@@ -164,7 +167,7 @@ def error_estimate_words(ev: LayerEvidence) -> str:
         f"≥ {value} {what}"
         for value, what in (
             (ev.error_estimate, "independent within it"),
-            (ev.error_estimate_clear, f"{CLEAR_DECADES:g} decade clear of it"),
+            (ev.error_estimate_clear, f"{_CLEAR} clear of it"),
         )
         if value is not None
     ]

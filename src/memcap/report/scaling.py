@@ -175,15 +175,20 @@ def _bound_note(ratios: pd.DataFrame) -> str:
         f"{r.ratio_median:g}×)"
         for r in ratios.itertuples()
     )
+    regression = (
+        " Regression counts an example within the tolerance (synthetic.train.regression_tol), "
+        "so a constant output already catches about twice the tolerance's share of uniform "
+        "targets."
+        if (ratios["task"] == "regression").any()
+        else ""
+    )
     return (
         "H(n−1)+1 is what Theorem 1's construction memorizes with its attention weights fixed; "
         "with a shared context it is also the most a readout of fixed head outputs can fit "
         "for generic regression targets (the head outputs span at most H(n−1)+1 directions), "
         "while classification needs only the right argmax. Trained attention moves the head "
         "outputs with the examples, so neither limit binds a trained layer; the best seeds "
-        f"memorize, per bound: {where}. Regression counts an example within the tolerance "
-        "(synthetic.train.regression_tol), so a constant output already catches about twice "
-        "the tolerance's share of uniform targets."
+        f"memorize, per bound: {where}.{regression}"
     )
 
 
