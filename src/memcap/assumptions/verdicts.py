@@ -22,8 +22,9 @@ from typing import Any
 from memcap.assumptions.checks import MIN_SUBSETS
 from memcap.assumptions.evidence import LayerEvidence
 from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
+from memcap.assumptions.wording import error_words, query_words
 from memcap.numerics import Outcome
-from memcap.numerics.error import CLEAR_DECADES, ERROR_FACTOR
+from memcap.numerics.error import CLEAR_DECADES
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def context_rank_check(ev: LayerEvidence) -> Check:
     raw = ev.paper_a.get("context_full_rank_frac")
     if ev.scaling != "none" and not _missing(raw) and raw != ev.context_full_rank_frac:
         evidence += f"; paper A's raw rule: {raw:.1%} full rank"
-    error = _error_words(ev.context_error, "context")
+    error = error_words(ev.context_error, "context")
     if error:
         evidence += f"; {error}, worst context {_decades(ev.context_worst_error_margin)} above it"
     reasons = {
@@ -135,43 +136,6 @@ def context_rank_check(ev: LayerEvidence) -> Check:
             + ev.structural.split("Assumption 2: ")[1].split(";")[0]
         )
     return Check(name, ev.context_outcome, evidence, reason)
-
-
-def _error_words(relative: float | None, what: str) -> str:
-    """A context's zero line in words ("" when not known): ERROR_FACTOR·δ (concentration 1)."""
-    if _missing(relative):
-        return ""
-    return f"zero line {ERROR_FACTOR:g} × {relative:.1e} (measured {what} error)"
-
-
-def _query_error_words(ev: LayerEvidence) -> str:
-    """The queries' zero line in words ("" when not known): ERROR_FACTOR·max(δ/c, δ_aligned),
-    c the subset's concentration σ_max / its largest row norm (:mod:`memcap.numerics.error`)."""
-    if _missing(ev.query_error):
-        return ""
-    aligned = ev.query_error_aligned
-    shared = "" if _missing(aligned) else f", δ_aligned = {aligned:.1e}"
-    return (
-        f"zero line {ERROR_FACTOR:g}·max(δ/c, δ_aligned) with δ = {ev.query_error:.1e}{shared} "
-        "(measured query error; c: a subset's σ_max over its largest row norm)"
-    )
-
-
-_CLEAR = "a decade" if CLEAR_DECADES == 1 else f"{CLEAR_DECADES:g} decades"
-
-
-def error_estimate_words(ev: LayerEvidence) -> str:
-    """The Kruskal rank estimate on the measured error's scale, in words ("" when the stage
-    recorded none): lower bounds, as far as the profiles resolve the error's lines."""
-    parts = [
-        f"≥ {value} {what}"
-        for value, what in (
-            (ev.error_estimate, "independent within it"),
-            (ev.error_estimate_clear, f"{_CLEAR} clear of it"),
-        )
-        if value is not None
-    ]
-    return f"Kruskal rank at the measured error {', '.join(parts)}" if parts else ""
 
 
 def _subset_check(
@@ -195,16 +159,7 @@ def _subset_check(
     ]
     if sampled and beside:
         sampled += f" ({', '.join(beside)})"
-    estimate = "; ".join(
-        part
-        for part in (
-            ""
-            if ev.kruskal_rank_estimate is None
-            else f"Kruskal rank at τ ≈ {ev.kruskal_rank_estimate}",
-            error_estimate_words(ev),
-        )
-        if part
-    )
+    estimate, zero_line = query_words(ev)
     certified = ""
     if ev.certified_upper is not None and ev.certified_upper < k:
         certified = f"certified Kruskal rank ≤ {ev.certified_upper}"
@@ -212,7 +167,7 @@ def _subset_check(
             certified += f" ({decided['proof']})"
     reading = decided.get("reading", "")
     evidence = "; ".join(
-        part for part in (sampled, estimate, certified, _query_error_words(ev),
+        part for part in (sampled, estimate, certified, zero_line,
                           reading and f"against random data: {reading}") if part
     )  # fmt: skip
     if outcome is None or outcome is Outcome.NOT_TESTED:
