@@ -224,7 +224,8 @@ def _run_limitations(
     checked = {layer.verdicts.evidence.model for layer in layers}
     for model in models:
         if model.name not in checked:
-            for text in model.warnings:
+            failed = [] if model.input_audit_passed else [f"input audit: {model.input_audit}."]
+            for text in [*failed, *model.warnings]:
                 places.setdefault(text, {})[model.name] = list(model.layers)
     limits = [
         Limitation(
@@ -247,9 +248,13 @@ def _run_limitations(
 def _run_notes(
     models: Sequence[loaders.ModelInfo], scaling: Mapping[str, ScalingSection]
 ) -> list[Limitation]:
-    """What the run checked and how it trained, which limits nothing: the extraction's input
-    audits and the training recipes."""
-    notes = [Limitation(m.name, f"input audit: {m.input_audit}.") for m in models if m.input_audit]
+    """What the run checked and passed, and how it trained: the input audits that found no
+    duplicates (a failed one is a limitation) and the training recipes."""
+    notes = [
+        Limitation(m.name, f"input audit: {m.input_audit}.")
+        for m in models
+        if m.input_audit and m.input_audit_passed
+    ]
     for where, section in scaling.items():
         notes.extend(Limitation(where, text) for text in section.recipes)
     return notes

@@ -15,7 +15,8 @@ SHOWN_FAILURES = 8  # failing examples listed in a layer's card
 
 def layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> list[str]:
     """What limits the reading of one layer: n > d, undersampling, general position untestable,
-    saturated capacity, the extraction's warnings and a tokenizer substitute."""
+    saturated capacity, a failed input audit, the extraction's warnings and a tokenizer
+    substitute."""
     ev = section.verdicts.evidence
     caveats = []
     if ev.n > ev.d:
@@ -34,6 +35,8 @@ def layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> lis
             "grow with H)."
         )
     if model is not None:
+        if not model.input_audit_passed:
+            caveats.append(f"input audit: {model.input_audit}.")
         caveats.extend(model.warnings)
         substitute = model.tokenizer_substitute
         if substitute and not any(substitute in warning for warning in model.warnings):
