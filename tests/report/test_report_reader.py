@@ -12,7 +12,7 @@ from report_fixture import load
 from test_report_render import TEMPLATE
 
 from memcap.report import write_report
-from memcap.report.answer import grant_words, model_answers
+from memcap.report.answer import grant_words, model_answers, rests_on
 from memcap.report.render import render_html
 
 TERMS = {"delta": "δ", "zero-line": "zero line", "decade": "decade", "tau": "τ", "ra": "RA",
@@ -60,6 +60,25 @@ def test_without_a_recorded_head_count_no_number_is_granted(stored):
     assert value == "—" and "no head count" in words
     answers = model_answers(context.layers, [replace(m, heads=None) for m in context.models])
     assert {a.granted for a in answers} == {"—"}
+
+
+def test_what_a_grant_rests_on_follows_the_stage_s_numbers(stored):
+    """Some subsets within a decade: counted; a summary without decisions: P(n) at τ."""
+    context, _ = stored
+    section = _layer(context, "bert-base-random", "1")
+    ev = section.verdicts.evidence
+    close = {**ev.decisions["n"], "clear": 470, "zero": 2, "null_zero": 1}
+    sampled, *_ = rests_on([_with(section, decisions={"n": close})])
+    assert "P(64) = 0.94: 470 of 500 random 64-subsets a decade clear" in sampled
+    assert "2 dependent within it (random data: 1) at layer 1: ≤ 1.3% of 64-subsets" in sampled
+    sampled, *_ = rests_on([_with(section, decisions={})])
+    assert sampled.startswith("P(64) = 1 over 500 random 64-subsets at τ")
+    assert sampled.endswith("≤ 0.6% of 64-subsets dependent at τ (95% bound)")
+
+
+def _with(section, **evidence):
+    ev = replace(section.verdicts.evidence, **evidence)
+    return replace(section, verdicts=replace(section.verdicts, evidence=ev))
 
 
 def test_the_answer_and_the_rules_are_reached_from_the_first_screen(stored):

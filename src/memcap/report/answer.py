@@ -50,14 +50,16 @@ CLEAR = "a decade" if CLEAR_DECADES == 1 else f"{CLEAR_DECADES:g} decades"
 
 
 def _subsets(ev: LayerEvidence) -> tuple[str, str]:
-    """Assumption 1's sampled evidence at n on the measured error's scale: (what was sampled,
-    the bound on dependent n-subsets it gives)."""
-    decided = ev.decisions.get("n", {})
-    samples = int(decided.get("samples") or ev.samples)
-    zero, clear = int(decided.get("zero") or 0), decided.get("clear")
-    clear = samples if clear is None else int(clear)
+    """Assumption 1's sampled evidence at n on the measured error's scale (at τ for a summary
+    that recorded no decision): (what was sampled, the bound on dependent n-subsets it gives)."""
+    decided, n = ev.decisions.get("n", {}), ev.n
+    if "clear" not in decided:
+        independent = round(ev.kruskal_p_n * ev.samples)
+        bound = upper_confidence_bound(ev.samples - independent, ev.samples, LEVEL)
+        sampled = f"P({n}) = {ev.kruskal_p_n:.3g} over {ev.samples} random {n}-subsets at τ"
+        return sampled, f"≤ {bound:.1%} of {n}-subsets dependent at τ ({LEVEL:.0%} bound)"
+    samples, zero, clear = (int(decided.get(key) or 0) for key in ("samples", "zero", "clear"))
     bound = upper_confidence_bound(zero, samples, LEVEL)
-    n = ev.n
     if clear == samples:
         sampled = (
             f"P({n}) = 1 over {samples} random {n}-subsets, each {CLEAR} clear of the measured "
@@ -66,7 +68,7 @@ def _subsets(ev: LayerEvidence) -> tuple[str, str]:
     else:
         sampled = (
             f"P({n}) = {clear / samples:.3g}: {clear} of {samples} random {n}-subsets {CLEAR} "
-            f"clear of the error, {zero} dependent within it (random data: "
+            f"clear of the measured error, {zero} dependent within it (random data: "
             f"{int(decided.get('null_zero') or 0)})"
         )
     return sampled, f"≤ {bound:.1%} of {n}-subsets dependent ({LEVEL:.0%} bound)"
