@@ -23,6 +23,17 @@ def set_theme() -> None:
     plt.style.use(list(THEME))
 
 
+def legend_beside(ax: plt.Axes, **kwargs) -> None:
+    """The axes' legend to the right of its data area, where it covers no data whatever the
+    data (a figure drawn with ``layout="constrained"`` makes room for it)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(
+            handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+            **kwargs,
+        )  # fmt: skip
+
+
 def save_figure(fig: plt.Figure, path: str | Path, dpi: int = 110) -> None:
     """Save as PNG (tight bounding box) and close the figure."""
     fig.savefig(path, dpi=dpi, bbox_inches="tight")

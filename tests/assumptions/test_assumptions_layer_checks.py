@@ -10,8 +10,11 @@ import yaml
 from snakemake.utils import validate
 
 from memcap.assumptions import checks, figures, summary
+from memcap.assumptions.records import error_estimate, error_estimates
 from memcap.assumptions.settings import AssumptionsSettings
 from memcap.numerics import Outcome, context_ranks, kruskal_band, kruskal_profile
+from memcap.numerics.error import ErrorScale
+from memcap.numerics.ratios import prefix_ratios
 from memcap.plotting import save_figure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,3 +212,43 @@ def test_the_null_table_is_shared_on_disk(tmp_path):
     np.savez(tmp_path / stored[1], k=4, ratio=np.ones(30))
     redone = null_source(tmp_path)(key, [4])
     np.testing.assert_array_equal(redone[4].ratio, first[4].ratio)
+
+
+def test_the_estimate_at_a_line_reads_only_profiles_at_or_above_it():
+    profiles = [(1e-4, 400), (1e-3, 64), (1e-5, 600)]  # (tolerance, estimate): τ, 10·τ, τ/10
+    assert error_estimate(profiles, 2e-6, cap=767) == 600  # every profile resolves the line
+    assert error_estimate(profiles, 2e-5, cap=767) == 400  # τ/10 lies below it: left out
+    assert error_estimate(profiles, 5e-4, cap=767) == 64
+    assert error_estimate(profiles, 2e-6, cap=300) == 300  # an exact proof caps it
+    assert error_estimate(profiles, 1e-2, cap=767) is None  # no profile reaches the line
+
+
+def test_the_estimates_at_the_measured_error_hold_on_every_sampled_prefix():
+    """Every sampled k-subset up to each estimate lies above its line (σ_min/σ_max of the
+    orderings' prefixes, computed again), and the stage writes both into summary.csv."""
+    rng = np.random.default_rng(4)
+    rank8 = rng.standard_normal((60, 8)) @ rng.standard_normal((8, 24))
+    queries = (rank8 + 1e-4 * rng.standard_normal((60, 24))).astype(np.float32)
+    # τ = 24·eps(float32) = 2.9e-6: the zero line 2e-7 lies under τ/10, the clear line under τ
+    band = kruskal_band(queries, samples=30, decide=[6, 24], error=ErrorScale(1e-7, "test"))
+    at_error = error_estimates(band)
+    assert at_error["zero_line"] == pytest.approx(2e-7)
+    assert at_error["clear_line"] == pytest.approx(2e-6)
+    assert at_error["independent"] == max(band.loose.estimate, band.profile.estimate)
+    assert at_error["clear"] == max(band.profile.estimate, band.strict.estimate)
+    assert at_error["independent"] > at_error["clear"] > 8  # the noise lifts the rank above 8
+    assert at_error["independent"] >= at_error["clear"] >= 1
+    for key, line in (("independent", "zero_line"), ("clear", "clear_line")):
+        prefixes = prefix_ratios(band.decider.x, band.decider.orders, at_error[key])
+        assert (prefixes.ratio > at_error[line]).all(), key
+    raw = kruskal_profile(queries, samples=30, scaling="none")
+    row = summary.summary_row(
+        "m",
+        "1",
+        checks.context_record(context_ranks(np.random.default_rng(5).standard_normal((4, 6, 24)))),
+        checks.kruskal_record(band, raw, 6),
+    )
+    assert row["kruskal_error_estimate"] == at_error["independent"]
+    assert row["kruskal_error_estimate_clear"] == at_error["clear"]
+    assert f"≥ {at_error['clear']} a decade clear of it" in row["kruskal_evidence"]
+    assert f"Kruskal rank at τ ≈ {band.profile.estimate}" in row["kruskal_evidence"]

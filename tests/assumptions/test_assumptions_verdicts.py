@@ -74,11 +74,23 @@ def test_both_assumptions_apply_so_theorem_applies_at_n():
     assert v.theorem.bound(4) == 4 * 15 + 1
     assert "1.5%" in v.kruskal.reason  # rule of three: 3/200
     assert "clears the measured error" in v.kruskal.reason
-    assert "×10 τ 1.000" in v.kruskal.evidence and "zero line 2 × 1.0e-07" in v.kruskal.evidence
+    assert "×10 τ 1.000" in v.kruskal.evidence and "Kruskal rank at τ ≈ 64" in v.kruskal.evidence
+    # the queries' zero line as the decision draws it; a context's is 2δ
+    assert "zero line 2·max(δ/c, δ_aligned) with δ = 1.0e-07" in v.kruskal.evidence
+    assert "zero line 2 × 2.0e-07 (measured context error)" in v.contexts.evidence
     # general position: near-singular d-subsets, as many as random data have
     assert "1 of 200 sampled d-subsets" in v.general_position.reason
     assert "as random data's are" in v.general_position.reason
     assert "min(200, H·15 + 1)" in v.theorem.text  # never more than the T examples
+
+
+def test_the_estimate_at_the_measured_error_stands_beside_taus():
+    ev = replace(GOOD, error_estimate=60, error_estimate_clear=40, query_error_aligned=3e-8)
+    evidence = kruskal_check(ev).evidence
+    assert "Kruskal rank at τ ≈ 64; Kruskal rank at the measured error ≥ 60 independent " in (
+        evidence
+    )
+    assert "≥ 40 a decade clear of it" in evidence and "δ_aligned = 3.0e-08" in evidence
 
 
 def test_proves_only_with_an_exact_proof():

@@ -18,7 +18,7 @@ from memcap.extract.config import ExtractSettings, ModelEntry
 from memcap.extract.entries import model_entries, model_entry
 from memcap.extract.inputs import prepare_inputs
 from memcap.extract.job import ExtractOutputs, run_extraction
-from memcap.extract.registry import create_model
+from memcap.extract.registry import architecture, create_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ExtractSettings(batch_size=16, device="cpu")
@@ -96,6 +96,8 @@ def test_provenance_names_the_architecture_and_every_input(results):
         provenance = results[family, 1][2]
         assert (provenance["causal"], provenance["positions"]) == (causal, positions), family
         assert len(provenance["example_inputs"]) == provenance["T"] == 48
+        assert provenance["heads"] == 2, family  # configs/test.yaml: two heads per block
+        assert provenance["head_dim"] == 16, family  # d = 32 over two heads
     assert results["gpt2", "random_attention"][2]["causal"] is False  # bidirectional head
     vit, bert, gpt2 = (results[family, 0][2] for family in ("vit", "bert", "gpt2"))
     assert vit["example_inputs"][0].startswith("2 x 2 mosaic: photograph '")
@@ -244,6 +246,30 @@ NEW_FAMILIES = {
         "model_kwargs": {**TINY_TEXT, "image_size": 28, "patch_size": 14, "mlp_ratio": 2},
     },
 }
+
+
+@pytest.mark.parametrize(
+    ("family", "model", "kwargs", "heads", "head_dim"),
+    [
+        ("vit", "vit_base_patch16_224", {"img_size": 32, "embed_dim": 24, "num_heads": 3}, 3, 8),
+        ("bert", "BertConfig", {"hidden_size": 24, "num_attention_heads": 3}, 3, 8),
+        ("gpt2", "GPT2Config", {"n_embd": 24, "n_head": 3}, 3, 8),
+        (
+            "decoder",
+            "LlamaConfig",
+            {**TINY_TEXT, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 6},
+            4,
+            6,
+        ),
+    ],
+)
+def test_the_architecture_states_the_models_heads(family, model, kwargs, heads, head_dim):
+    """The heads the provenance records: the query heads of a block (not the depth, not the
+    grouped key/value heads), and their dimension d_h (a config's head_dim, else d / heads)."""
+    entry = model_entry({"name": "m", "family": family, "model": model, "model_kwargs": kwargs},
+                        0, 0)  # fmt: skip
+    resolved = architecture(entry)
+    assert (resolved.heads, resolved.head_dim) == (heads, head_dim)
 
 
 @pytest.mark.parametrize("name", NEW_FAMILIES)

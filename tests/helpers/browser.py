@@ -16,9 +16,10 @@ from PIL import Image
 CHROMIUM = Path("/usr/bin/chromium")
 WIDTH, FIRST_SCREEN = 1280, 900  # the window, px
 COMPARISON_MAX = 2500  # px: paper A's comparison reads in under three screens
-# The page's layout, measured in the browser: its size, the depth strip's box, the paper-A
-# comparison's height (its heading to the end of its notes) and scroll wrappers whose content
-# is wider than they are (cut off on the right until scrolled).
+# The page's layout, measured in the browser: its size, the depth strip's box, the first model's
+# grant under it, the first link to the rules, the paper-A comparison's height (its heading to
+# the end of its notes) and scroll wrappers whose content is wider than they are (cut off on the
+# right until scrolled).
 LAYOUT_JS = """() => {
     const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
                        return {top: r.top + scrollY, bottom: r.bottom + scrollY, right: r.right}; };
@@ -29,6 +30,8 @@ LAYOUT_JS = """() => {
     return {height: document.documentElement.scrollHeight,
             scroll_width: document.documentElement.scrollWidth,
             strip: box(document.getElementById('depth-strip')),
+            grant: box(document.querySelector('.strips tr.grant')),
+            rules: box(document.querySelector('main a[href="#method"]')),
             strip_cells: document.querySelectorAll('.strips .cell').length,
             checks: document.querySelectorAll('table.glance tbody tr').length,
             comparison: head ? box(end).bottom - box(head).top : null,
@@ -131,11 +134,15 @@ def open_in_browser(page_path: Path, workdir: Path, name: str = "") -> dict:
 
 
 def assert_reads_at_a_glance(result: dict) -> None:
-    """The depth strip on the first screen with a cell per check, the comparison short, nothing
-    cut off on the right (as first shown, and with every ``<details>`` open)."""
+    """The depth strip on the first screen with a cell per check, the first model's grant and
+    the link to the rules there too, the comparison short, nothing cut off on the right (as
+    first shown, and with every ``<details>`` open)."""
     closed, opened = result["closed"], result["opened"]
     assert closed["strip"] is not None, "no depth strip"
     assert closed["strip"]["top"] < FIRST_SCREEN - 60, closed["strip"]  # its first row shows
+    assert closed["rules"] is not None and closed["rules"]["bottom"] < FIRST_SCREEN, closed["rules"]
+    if closed["grant"] is not None:  # a model where Theorem 1 applies somewhere
+        assert closed["grant"]["bottom"] < FIRST_SCREEN, closed["grant"]
     assert closed["strip_cells"] == closed["checks"] > 0
     assert closed["comparison"] is not None and closed["comparison"] <= COMPARISON_MAX
     for layout in (closed, opened):

@@ -139,6 +139,9 @@ def test_report_page_shows_the_table_and_the_input_audit(tmp_path):
     html = render_html(TEMPLATE, ctx=context)
     assert "Paper A reported / this run" in html and "ImageNet-1k" in html
     assert "input audit: inputs duplicated" in html  # in the layer cards
+    # a failed audit limits the run; a passed one is a note of the run summary
+    assert any(lim.text.startswith("input audit: inputs duplicated") for lim in context.limitations)
+    assert not any("input audit" in note.text for note in context.run_notes)
     assert any("inputs duplicated" in note for note in context.paper_a_real.notes)
     assert "both are 1 (every sampled subset independent) or both are below 1" in html
     assert "our outcome at n (equilibrated)" in html

@@ -274,7 +274,7 @@ def test_depth_strip_gives_every_layer_verdict_in_depth_order(page):
         ("0", Outcome.APPLIES), ("1", Outcome.DOES_NOT_APPLY),
         ("random_attention", Outcome.APPLIES),
     ]  # fmt: skip
-    assert strip.applies == "applies at 0, random_attention; tested at n = 8 (paper A: n = 197)"
+    assert strip.applies == "applies at 0, RA; tested at n = 8 (paper A: n = 197)"
     assert f'href="#{strip.cells[1].anchor}"' in html and 'id="depth-strip"' in html
     assert layer_ranges(["3", "0", "1", "2", "5", "6", "random_attention"]) == (
         "0–3, 5, 6, random_attention"
@@ -299,7 +299,7 @@ def test_every_section_and_figure_is_on_the_page(page):
     assert "Memorized vs heads." in text
     assert "6.8" in text and "0.991" in text  # the fits table
     assert "1 of 1 seeds memorized their largest T at or above" in text  # censored capacity
-    assert "1 of 3 replicas were still learning" in text  # extra budgets
+    assert "1 of 3 trainings (one setting, seed and T each) were still learning" in text
     assert "(up to 300 steps): heads H=2." in text
     # Paper A's laws decided on seeds: the compact table, the full one behind it, the failing
     # law alone named as not reproduced, the inconclusive one apart, outcomes in the caption.
@@ -308,7 +308,7 @@ def test_every_section_and_figure_is_on_the_page(page):
         "Not reproduced in this run (the test fails): flat in d_h beyond n (head_dim, shared "
         "context, classification, p = 0.97)." in text
     )
-    assert "Inconclusive in this run (the seeds cannot tell): grows with n" in text
+    assert "Inconclusive in this run (the test decides neither way): grows with n" in text
     assert (
         "Outcomes: linear in H, shared context, classification: holds (lack-of-fit F, p = 0.52)"
         in text

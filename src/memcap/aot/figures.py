@@ -13,7 +13,7 @@ import seaborn as sns
 
 from memcap.aot.laws import CEILING, FORM_LAWS, form_test, law_table
 from memcap.aot.summary import facet_groups, fit_curve, seed_means
-from memcap.plotting import set_theme
+from memcap.plotting import legend_beside, set_theme
 
 X_LABELS = {
     "H": "heads H",
@@ -39,8 +39,9 @@ def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
     distribution = (rows["task"] == "distribution").any()
     n_rows = 2 if distribution else 1
     fig, axes = plt.subplots(
-        n_rows, len(panels), figsize=(5.2 * len(panels), 4.2 * n_rows), squeeze=False
-    )
+        n_rows, len(panels), figsize=(7.4 * len(panels), 4.2 * n_rows), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
     palette = dict(zip(rows["model"].unique(), sns.color_palette(), strict=False))
     for col, panel in enumerate(panels):
         ax = axes[0, col]
@@ -54,10 +55,9 @@ def plot_sweep(rows: pd.DataFrame) -> plt.Figure:
             ylim=(0, 1.05),
         )
         ax.set_title(_title(rows, panel) + _outcomes(laws, panel), fontsize=9)
-        ax.legend(fontsize=7, loc="best")
+        legend_beside(ax, fontsize=7)
         if distribution:
             _divergence_panel(axes[1, col], pd.concat([s for _, s in panel_curves]), x, palette)
-    fig.tight_layout()
     return fig
 
 
@@ -130,7 +130,7 @@ def _divergence_panel(ax: plt.Axes, rows: pd.DataFrame, x: str, palette: dict) -
     floor = rows.groupby(x, as_index=False)["entropy"].mean()
     ax.plot(floor[x], floor["entropy"], ":", color="black", label="entropy floor H(π)")
     ax.set(xlabel=X_LABELS.get(x, x), ylabel="nats", ylim=(0, None))
-    ax.legend(fontsize=7, loc="best")
+    legend_beside(ax, fontsize=7)
 
 
 def _title(rows: pd.DataFrame, panel: str) -> str:

@@ -28,9 +28,13 @@ class LayerEvidence:
         kruskal_p_n, general_position_p_d: P(n), P(d) at τ.
         kruskal_outcome_n, general_position_outcome_d: their outcomes against the band.
         band: P(n), P(d) at 10·τ (``*_strict``) and τ/10 (``*_loose``).
-        kruskal_rank_estimate: largest k with P(k) = 1 in the profile.
+        kruskal_rank_estimate: largest k with P(k) = 1 in the profile (at τ).
+        error_estimate, error_estimate_clear: lower bounds on the largest k whose sampled
+            k-subsets are all independent within the measured error / a decade clear of it
+            (:func:`memcap.assumptions.records.error_estimate`); None when not resolved.
         samples: random orderings drawn.
         rank_upper_bound: Kruskal rank bound proved by a certificate; None when not measured.
+        rank_lower_bound: the exact lower bound (0, 1 or 2: zero vectors and pairs).
         certificate: kind of the certificate behind ``rank_upper_bound``.
         duplicate_pairs: pairs of bitwise identical query vectors.
         profile: P(k) for every k probed.
@@ -42,6 +46,7 @@ class LayerEvidence:
         structural: why a check cannot hold by construction for the architecture ("" if not).
         applies_examples: the largest subset found on which both assumptions apply.
         query_error, context_error: the measured relative errors the checks decide against.
+        query_error_aligned: δ_aligned, the part of the query error the vectors share.
         error_source: where the query error comes from.
         decisions: per decided size ("n", "d"): reading, decades below the null, sampled
             subsets under the zero line (``zero``; the null's ``null_zero``), ``clear`` ones,
@@ -89,6 +94,10 @@ class LayerEvidence:
     mechanisms: Mapping[str, str] = field(default_factory=dict)
     structure: str = ""
     context_worst_error_margin: float | None = None
+    error_estimate: int | None = None
+    error_estimate_clear: int | None = None
+    query_error_aligned: float | None = None
+    rank_lower_bound: int | None = None
 
 
 def evidence_from_row(
@@ -157,6 +166,10 @@ def evidence_from_row(
         },
         structure=_text(row.get("structure")),
         context_worst_error_margin=_optional(row, "context_worst_error_margin"),
+        error_estimate=_optional_int(row, "kruskal_error_estimate"),
+        error_estimate_clear=_optional_int(row, "kruskal_error_estimate_clear"),
+        query_error_aligned=_optional(row, "query_error_aligned"),
+        rank_lower_bound=_optional_int(row, "kruskal_rank_lower_bound"),
     )
 
 

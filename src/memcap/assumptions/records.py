@@ -8,6 +8,7 @@ context_rank.csv, context_rank.json).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,41 @@ def _error_record(error: ErrorScale | None) -> dict[str, Any] | None:
     }
 
 
+def error_estimate(profiles: Sequence[tuple[float, int]], line: float, cap: int) -> int | None:
+    """The Kruskal rank estimate at a line of the measured error's scale (σ_min/σ_max): the
+    largest k at which every sampled k-subset lies above ``line``, as far as the profiles show.
+
+    A profile at tolerance r ≥ ``line`` whose estimate is e has every sampled k-subset, k ≤ e,
+    above r, so above the line: the largest such e is a lower bound on the estimate at the
+    line, capped by the exact proofs' bound ``cap``. None where no profile's tolerance reaches
+    the line (the profiles do not resolve it).
+
+    Args:
+        profiles: (tolerance, estimate) of each profile on the same orderings.
+        line: the line, e.g. the zero line of a set of concentration 1 (the highest).
+        cap: the Kruskal rank bound the proofs give.
+    """
+    known = [estimate for tolerance, estimate in profiles if tolerance >= line]
+    return min(max(known), cap) if known else None
+
+
+def error_estimates(band: KruskalBand) -> dict[str, Any] | None:
+    """The band's Kruskal rank estimates on the measured error's scale: every sampled subset
+    independent within the error (above the zero line) and a decade clear of it, read at the
+    lines of concentration 1 (the highest: a set's own lines lie at or below them)."""
+    if band.error is None:
+        return None
+    zero = float(band.error.zero_lines(1.0))
+    clear = zero * 10.0**CLEAR_DECADES
+    profiles = [(p.rtol, p.estimate) for p in (band.profile, band.strict, band.loose)]
+    return {
+        "zero_line": zero,
+        "clear_line": clear,
+        "independent": error_estimate(profiles, zero, band.certified_upper),
+        "clear": error_estimate(profiles, clear, band.certified_upper),
+    }
+
+
 def kruskal_record(
     band: KruskalBand, raw: KruskalProfile, n: int, level: float = 0.95
 ) -> dict[str, Any]:
@@ -116,6 +152,7 @@ def kruskal_record(
         "tau_outcome_n": _tau_outcome(band, n),
         "tau_outcome_d": _tau_outcome(band, profile.d),
         "error": _error_record(band.error),
+        "error_estimate": error_estimates(band),
         "decisions": {key: _decision(band, k) for key, k in (("n", n), ("d", profile.d))},
         "certified_upper": band.certified_upper,
         "proofs": [p.__dict__ | {"indices": list(p.indices)} for p in band.proofs],

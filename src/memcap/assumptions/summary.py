@@ -101,9 +101,13 @@ def scale_columns(context: Mapping[str, Any], kruskal: Mapping[str, Any]) -> dic
     today's τ outcomes beside them."""
     error, context_error = kruskal.get("error") or {}, context.get("error") or {}
     spectrum = kruskal.get("spectrum") or {}
+    at_error = kruskal.get("error_estimate") or {}
     columns: dict[str, Any] = {
         "query_error": error.get("relative"),
+        "query_error_aligned": error.get("aligned"),
         "query_error_source": error.get("source", ""),
+        "kruskal_error_estimate": at_error.get("independent"),
+        "kruskal_error_estimate_clear": at_error.get("clear"),
         "context_error": context_error.get("relative"),
         "context_worst_error_margin": context.get("worst_error_margin"),
         "context_median_error_margin": context.get("median_error_margin"),

@@ -22,6 +22,7 @@ from typing import Any
 from memcap.assumptions.checks import MIN_SUBSETS
 from memcap.assumptions.evidence import LayerEvidence
 from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
+from memcap.assumptions.wording import error_words, query_words
 from memcap.numerics import Outcome
 from memcap.numerics.error import CLEAR_DECADES
 
@@ -115,7 +116,7 @@ def context_rank_check(ev: LayerEvidence) -> Check:
     raw = ev.paper_a.get("context_full_rank_frac")
     if ev.scaling != "none" and not _missing(raw) and raw != ev.context_full_rank_frac:
         evidence += f"; paper A's raw rule: {raw:.1%} full rank"
-    error = _error_words(ev.context_error, "context")
+    error = error_words(ev.context_error, "context")
     if error:
         evidence += f"; {error}, worst context {_decades(ev.context_worst_error_margin)} above it"
     reasons = {
@@ -135,13 +136,6 @@ def context_rank_check(ev: LayerEvidence) -> Check:
             + ev.structural.split("Assumption 2: ")[1].split(";")[0]
         )
     return Check(name, ev.context_outcome, evidence, reason)
-
-
-def _error_words(relative: float | None, what: str) -> str:
-    """The measured error's zero line in words ("" when not known)."""
-    if _missing(relative):
-        return ""
-    return f"zero line 2 × {relative:.1e} (measured {what} error)"
 
 
 def _subset_check(
@@ -165,9 +159,7 @@ def _subset_check(
     ]
     if sampled and beside:
         sampled += f" ({', '.join(beside)})"
-    estimate = (
-        "" if ev.kruskal_rank_estimate is None else f"Kruskal rank ≈ {ev.kruskal_rank_estimate}"
-    )
+    estimate, zero_line = query_words(ev)
     certified = ""
     if ev.certified_upper is not None and ev.certified_upper < k:
         certified = f"certified Kruskal rank ≤ {ev.certified_upper}"
@@ -175,7 +167,7 @@ def _subset_check(
             certified += f" ({decided['proof']})"
     reading = decided.get("reading", "")
     evidence = "; ".join(
-        part for part in (sampled, estimate, certified, _error_words(ev.query_error, "query"),
+        part for part in (sampled, estimate, certified, zero_line,
                           reading and f"against random data: {reading}") if part
     )  # fmt: skip
     if outcome is None or outcome is Outcome.NOT_TESTED:

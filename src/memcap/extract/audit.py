@@ -110,20 +110,25 @@ def _intersects(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> b
     return min(a[2], b[2]) > max(a[0], b[0]) and min(a[3], b[3]) > max(a[1], b[1])
 
 
+def audit_passed(audit: dict[str, Any]) -> bool:
+    """Whether no two inputs coincide or overlap (text) or coincide or nearly so (images)."""
+    if audit["kind"] == "text":
+        return audit["identical_windows"] + audit["overlapping_windows"] == 0
+    return audit["identical_images"] + audit["near_identical_pairs"] == 0
+
+
 def audit_verdict(audit: dict[str, Any]) -> str:
     """One line: whether any two inputs coincide or overlap."""
     if audit["kind"] == "text":
-        bad = audit["identical_windows"] + audit["overlapping_windows"]
         what = (
             f"{audit['identical_windows']} identical and {audit['overlapping_windows']} "
             f"overlapping window pairs, {audit['distinct_documents']} distinct documents"
         )
     else:
-        bad = audit["identical_images"] + audit["near_identical_pairs"]
         what = (
             f"{audit['identical_images']} identical and {audit['near_identical_pairs']} "
             f"near-identical image pairs, {audit['overlapping_crops']} pairs sharing a "
             "photograph region, "
             f"{audit['photographs_used']} photographs"
         )
-    return ("inputs distinct: " if bad == 0 else "inputs duplicated: ") + what
+    return ("inputs distinct: " if audit_passed(audit) else "inputs duplicated: ") + what

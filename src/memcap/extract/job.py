@@ -202,6 +202,8 @@ def extract_layers(
         pass_layers=[layer_name(x) for x in layers],
         blocks_in_pass=extractor.trunk.depth,
         depth=loaded.depth,
+        heads=arch.heads,
+        head_dim=arch.head_dim,
         T=T,
         n=n,
         d=d,

@@ -51,6 +51,8 @@ class Architecture:
     prefix_tokens: int = 1  # vit: class (+ register / distillation) tokens before the patches
     vocab_size: int | None = None  # text models only
     config: Any = None  # the transformers config (None for timm)
+    heads: int | None = None  # attention heads per block (None: the config states none)
+    head_dim: int | None = None  # d_h, the query/key dimension of one head
 
 
 @dataclass
@@ -109,6 +111,8 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             width=model.embed_dim,
             max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
             prefix_tokens=model.num_prefix_tokens,
+            heads=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
+            head_dim=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
         )
     if entry.kind == "vit" and not _names_transformers_model(entry):
         raise ConfigError(
@@ -138,6 +142,8 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             max_tokens=1 + registers + patches,
             prefix_tokens=1 + registers,
             config=config,
+            heads=attention_heads(vision),
+            head_dim=head_dimension(vision),
         )
     positions = getattr(text, "max_position_embeddings", None) or text.n_positions
     return Architecture(
@@ -147,7 +153,28 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
         max_tokens=int(positions),
         vocab_size=text.vocab_size,
         config=config,
+        heads=attention_heads(text),
+        head_dim=head_dimension(text),
     )
+
+
+def attention_heads(config: Any) -> int | None:
+    """Attention heads per block of a transformers config (query heads where key/value heads
+    are grouped), or None when it states none."""
+    for name in ("num_attention_heads", "n_head", "num_heads"):
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def head_dimension(config: Any) -> int | None:
+    """d_h of a transformers config: its ``head_dim``, else hidden size / heads."""
+    stated = getattr(config, "head_dim", None)
+    if isinstance(stated, int):
+        return stated
+    heads = attention_heads(config)
+    return config.hidden_size // heads if heads else None
 
 
 def unreadable(kind: str, config: Any) -> str | None:

@@ -15,8 +15,9 @@ import yaml
 
 from memcap.provenance import library_versions
 from memcap.report import loaders
+from memcap.report.answer import model_answers
 from memcap.report.captions import FigureSpec, describe_figure
-from memcap.report.cards import add_capacity, add_failures, layer_caveats
+from memcap.report.cards import add_capacity, add_failures, layer_caveats, layer_notes
 from memcap.report.context import (
     STAGES,
     DepthSection,
@@ -182,6 +183,7 @@ def _assumption_sections(
         if capacity is not None:
             add_capacity(section, capacity)
         section.limitations = layer_caveats(section, models.get(ev.model))
+        section.notes = layer_notes(section)
         sections.append(section)
     return sections, overview
 
@@ -222,7 +224,8 @@ def _run_limitations(
     checked = {layer.verdicts.evidence.model for layer in layers}
     for model in models:
         if model.name not in checked:
-            for text in model.warnings:
+            failed = [] if model.input_audit_passed else [f"input audit: {model.input_audit}."]
+            for text in [*failed, *model.warnings]:
                 places.setdefault(text, {})[model.name] = list(model.layers)
     limits = [
         Limitation(
@@ -235,11 +238,26 @@ def _run_limitations(
         for text, where in places.items()
     ]
     for where, section in scaling.items():
-        limits.extend(Limitation(where, note) for note in section.notes)
+        limits.extend(Limitation(where, text) for text in section.limitations)
     for stage, on in inputs.stages.items():
         if not on and stage != "report":
             limits.append(Limitation(stage, "stage switched off in the configuration."))
     return limits
+
+
+def _run_notes(
+    models: Sequence[loaders.ModelInfo], scaling: Mapping[str, ScalingSection]
+) -> list[Limitation]:
+    """What the run checked and passed, and how it trained: the input audits that found no
+    duplicates (a failed one is a limitation) and the training recipes."""
+    notes = [
+        Limitation(m.name, f"input audit: {m.input_audit}.")
+        for m in models
+        if m.input_audit and m.input_audit_passed
+    ]
+    for where, section in scaling.items():
+        notes.extend(Limitation(where, text) for text in section.recipes)
+    return notes
 
 
 def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportContext:
@@ -258,6 +276,8 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
     records["report"] = [{"versions": library_versions(REPORT_PACKAGES)}]
     paper_a = _scaling_section(inputs, "synthetic")
     paper_b = _scaling_section(inputs, "aot")
+    scaling = {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
+    paper_n = paper_context_sizes(models)
     outcomes = Counter(layer.verdicts.theorem.outcome.value for layer in layers)
     _logger.info("%d model x layer checks, Theorem 1: %s", len(layers), dict(outcomes))
     return ReportContext(
@@ -273,12 +293,12 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         assumption_figures=assumption_figures,
         paper_a=paper_a,
         paper_b=paper_b,
-        limitations=_run_limitations(
-            inputs, layers, models, {"paper A (synthetic)": paper_a, "paper B (aot)": paper_b}
-        ),
+        limitations=_run_limitations(inputs, layers, models, scaling),
+        run_notes=_run_notes(models, scaling),
         depth=_depth_sections(inputs),
-        strips=depth_strips(layers, paper_context_sizes(models)),
-        paper_n=paper_context_sizes(models),
+        strips=depth_strips(layers, paper_n),
+        paper_n=paper_n,
+        answers=model_answers(layers, models),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),

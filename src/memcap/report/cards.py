@@ -14,23 +14,15 @@ SHOWN_FAILURES = 8  # failing examples listed in a layer's card
 
 
 def layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> list[str]:
-    """Caveats of one layer: n > d, undersampling, saturated capacity, extraction warnings."""
+    """What limits the reading of one layer: n > d, undersampling, general position untestable,
+    saturated capacity, a failed input audit, the extraction's warnings and a tokenizer
+    substitute."""
     ev = section.verdicts.evidence
     caveats = []
     if ev.n > ev.d:
         caveats.append(
             f"n = {ev.n} > d = {ev.d}: contexts cannot have rank n and n queries cannot be "
             "independent, so Theorem 1 cannot apply at this n."
-        )
-    if ev.duplicate_pairs and ev.duplicate_pairs == ev.T * (ev.T - 1) // 2:
-        caveats.append(
-            f"all {ev.T} query vectors are identical: at this layer the query token does not "
-            "depend on the input (e.g. a [CLS] or first-position embedding before any "
-            "attention), so no two queries are independent."
-        )
-    elif ev.duplicate_pairs:
-        caveats.append(
-            f"{ev.duplicate_pairs} pairs of identical query vectors (repeated inputs or tokens)."
         )
     if ev.samples < MIN_SUBSETS:
         caveats.append(f"only {ev.samples} random subsets per k (< {MIN_SUBSETS}).")
@@ -43,13 +35,30 @@ def layer_caveats(section: LayerSection, model: loaders.ModelInfo | None) -> lis
             "grow with H)."
         )
     if model is not None:
-        if model.input_audit:
+        if not model.input_audit_passed:
             caveats.append(f"input audit: {model.input_audit}.")
         caveats.extend(model.warnings)
         substitute = model.tokenizer_substitute
         if substitute and not any(substitute in warning for warning in model.warnings):
             caveats.append(f"tokenizer substitute: {substitute}.")
     return caveats
+
+
+def layer_notes(section: LayerSection) -> list[str]:
+    """Structure found in one layer's queries that explains its outcome (not a limitation of
+    the run): identical query vectors."""
+    ev = section.verdicts.evidence
+    if ev.duplicate_pairs and ev.duplicate_pairs == ev.T * (ev.T - 1) // 2:
+        return [
+            f"all {ev.T} query vectors are identical: at this layer the query token does not "
+            "depend on the input (e.g. a [CLS] or first-position embedding before any "
+            "attention), so no two queries are independent."
+        ]
+    if ev.duplicate_pairs:
+        return [
+            f"{ev.duplicate_pairs} pairs of identical query vectors (repeated inputs or tokens)."
+        ]
+    return []
 
 
 def add_failures(section: LayerSection, path: str | None) -> None:

@@ -85,20 +85,31 @@ class LayerSection:
     figures: list[Figure] = field(default_factory=list)
     capacity: Table | None = None
     capacity_saturated: bool = False  # certified = examples used at every H (capped by T)
-    limitations: list[str] = field(default_factory=list)
+    limitations: list[str] = field(default_factory=list)  # what limits the layer's reading
+    notes: list[str] = field(default_factory=list)  # structure found in its queries
     failures: Table | None = None  # the first failing examples with their mechanisms
     failures_path: str | None = None  # every failing example (the stage's failures.csv)
     failures_count: int = 0
 
     @property
     def kruskal_room(self) -> str:
-        """The Kruskal rank estimate against n: the room left above n, or the shortfall."""
-        estimate, n = self.verdicts.evidence.kruskal_rank_estimate, self.verdicts.evidence.n
+        """The Kruskal rank at the measured error (the verdict's scale) against n: its lower
+        bound and the room it leaves above n, or the exact bound that puts it below n."""
+        ev = self.verdicts.evidence
+        estimate, n, proved = ev.error_estimate, ev.n, ev.certified_upper
+        if proved is not None and proved < n:
+            return f"≤ {proved} (proved): {n - proved} short of n"
         if estimate is None:
             return "—"
         if estimate >= n:
-            return f"≈ {estimate}: room {estimate - n} above n"
-        return f"≈ {estimate}: {n - estimate} short of n"
+            return f"≥ {estimate}: room ≥ {estimate - n} above n"
+        return f"≥ {estimate}: a lower bound below n = {n}, not a shortfall"
+
+    @property
+    def tau_estimate(self) -> str:
+        """τ's Kruskal rank estimate (largest k with P(k) = 1 at τ), labelled as τ's."""
+        estimate = self.verdicts.evidence.kruskal_rank_estimate
+        return "—" if estimate is None else f"≈ {estimate} at τ"
 
     @property
     def anchor(self) -> str:
@@ -139,7 +150,12 @@ class DepthStrip:
 
 @dataclass
 class ScalingSection:
-    """One paper's synthetic scaling laws: figures, fitted slopes, notes."""
+    """One paper's synthetic scaling laws: figures, fitted slopes, notes.
+
+    ``notes`` read the results (laws not reproduced, what the bound means), ``limitations``
+    limit what they show (censored, under-trained or optimiser-limited seeds, inconclusive
+    laws) and ``recipes`` say how the seeds were trained (the run summary lists them).
+    """
 
     enabled: bool
     figures: list[Figure] = field(default_factory=list)
@@ -148,6 +164,26 @@ class ScalingSection:
     fits: Table | None = None
     tables: dict[str, Table] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    limitations: list[str] = field(default_factory=list)
+    recipes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """One model's answer on the first screen (:mod:`memcap.report.answer`).
+
+    Attributes:
+        model: its name.
+        granted: the number of examples min(T, H(n−1)+1) ("—" where Theorem 1 applies nowhere
+            or H is unknown).
+        grants: how it is computed, in words, with its caveats.
+        rests_on: what the bound rests on, one phrase each.
+    """
+
+    model: str
+    granted: str
+    grants: str
+    rests_on: tuple[str, ...]
 
 
 @dataclass
@@ -171,6 +207,12 @@ class ReportContext:
     strips: Sequence[DepthStrip] = ()  # per model: Theorem 1's verdict at every audited layer
     run: RunSpan | None = None  # when the benchmarked jobs ran
     paper_n: Mapping[str, int] = field(default_factory=dict)  # per model: paper A's n for its kind
+    answers: Sequence[ModelAnswer] = ()  # per model: where Theorem 1 applies, what it grants
+    run_notes: Sequence[Limitation] = ()  # audits that passed, training recipes
+
+    def answer(self, model: str) -> ModelAnswer | None:
+        """The first screen's answer for ``model``."""
+        return next((a for a in self.answers if a.model == model), None)
 
     @property
     def stage_costs(self) -> list[StageCost]:

@@ -96,7 +96,8 @@ def depth_strips(
             for s in ordered
         )
         applies = [c.layer for c in cells if c.verdict is Outcome.APPLIES]
-        where = f"applies at {layer_ranges(applies)}" if applies else "applies at no audited layer"
+        named = layer_ranges(applies).replace("random_attention", "RA")
+        where = f"applies at {named}" if applies else "applies at no audited layer"
         n = ordered[0].verdicts.evidence.n
         where += f"; {tested_at(n, (paper_n or {}).get(model))}"
         strips.append(DepthStrip(model, cells, where))

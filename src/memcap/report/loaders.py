@@ -14,7 +14,7 @@ import pandas as pd
 
 from memcap.assumptions.evidence import evidence_from_row
 from memcap.assumptions.verdicts import LayerVerdicts, verdicts_from_columns
-from memcap.extract.audit import audit_verdict
+from memcap.extract.audit import audit_passed, audit_verdict
 
 _logger = logging.getLogger(__name__)
 
@@ -39,6 +39,9 @@ class ModelInfo:
     stands_in_for: str | None = None  # the paper-A model it replaces offline
     weights_origin: str | None = None  # package, version, file checksum; precision
     input_audit: str = ""  # one line from the extraction's input-level duplicate audit
+    input_audit_passed: bool = True  # no two inputs coincide (or no audit recorded)
+    heads: int | None = None  # attention heads per block (None: not recorded by the extraction)
+    head_dim: int | None = None  # d_h of those heads
 
     @property
     def layer_ranges(self) -> str:
@@ -69,6 +72,12 @@ def _first(record: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
         if record.get(key) is not None:
             return record[key]
     return default
+
+
+def _optional_int(record: Mapping[str, Any], key: str) -> int | None:
+    """An integer field, or None where the record predates it or holds none."""
+    value = record.get(key)
+    return int(value) if isinstance(value, int | float) else None
 
 
 def _text(value: Any) -> str:
@@ -108,6 +117,11 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 stands_in_for=_first(head, "stands_in_for"),
                 weights_origin=_weights_origin(head),
                 input_audit=audit_verdict(head["input_audit"]) if head.get("input_audit") else "",
+                input_audit_passed=audit_passed(head["input_audit"])
+                if head.get("input_audit")
+                else True,
+                heads=_optional_int(head, "heads"),
+                head_dim=_optional_int(head, "head_dim"),
             )
         )
     return models

@@ -44,7 +44,8 @@ def scaling_section(
         laws = pd.read_csv(laws_path)
         section.verdicts, section.laws = verdict_tables(laws)
         section.figures = [_with_outcomes(f, laws) for f in section.figures]
-        section.notes += law_notes(laws)
+        section.notes += law_notes(laws[laws["outcome"] != "inconclusive"])
+        section.limitations += law_notes(laws[laws["outcome"] == "inconclusive"])
     estimates_path, capacity_path = table("estimates"), table("capacity")
     if estimates_path is not None:
         estimates = pd.read_csv(estimates_path)
@@ -54,7 +55,8 @@ def scaling_section(
             "standard error; ≥ where a seed's maximum is not bracketed by a larger T), every "
             "seed's count and fitted_T (the largest T fitted exactly)"
         ] = Table.from_frame(shown)
-        section.notes += _convergence_notes(estimates)
+        limited = estimates.get("optimiser_limited", pd.Series(dtype=bool)).astype(bool).any()
+        (section.limitations if limited else section.recipes).extend(_convergence_notes(estimates))
     fits_path = table("fits")
     if fits_path is not None:
         fits = pd.read_csv(fits_path)
@@ -65,13 +67,13 @@ def scaling_section(
         section.tables[
             "Memorized by this recipe, per setting and seed (capacity.csv has every column)"
         ] = Table.from_frame(shown)
-        section.notes += _capacity_notes(stage, capacity, section)
+        _capacity_notes(stage, capacity, section)
     summary_path = table("summary")
     if summary_path is not None and stage == "aot":
-        section.notes += _aot_recipes(pd.read_csv(summary_path))
+        section.recipes += _aot_recipes(pd.read_csv(summary_path))
     if summary_path is not None and stage == "synthetic":
         summary = pd.read_csv(summary_path)
-        section.notes += _extra_budgets(summary) + _restarts(summary)
+        section.recipes += _extra_budgets(summary) + _restarts(summary)
     return section
 
 
@@ -91,7 +93,7 @@ def law_notes(laws: pd.DataFrame) -> list[str]:
     notes = []
     for outcome, lead in (
         ("fails", "Not reproduced in this run (the test fails)"),
-        ("inconclusive", "Inconclusive in this run (the seeds cannot tell)"),
+        ("inconclusive", "Inconclusive in this run (the test decides neither way)"),
     ):
         named = [
             f"{r.law} ({r.sweep}, {r.curve}{_p(r.p_value)})"
@@ -151,42 +153,43 @@ def _convergence_notes(estimates: pd.DataFrame) -> list[str]:
     ]
 
 
-def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) -> list[str]:
-    notes = []
+def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) -> None:
+    """The per-seed table's caveats (each row of capacity.csv is one seed of one setting) into
+    the section's limitations, and what Theorem 1's bound means into its notes."""
+    seeds = f"{len(capacity)} seeds"
     if "bracketed" in capacity and not capacity["bracketed"].astype(bool).all():
         open_ = capacity[~capacity["bracketed"].astype(bool)]
         share = (open_["capacity"] / open_["T_max"]).agg(["min", "max"])
-        notes.append(
-            f"{len(open_)} of {len(capacity)} seeds memorize their most at the largest T they "
-            f"tried ({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not "
-            "bracketed by a larger T that memorized no more, and is shown as ≥."
+        section.limitations.append(
+            f"{len(open_)} of {seeds} memorize their most at the largest T they tried "
+            f"({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not bracketed by "
+            "a larger T that memorized no more, and is shown as ≥."
         )
     if "censored" in capacity and capacity["censored"].astype(bool).any():
-        notes.append(
-            f"{int(capacity['censored'].astype(bool).sum())} of {len(capacity)} seeds "
-            "memorized their largest T at or above the ladder's level: their capacity is a "
-            "lower bound, and the laws leave their settings out (raise synthetic.ladder.max_T "
-            "or the sweep's T)."
+        censored = capacity[capacity["censored"].astype(bool)]
+        section.limitations.append(
+            f"{len(censored)} of {seeds} memorized their largest T at or above the ladder's "
+            "level: their capacity is a lower bound, and the laws leave out every setting with "
+            "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
         )
     if stage == "synthetic" and {"bound", "task"} <= set(capacity.columns):
         ratios = bound_ratios(capacity).round(2)
         section.tables["Trained counts against H(n−1)+1 (best seeds)"] = Table.from_frame(ratios)
-        notes.append(_bound_note(ratios))
+        section.notes.append(_bound_note(ratios))
     if "largest_drop" in capacity:
         drops = capacity[capacity["largest_drop"] > 0.10]
-        notes.append(
-            f"{len(drops)} of {len(capacity)} series memorize more than 10% fewer examples "
-            "at a larger T than at a smaller one (the datasets are nested)"
+        (section.limitations if len(drops) else section.recipes).append(
+            f"{len(drops)} of {seeds} memorize more than 10% fewer examples at a larger T "
+            "than at a smaller one (the datasets are nested)"
             + (f": {', '.join(_settings(drops))}." if len(drops) else ".")
         )
     if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():
         flagged = capacity[capacity["under_trained"].astype(bool)]
-        notes.append(
-            f"{len(flagged)} of {len(capacity)} seeds are under-trained (not fitted, "
-            f"training loss still falling at the end of its last budget): "
+        section.limitations.append(
+            f"{len(flagged)} of {seeds} are under-trained (not fitted, training loss still "
+            f"falling at the end of their last budget), in the settings "
             f"{', '.join(_settings(flagged))}."
         )
-    return notes
 
 
 def _bound_note(ratios: pd.DataFrame) -> str:
@@ -196,15 +199,20 @@ def _bound_note(ratios: pd.DataFrame) -> str:
         f"{r.ratio_median:g}×)"
         for r in ratios.itertuples()
     )
+    regression = (
+        " Regression counts an example within the tolerance (synthetic.train.regression_tol), "
+        "so a constant output already catches about twice the tolerance's share of uniform "
+        "targets."
+        if (ratios["task"] == "regression").any()
+        else ""
+    )
     return (
         "H(n−1)+1 is what Theorem 1's construction memorizes with its attention weights fixed; "
         "with a shared context it is also the most a readout of fixed head outputs can fit "
         "for generic regression targets (the head outputs span at most H(n−1)+1 directions), "
         "while classification needs only the right argmax. Trained attention moves the head "
         "outputs with the examples, so neither limit binds a trained layer; the best seeds "
-        f"memorize, per bound: {where}. Regression counts an example within the tolerance "
-        "(synthetic.train.regression_tol), so a constant output already catches about twice "
-        "the tolerance's share of uniform targets."
+        f"memorize, per bound: {where}.{regression}"
     )
 
 
@@ -221,8 +229,9 @@ def _extra_budgets(summary: pd.DataFrame) -> list[str]:
     if longer.empty:
         return []
     return [
-        f"{len(longer)} of {len(summary)} replicas were still learning when their step budget "
-        f"ended and trained further budgets (up to {int(longer['steps_run'].max()):,} steps): "
+        f"{len(longer)} of {len(summary)} trainings (one setting, seed and T each) were still "
+        "learning when their step budget ended and trained further budgets (up to "
+        f"{int(longer['steps_run'].max()):,} steps): "
         f"{', '.join(_settings(longer))}."
     ]
 
@@ -233,8 +242,9 @@ def _restarts(summary: pd.DataFrame) -> list[str]:
         return []
     again = summary[summary["restarts"] > 0]
     return [
-        f"{len(again)} of {len(summary)} replicas fell more than 10% below their series' count "
-        "at a smaller T and keep a retraining from a fresh initialisation: "
+        f"{len(again)} of {len(summary)} trainings (one setting, seed and T each) fell more "
+        "than 10% below their seed's count at a smaller T and keep a retraining from a fresh "
+        "initialisation: "
         f"{', '.join(_settings(again))}."
     ]
 

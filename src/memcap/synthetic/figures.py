@@ -9,7 +9,7 @@ import seaborn as sns
 from scipy.optimize import isotonic_regression
 
 from memcap.law_tests import MARGIN, LawTest
-from memcap.plotting import set_theme
+from memcap.plotting import legend_beside, set_theme
 from memcap.synthetic.laws import curve_tests, estimates
 from memcap.synthetic.settings import SWEPT
 
@@ -25,8 +25,9 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
     data = capacity[capacity["sweep"] == sweep]
     panels = list(curve_tests(data))
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False, sharey=True
-    )
+        1, len(panels), figsize=(6.2 * len(panels), 4.0), squeeze=False, sharey=True,
+        layout="constrained",
+    )  # fmt: skip
     palette = dict(zip(["shared", "random"], sns.color_palette(n_colors=2), strict=True))
     for ax, (keys, law, rows, result) in zip(axes[0], panels, strict=True):
         color = palette.get(keys["context"], "C0")
@@ -42,8 +43,7 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
             f"{law}: {result.outcome}\n{keys['context']}, {keys['task']} ({result.test}{p_value})",
             fontsize=9,
         )
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        legend_beside(ax, fontsize=7)
     return fig
 
 
@@ -86,7 +86,9 @@ def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
     """Per-head softmax saturation against T, one panel per sweep, hue = swept value."""
     set_theme()
     sweeps = list(dict.fromkeys(saturation["sweep"]))
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(5.0 * len(sweeps), 4.0), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(sweeps), figsize=(6.2 * len(sweeps), 4.0), squeeze=False, layout="constrained"
+    )
     for ax, sweep in zip(axes[0], sweeps, strict=True):
         part = saturation[saturation["sweep"] == sweep]
         swept = SWEPT[sweep]
@@ -108,8 +110,7 @@ def plot_saturation(saturation: pd.DataFrame) -> plt.Figure:
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("fraction of examples with a weight > threshold")
         ax.set_title(f"{sweep} sweep")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=7)
     return fig
 
 
