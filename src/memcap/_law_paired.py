@@ -96,22 +96,30 @@ def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -
         power_at="",
         extra={"stop": stop, "steps": walk},
     )
-    candidates = []
-    if trend.outcome == "inconclusive" and np.isfinite(trend.power):
-        candidates.append((trend.power, trend.seeds_needed, trend.power_at))
+    if outcome != "inconclusive":
+        return decided
+    needs, parts = [], []  # the power functions of what must still reject, and what they are
+    simulated = trend.outcome == "inconclusive" and "trend" in trend.extra
+    if simulated:
+        needs.append(trend.extra["trend"])
+        parts.append("the measured trend (simulated)")
     if step.p_up >= ALPHA:
         effect = MARGIN / step.sd if step.sd > 0 else float("inf")
-        power = law_power.one_sided_t(effect, step.seeds, ALPHA)
-        at = f"a +{MARGIN:.0%} step into {name} = {reference:g} at its measured spread"
-        candidates.append((power, law_power.one_sided_t_seeds(effect, ALPHA), at))
-    return with_power(decided, candidates)
+        needs.append(lambda n: law_power.one_sided_t(effect, n, ALPHA))
+        parts.append(f"a +{MARGIN:.0%} step into {name} = {reference:g} at its measured spread")
+    if not needs:
+        return decided
+    limit = law_power.TREND_LIMIT if simulated else law_power.SEEDS_LIMIT
+    power, needed = law_power.joint(needs, step.seeds, limit=limit)
+    return with_power(decided, [(power, needed, " and ".join(parts))])
 
 
 def decide_saturates(reference, others: dict[float, Any], margin: float = MARGIN) -> LawTest:
     """No gain beyond ``reference``: every x in ``others`` (paired seed arrays) below
     +``margin`` by a one-sided non-superiority t-test of the paired relative change (the
-    largest p over x); fails when one change lies significantly above +margin. Where
-    inconclusive, the power at no change (the claim true) and the seeds it would need."""
+    largest p over x); fails when one change lies significantly above +margin (at ALPHA over
+    the number of values: Bonferroni). Where inconclusive, the power at no change (the claim
+    true) and the seeds it would need."""
     if not others:
         return untestable("saturates", "no value beyond the reference")
     rows = {}
@@ -123,7 +131,8 @@ def decide_saturates(reference, others: dict[float, Any], margin: float = MARGIN
         rows[x] = (change, t, below, one_sample(change, margin, "greater")[1], upper)
     worst = max(rows, key=lambda x: rows[x][2])
     outcome = outcome_of(
-        all(r[2] < ALPHA for r in rows.values()), any(r[3] < ALPHA for r in rows.values())
+        all(r[2] < ALPHA for r in rows.values()),
+        any(r[3] < ALPHA / len(rows) for r in rows.values()),  # Bonferroni over the values
     )
     detail = "; ".join(
         f"{x:g}: {c.mean():+.1%} (95% upper bound {u:+.1%}, {len(c)} seeds), p = {p:.3g}"
@@ -132,14 +141,15 @@ def decide_saturates(reference, others: dict[float, Any], margin: float = MARGIN
     decided = LawTest(
         "saturates", outcome, TESTS["saturates"], rows[worst][1], rows[worst][2], detail
     )
-    candidates = []
-    for change, *_ in rows.values():
-        sd = float(change.std(ddof=1))
-        effect = margin / sd if sd > 0 else float("inf")
-        power = law_power.one_sided_t(effect, len(change), ALPHA)
-        at = "no change (the claim true) at the measured spread, the least powered value"
-        candidates.append((power, law_power.one_sided_t_seeds(effect, ALPHA), at))
-    return with_power(decided, candidates)
+    if outcome != "inconclusive":
+        return decided
+    effects = [
+        margin / sd if (sd := float(c.std(ddof=1))) > 0 else np.inf for c, *_ in rows.values()
+    ]
+    power, needed = law_power.joint(
+        [lambda n, e=e: law_power.one_sided_t(e, n, ALPHA) for e in effects], len(reference)
+    )
+    return with_power(decided, [(power, needed, "no gain (the claim true) at the measured spread")])
 
 
 @dataclass(frozen=True)
@@ -159,15 +169,12 @@ class Equivalence:
     def equivalent(self) -> bool:
         return self.p_value < ALPHA
 
-    def power(self) -> tuple[float, float]:
-        """TOST's power at no change (the two alike) and the seeds 80% power needs."""
+    def power(self, seeds: int | None = None) -> float:
+        """TOST's power at no change (the two alike) with ``seeds`` (default: its own)."""
         if not self.sd > 0:
-            return 1.0, float(self.seeds)
+            return 1.0
         bound = self.margin / self.sd
-        return (
-            law_power.tost(0.0, -bound, bound, self.seeds, ALPHA),
-            law_power.tost_seeds(0.0, -bound, bound, ALPHA),
-        )
+        return law_power.tost(0.0, -bound, bound, seeds or self.seeds, ALPHA)
 
 
 def equivalence(reference, other, margin: float = MARGIN) -> Equivalence:
@@ -212,15 +219,18 @@ def decide_above(groups: dict[float, Any], bounds: dict[float, float]) -> LawTes
     outcome = outcome_of(all(p < ALPHA for _, p in above.values()), min(below) < ALPHA)
     detail = f"least margin at {worst:g}: t = {above[worst][0]:.3g}, p = {above[worst][1]:.3g}"
     decided = LawTest("above", outcome, "one-sided t", above[worst][0], above[worst][1], detail)
-    candidates = []
-    for x, values in groups.items():
-        sd = spread(values)
-        effect = (float(np.mean(values)) - bounds[x]) / sd if sd > 0 else float("nan")
-        if np.isfinite(effect):
-            power = law_power.one_sided_t(effect, len(values), ALPHA)
-            at = "the observed margins over the bound, the least powered value"
-            candidates.append((power, law_power.one_sided_t_seeds(effect, ALPHA), at))
-    return with_power(decided, candidates)
+    if outcome != "inconclusive":
+        return decided
+    effects = [
+        (float(np.mean(v)) - bounds[x]) / sd for x, v in groups.items() if (sd := spread(v)) > 0
+    ]
+    if not effects:
+        return decided
+    power, needed = law_power.joint(
+        [lambda n, e=e: law_power.one_sided_t(e, n, ALPHA) for e in effects],
+        min(len(v) for v in groups.values()),
+    )
+    return with_power(decided, [(power, needed, "the observed margins over the bounds")])
 
 
 def decide_match(
@@ -241,12 +251,11 @@ def decide_match(
     t, p, _ = results[worst]
     detail = f"TOST at ±{tolerance:g}, least conclusive at {worst:g}: p = {p:.3g}"
     decided = LawTest("match", outcome, TESTS["tost"], t, p, detail)
-    candidates = []
-    for values in groups.values():
-        sd = spread(values)
-        if sd > 0:
-            bound = tolerance / sd
-            power = law_power.tost(0.0, -bound, bound, len(values), ALPHA)
-            at = "no difference from the published values, the least powered value"
-            candidates.append((power, law_power.tost_seeds(0.0, -bound, bound, ALPHA), at))
-    return with_power(decided, candidates)
+    bounds = [tolerance / sd for v in groups.values() if (sd := spread(v)) > 0]
+    if outcome != "inconclusive" or not bounds:
+        return decided
+    power, needed = law_power.joint(
+        [lambda n, b=b: law_power.tost(0.0, -b, b, n, ALPHA) for b in bounds],
+        min(len(v) for v in groups.values()),
+    )
+    return with_power(decided, [(power, needed, "no difference from the published values")])

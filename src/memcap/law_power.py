@@ -28,8 +28,8 @@ from statsmodels.stats.power import TTestPower
 
 TARGET = 0.80  # the power the seeds are counted for
 SEEDS_LIMIT = 1000
-SIMULATIONS = 2000  # simulated runs per power of the trend test
-TREND_LIMIT = 100  # the trend's power is simulated: seeds searched up to here
+SIMULATIONS = 1000  # simulated runs per power of the trend test
+TREND_LIMIT = 50  # the trend's power is simulated: seeds searched up to here
 
 
 def smallest_seeds(
@@ -140,11 +140,6 @@ def trend(means: Sequence[float], sds: Sequence[float], seeds: int, alpha: float
     return float(np.mean(stats.norm.sf((j - mean) / np.sqrt(var)) < alpha))
 
 
-def trend_seeds(means: Sequence[float], sds: Sequence[float], alpha: float) -> float:
-    """Seeds the trend test needs for ``TARGET`` power (simulated, up to ``TREND_LIMIT``)."""
-    return smallest_seeds(lambda n: trend(means, sds, n, alpha), limit=TREND_LIMIT)
-
-
 def slope(t_observed: float, seeds: float, values: int, coefficients: int, level: float):
     """Power of the growth term's two-sided ``level`` t-interval excluding 0 upwards at the
     observed t (its noncentrality growing as √seeds), and the seeds ``TARGET`` power needs."""
@@ -156,6 +151,19 @@ def slope(t_observed: float, seeds: float, values: int, coefficients: int, level
 
     needed = smallest_seeds(power) if t_observed > 0 else float("inf")
     return power(seeds), needed
+
+
+def joint(
+    powers: Sequence[Callable[[int], float]], seeds: int, limit: int = SEEDS_LIMIT
+) -> tuple[float, float]:
+    """Power of an intersection-union test that needs every one of its tests (each a power
+    function of the seed count) to reject, taken as independent (where they correlate
+    positively, a lower bound), at ``seeds``, and the seeds ``TARGET`` power needs."""
+
+    def power(n: int) -> float:
+        return float(np.prod([f(n) for f in powers]))
+
+    return power(seeds), smallest_seeds(power, limit=limit)
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:

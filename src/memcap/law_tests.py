@@ -27,7 +27,7 @@ inconclusive test also carries its power and the seeds 80% power would need
 - **Saturates** beyond a reference x (gains stop): a one-sided non-superiority t-test of the
   paired relative change of every larger x against +``MARGIN``, the largest p over x: holds
   when every 95% upper bound lies below +MARGIN, fails when one change lies significantly
-  above it.
+  above it (Bonferroni over the values).
 - **Equivalence** (:func:`equivalence`, :func:`compare`): two one-sided t-tests (TOST) of the
   per-seed relative change within ± ``MARGIN``.
 
@@ -183,9 +183,10 @@ def _growth_gradient(form: str, x: np.ndarray) -> np.ndarray:
     return np.array([0.0, 1.0] + [0.0] * (COEFFICIENTS[form] - 2))
 
 
-def decide_grows(x, y, seed: int = 0) -> LawTest:
+def decide_grows(x, y, seed: int = 0, power: bool = True) -> LawTest:
     """Whether y increases with x: Jonckheere–Terpstra, permutation p-values both ways; where
-    inconclusive, the trend's simulated power at the measured means and spread."""
+    inconclusive (and ``power``), the trend's simulated power at the measured means and spread
+    (``extra["trend"]``: that power as a function of the seeds)."""
     x, y = _clean(x, y)
     levels = np.unique(x)
     groups = [y[x == level] for level in levels]
@@ -214,13 +215,17 @@ def decide_grows(x, y, seed: int = 0) -> LawTest:
         f"{p_text(greater, floor)} (decrease: {p_text(less, floor)})"
     )
     decided = LawTest("grows", outcome, TESTS["grows"], statistic, greater, detail, p_floor=floor)
-    if outcome != "inconclusive" or min(len(g) for g in groups) < 2:
+    if not power or outcome != "inconclusive" or min(len(g) for g in groups) < 2:
         return decided
     means, sds = [g.mean() for g in groups], [g.std(ddof=1) for g in groups]
+
+    def trend(n: int) -> float:
+        return law_power.trend(means, sds, n, ALPHA)
+
     seeds = round(len(y) / len(groups))
-    power = law_power.trend(means, sds, seeds, ALPHA)
-    needed = law_power.trend_seeds(means, sds, ALPHA)
-    return with_power(decided, [(power, needed, "the measured means and spread (simulated)")])
+    needed = law_power.smallest_seeds(trend, limit=law_power.TREND_LIMIT)
+    at = "the measured means and spread (simulated)"
+    return with_power(replace(decided, extra={"trend": trend}), [(trend(seeds), needed, at)])
 
 
 def _paired(rows: pd.DataFrame, x: str, y: str, seed: str) -> pd.DataFrame:

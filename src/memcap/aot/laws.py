@@ -206,8 +206,10 @@ def _alike(sweep: str, label: str, aot: pd.DataFrame, curves: list) -> dict | No
     measured = "; ".join(_describe_pair(p) for p in pairs)
     seeds = sorted({p["seeds"] for p in pairs})
     power = seeds_needed = float("nan")
-    if outcome == "inconclusive" and compared:  # the least powered pair, at no difference
-        power, seeds_needed = min((p["power"] for p in compared), key=lambda c: (c[0], -c[1]))
+    if outcome == "inconclusive" and compared:  # every pair alike, at no difference
+        power, seeds_needed = law_power.joint(
+            [p["equivalence"].power for p in compared], min(p["seeds"] for p in compared)
+        )
     return {
         "law": ALIKE,
         "sweep": sweep,
@@ -227,9 +229,7 @@ def _alike(sweep: str, label: str, aot: pd.DataFrame, curves: list) -> dict | No
         "p_floor": 0.0,
         "power": power,
         "seeds_needed": seeds_needed,
-        "power_at": "no difference (the two alike) at the measured spread, the least powered pair"
-        if np.isfinite(power)
-        else "",
+        "power_at": "no difference (the two alike) at every pair" if np.isfinite(power) else "",
         "comparison": comparison,
     }
 
@@ -252,8 +252,8 @@ def _describe_pair(p: Mapping[str, Any]) -> str:
 def paired_differences(aot: pd.DataFrame, mlp: pd.DataFrame) -> list[dict[str, Any]]:
     """The k-th smallest AoT against the k-th smallest MLP-Transformer (by parameter count):
     seed means, whether they are the same model (MLP width 0), and over shared seeds the
-    relative change AoT / MLP − 1 with its interval, TOST, verdict and TOST's power at no
-    difference with the seeds 80% power needs."""
+    relative change AoT / MLP − 1 with its interval, TOST, verdict and the TOST itself
+    (``equivalence``: its power at no difference)."""
     out = []
     aot_params = sorted(aot["params"].unique())
     mlp_params = sorted(mlp["params"].unique())
@@ -275,12 +275,12 @@ def paired_differences(aot: pd.DataFrame, mlp: pd.DataFrame) -> list[dict[str, A
             "statistic": float("nan"),
             "p_value": float("nan"),
             "verdict": "inconclusive",
-            "power": (float("nan"), float("nan")),
+            "equivalence": None,
         }
         if len(shared) >= 2 and not pair["same_model"]:
             verdict, result = law_tests.compare(m[shared].to_numpy(), a[shared].to_numpy())
             pair.update(
-                change=result.change, low=result.low, high=result.high, power=result.power(),
+                change=result.change, low=result.low, high=result.high, equivalence=result,
                 statistic=result.statistic, p_value=result.p_value, verdict=verdict,
             )  # fmt: skip
         out.append(pair)

@@ -17,7 +17,8 @@ memorized over its T grid: paper A's plotted notion, a lower bound on the capaci
   significantly positive; where growth stops (the largest d_h whose step is significantly
   positive) is set against n;
 - ``saturates in d_h beyond n``: every d_h > n no more than 10% above d_h = n, paired by seed
-  (one-sided non-superiority t-tests; a gain significantly above 10% fails).
+  (one-sided non-superiority t-tests; a gain significantly above 10% fails, Bonferroni over
+  the values).
 
 Censored settings (the grid, not the model, bounds a seed's estimate: ``capacity_table``'s
 ``censored``) are left out of the tests and named. Each table carries Holm-adjusted p-values
@@ -75,7 +76,7 @@ CRITERIA = {
     "saturates": (
         f"one-sided non-superiority t-test of each {{x}} > n against {{x}} = n, paired by seed: "
         f"every gain's 95% upper bound below +{law_tests.MARGIN:.0%} holds, a gain "
-        f"significantly above +{law_tests.MARGIN:.0%} fails"
+        f"significantly above +{law_tests.MARGIN:.0%} (Bonferroni over the {{x}}) fails"
     ),
 }
 
