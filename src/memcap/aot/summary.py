@@ -60,13 +60,13 @@ def fit_curve(rows: pd.DataFrame, x: str, all_points: bool = False) -> bounds.Fi
     """The scaling-law fit of one curve: least squares over every seed's accuracy at the x
     whose seed mean stays below the ceiling ``bounds.SATURATION`` (the points and fit the
     law's lack-of-fit test uses, :mod:`memcap.aot.laws`), or over ``all_points``; its R² on
-    the seed means of those x. None where no more x remain than the form has coefficients
-    (an exact fit: no test either)."""
+    the seed means of those x (1 where the x are as many as the form's coefficients: such a
+    fit passes through them and its law is untestable). None where fewer x remain."""
     per_seed = rows.groupby([x, "seed"], as_index=False)["accuracy"].mean()
     means = per_seed.groupby(x)["accuracy"].mean()
     kept = means.index if all_points else means.index[means < bounds.SATURATION]
     form, knot = curve_form(rows, x)
-    if len(kept) <= bounds.COEFFICIENTS[form]:
+    if len(kept) < bounds.COEFFICIENTS[form]:
         return None
     points = per_seed[per_seed[x].isin(kept)]
     fit = bounds.fit(points[x], points["accuracy"], form, knot)

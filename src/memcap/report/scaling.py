@@ -27,6 +27,11 @@ VERDICT_COLUMNS = [
     "law", "sweep", "curve", "outcome", "comparison", "test", "statistic", "p_value", "p_holm",
     "power", "seeds_needed",
 ]  # fmt: skip
+# The full table: what the compact one does not show (its columns without any value dropped).
+FULL_COLUMNS = [
+    "law", "sweep", "curve", "criterion", "measured", "outcome", "p_unweighted", "power_at",
+    "caveat",
+]  # fmt: skip
 # How the compact table heads the columns a reader would not guess.
 HEADERS = {"p_holm": "p (Holm)", "seeds_needed": "seeds for 80% power"}
 ALPHA = 0.05  # the level the multiplicity note counts p-values against (memcap.law_tests)
@@ -79,11 +84,16 @@ def scaling_section(
 
 def verdict_tables(laws: pd.DataFrame) -> tuple[Table, Table]:
     """The compact verdict table (law, curve, outcome, test, statistic, p-values, power and
-    seeds needed) and the full table with criteria and what was measured."""
+    seeds needed) and the full table with criteria, what was measured, the unweighted test,
+    what a power is taken at and the caveats."""
     shown = _displayed(laws)
     compact = shown[[c for c in VERDICT_COLUMNS if c in shown]]
-    full = shown.drop(columns=["holds", "p_floor"], errors="ignore")
+    full = shown[[c for c in FULL_COLUMNS if c in shown and _has_values(laws[c])]]
     return Table.from_frame(compact.rename(columns=HEADERS)), Table.from_frame(full)
+
+
+def _has_values(column: pd.Series) -> bool:
+    return bool(column.notna().any() and (column.astype(str).str.strip() != "").any())
 
 
 def _displayed(laws: pd.DataFrame) -> pd.DataFrame:
@@ -146,18 +156,24 @@ def law_notes(laws: pd.DataFrame) -> list[str]:
 
 
 def _multiplicity(laws: pd.DataFrame) -> list[str]:
-    """How many of the table's p-values below the level stay there after Holm's adjustment."""
+    """How many of the table's p-values below the level stay there after Holm's adjustment,
+    naming the decided laws that do not."""
     if "p_holm" not in laws or laws["p_value"].notna().sum() < 2:
         return []
-    tested = laws["p_value"].notna()
     low = laws["p_value"] < ALPHA
-    kept = low & (laws["p_holm"] < ALPHA)
-    return [
-        f"Multiplicity: this table holds {int(tested.sum())} tests; p (Holm) is each p-value "
-        f"adjusted by Holm's method over all of them (family-wise error {ALPHA:.0%}). "
-        f"{int(kept.sum())} of the {int(low.sum())} p-values below {ALPHA} stay below it after "
-        "the adjustment; each outcome is read on its own test's p-value."
-    ]
+    lost = laws[low & (laws["p_holm"] >= ALPHA) & laws["outcome"].isin(["holds", "fails"])]
+    text = (
+        f"Multiplicity: this table holds {int(laws['p_value'].notna().sum())} tests; p (Holm) "
+        f"is each p-value adjusted by Holm's method over all of them (family-wise error "
+        f"{ALPHA:.0%}). {int((low & (laws['p_holm'] < ALPHA)).sum())} of the {int(low.sum())} "
+        f"p-values below {ALPHA} stay below it after the adjustment"
+    )
+    if len(lost):
+        text += "; decided below it but not after: " + "; ".join(
+            f"{r.law} ({r.sweep}, {r.curve}: {r.outcome}, p (Holm) = {r.p_holm:.2g})"
+            for r in lost.itertuples()
+        )
+    return [text + ". Each outcome is read on its own test's p-value."]
 
 
 def _p(row) -> str:
