@@ -1,6 +1,7 @@
-"""What every law test shares (:mod:`memcap.law_tests`): the thresholds, a decision
-(:class:`LawTest`) with its power where inconclusive, the design matrix of a form, the
-one-sided t-test of a mean, and how a p-value is printed."""
+"""What the law tests share: thresholds, a decision with its power, a form's design matrix.
+
+The private half of :mod:`memcap.law_tests` (which re-exports it): :class:`LawTest` with its
+power where inconclusive, the one-sided t-test of a mean, and how a p-value is printed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The law tests on seeds paired across x (:mod:`memcap.law_tests`): steps of growth, no gain
-beyond a reference (non-superiority), two models alike (TOST), means above bounds or within a
-tolerance of published values."""
+"""The law tests on seeds paired across x: growth steps, no gain, alike, bounds, published values.
+
+The private half of :mod:`memcap.law_tests` (which re-exports it): steps of growth and where
+they stop, no gain beyond a reference (non-superiority), two models alike (TOST), means above
+bounds or within a tolerance of published values."""
 
 from __future__ import annotations
 
