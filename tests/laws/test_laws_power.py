@@ -116,3 +116,24 @@ def test_holm_adjustment_by_hand_leaves_missing_p_values_missing():
     expected = [0.04, 0.09, np.nan, 0.09, 0.2]
     np.testing.assert_allclose(law_power.holm(p), expected)
     assert np.isnan(law_power.holm([np.nan])).all()
+
+
+def test_paper_b_tests_carry_their_joint_power_where_inconclusive():
+    groups = {1.0: np.array([0.30, 0.20, 0.26]), 2.0: np.array([0.50, 0.42, 0.58])}
+    # above: both means a little above their bounds, wider than the margin
+    above = lt.decide_above(groups, {1.0: 0.24, 2.0: 0.47})
+    effects = [(0.2533 - 0.24) / np.std(groups[1.0], ddof=1), (0.5 - 0.47) / 0.08]
+    expected = np.prod([law_power.one_sided_t(e, 3, lt.ALPHA) for e in effects])
+    assert above.outcome == "inconclusive" and above.power == pytest.approx(expected, rel=0.02)
+    assert above.seeds_needed > 3
+    # match: the published values within the tolerance, the seeds too few to show it
+    match = lt.decide_match(groups, {1.0: 0.25, 2.0: 0.5}, 0.05)
+    bounds = [0.05 / np.std(g, ddof=1) for g in groups.values()]
+    expected = np.prod([law_power.tost(0.0, -b, b, 3, lt.ALPHA) for b in bounds])
+    assert match.outcome == "inconclusive" and match.power == pytest.approx(expected)
+    assert match.power_at == "no difference from the published values"
+    # a pair of models: TOST's power at no change, at its own seeds or at more
+    pair = lt.equivalence(np.array([0.10, 0.12, 0.11]), np.array([0.105, 0.11, 0.12]))
+    bound = lt.MARGIN / pair.sd
+    assert pair.power() == pytest.approx(law_power.tost(0.0, -bound, bound, 3, lt.ALPHA))
+    assert pair.power(12) > pair.power()
