@@ -8,6 +8,7 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
+from memcap.aot.laws import form_test
 from memcap.aot.settings import StageSettings, expand_sweep
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
 from memcap.aot.sweep import group_replicas, run_sweep, width_buckets, x_axis
@@ -51,11 +52,29 @@ def test_fits_recover_known_laws():
     assert 0 < noisy.r2 < 1
 
 
-def test_fit_skips_points_after_saturation():
-    xs, ys = bounds.unsaturated([31, 1, 11, 21], [1.0, 0.1, 0.5, 0.97])
-    assert xs.tolist() == [1, 11, 21] and ys.tolist() == [0.1, 0.5, 0.97]
-    xs, _ = bounds.unsaturated([1, 2], [0.1, 0.2])
-    assert xs.tolist() == [1, 2]
+def test_fits_table_and_law_test_share_their_points_and_slope():
+    # The default heads curve's shape with 3 seeds of unequal noise: H = 31 at the ceiling.
+    rng = np.random.default_rng(0)
+    means = {1: 0.135, 11: 0.523, 21: 0.898, 31: 0.992}
+    rows = pd.DataFrame(
+        [
+            {"sweep": "heads", "model": "aot", "facet": "", "x_axis": "H", "H": h, "d_h": 10,
+             "seed": seed, "accuracy": mean + rng.normal(0, 0.01 * (1 + seed)), "chance": 0.02,
+             "bound_ours": 0.03, "bound_previous": 0.03}
+            for h, mean in means.items()
+            for seed in range(3)
+        ]
+    )  # fmt: skip
+    fit = fit_table(rows).iloc[0]
+    law = form_test(rows)
+    assert (fit["n_points"], fit["censored"], fit["n_all"]) == (3, "31", 4)
+    assert fit["slope"] == pytest.approx(law.extra["slope"])
+    assert [float(c) for c in fit["coefficients"].split(";")] == pytest.approx(
+        law.coefficients, rel=1e-5
+    )
+    assert "censored, left out: H = 31" in law.detail
+    # every point, the ceiling's included: the line bends
+    assert fit["r2_all"] < fit["r2"]
 
 
 def _spec(**overrides):

@@ -172,6 +172,11 @@ def fabricate_run(root: Path, model: str = "vit_tiny") -> ReportInputs:
             "test": ["lack-of-fit F", "TOST", "Jonckheere–Terpstra"],
             "statistic": [0.8, -2.1, 30.0],
             "p_value": [0.52, 0.97, 0.08],
+            "p_floor": [0.0, 0.0, 0.0001],
+            "p_holm": [1.0, 1.0, 0.24],
+            "power": [None, None, 0.31],
+            "seeds_needed": [None, None, 14],
+            "power_at": ["", "", "the measured means and spread (simulated)"],
         }
     ).to_csv(synthetic / "laws.csv", index=False)
     pd.DataFrame(
@@ -308,7 +313,13 @@ def test_every_section_and_figure_is_on_the_page(page):
         "Not reproduced in this run (the test fails): flat in d_h beyond n (head_dim, shared "
         "context, classification, p = 0.97)." in text
     )
-    assert "Inconclusive in this run (the test decides neither way): grows with n" in text
+    assert (
+        "Inconclusive in this run (each with the test's power and the seeds per setting that "
+        "80% power would need): grows with n (context_size, shared context, classification, "
+        "p = 0.08, power 0.31 at the measured means and spread (simulated): 14 seeds for 80%)."
+    ) in text
+    assert "Multiplicity: this table holds 3 tests; p (Holm)" in text
+    assert "seeds for 80% power" in text
     assert (
         "Outcomes: linear in H, shared context, classification: holds (lack-of-fit F, p = 0.52)"
         in text

@@ -156,7 +156,7 @@ def test_censored_settings_are_left_out_of_the_law_and_named():
         row["capacity"] += 200
     table = laws.law_table(pd.DataFrame(rows))
     assert table["outcome"].tolist() == ["holds"] and table["holds"].all()
-    assert table["measured"].str.contains("censored, left out: value = 4").all()
+    assert table["measured"].str.contains("censored, left out: H = 4").all()
     assert "(means ± SE of 3 seeds" in table["measured"].item()
     rows[3]["censored"] = False
     assert laws.law_table(pd.DataFrame(rows))["outcome"].tolist() == ["fails"]

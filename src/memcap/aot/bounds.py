@@ -6,9 +6,8 @@ gives M = H·d_h + d ("our lower bound"); paper A's construction in this setting
 M = H(d_h − 1) + 1 ("previous lower bound", as paper B draws it: its theorem at n = d_h, the
 head dimension; in the heads sweep d_h = d). Both are clipped at 1.
 
-The fits drawn on the figures follow the authors' plotting rule (up to and including the
-first point at ``SATURATION``, :func:`unsaturated`); the laws of :mod:`memcap.aot.laws` are
-tested on every point.
+Accuracy cannot pass 1: an x whose seed mean reaches ``SATURATION`` is censored, left out of
+the fits (:mod:`memcap.aot.summary`) and of the laws' tests (:mod:`memcap.aot.laws`).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import numpy as np
 from memcap.theory import theory_bound
 from memcap.training.fits import least_squares, r_squared
 
-SATURATION = 0.95  # drawn fits skip points after the first mean accuracy at or above this
+SATURATION = 0.95  # a seed mean at or above this is censored by the accuracy's ceiling of 1
 COEFFICIENTS = {"linear": 2, "quadratic": 3, "hinge": 3}  # per fit form (see _basis)
 
 
@@ -97,13 +96,3 @@ def fit(x, y, form: str, knot: float = float("nan")) -> Fit:
     basis = _basis(x, form, knot)
     coef = least_squares(basis, y)
     return Fit(form, tuple(float(c) for c in coef), r_squared(y, basis @ coef), len(x), knot)
-
-
-def unsaturated(x, y, threshold: float = SATURATION) -> tuple[np.ndarray, np.ndarray]:
-    """Points sorted by x up to and including the first with y ≥ threshold (the authors' rule
-    for drawing a fit: accuracy pinned at 1 is no longer linear). The laws use every point."""
-    order = np.argsort(np.asarray(x, dtype=float), kind="stable")
-    x, y = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
-    hits = np.flatnonzero(y >= threshold)
-    end = hits[0] + 1 if hits.size else len(x)
-    return x[:end], y[:end]

@@ -28,6 +28,7 @@ its test, statistic and p-value).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from memcap import law_tests
+from memcap import law_power, law_tests
+from memcap.aot.bounds import SATURATION as CEILING
 from memcap.aot.summary import curve_form, facet_groups, seed_means
 
 PUBLISHED_FILE = Path(__file__).with_name("published.yaml")
-CEILING = 0.95  # a seed mean at or above this is censored by the accuracy's ceiling of 1
 COLUMNS = [
     "law", "sweep", "curve", "criterion", "measured", "outcome", "holds",
-    "test", "statistic", "p_value", "comparison",
+    "test", "statistic", "p_value", "p_floor", "p_holm", "power", "seeds_needed", "power_at",
+    "comparison", "caveat",
 ]  # fmt: skip
 FORM_LAWS = {
     "linear": "linear in H",
@@ -51,6 +53,7 @@ FORM_LAWS = {
     "hinge": "piecewise linear in d (knot at d_h)",
 }
 AHEAD = {"lower": "MLP ahead", "higher": "AoT ahead", "alike": "alike"}
+ALIKE = "AoT and MLP-Transformer alike per parameter"
 
 
 @lru_cache(maxsize=1)
@@ -70,8 +73,31 @@ def law_table(summary: pd.DataFrame, reference: Mapping[str, Any] | None = None)
             rows.append(_above_bound(sweep, model, label, curve))
         rows += [_alike(sweep, label, curve, curves) for model, label, curve in curves]
         rows += [_form(sweep, model, label, curve) for model, label, curve in curves]
-    rows = [row for row in rows if row is not None]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame([row for row in rows if row is not None], columns=COLUMNS)
+    table["p_holm"] = law_power.holm(table["p_value"])
+    alike = table["law"] == ALIKE
+    table.loc[alike, "caveat"] = [
+        budget_caveat(summary, sweep, reference.get("budgets", {}))
+        for sweep in table.loc[alike, "sweep"]
+    ]
+    return table.fillna({"caveat": "", "power_at": ""})
+
+
+def budget_caveat(summary: pd.DataFrame, sweep: str, budgets: Mapping[str, Any]) -> str:
+    """What a verdict owes to its training budget: this run's steps against the authors'
+    (``published.yaml``'s ``budgets``) where this run trains fewer; else empty."""
+    theirs = budgets.get(sweep)
+    if not theirs or "steps_run" not in summary:
+        return ""
+    ours = summary.loc[summary["sweep"] == sweep, "steps_run"].max()
+    if not ours < theirs["steps"]:
+        return ""
+    share = Fraction(int(ours), int(theirs["steps"]))
+    return (
+        f"trained {int(ours):,} steps, {share} of the authors' {theirs['steps']:,} "
+        f"({theirs['recipe']}); {theirs['evidence']}: the verdict is this budget's, not the "
+        "models' at theirs"
+    )
 
 
 def _curve(model: str, label: str) -> str:
@@ -88,6 +114,7 @@ def _row(law: str, sweep: str, curve: str, criterion: str, measured: str, result
         "holds": result.outcome == "holds",
         **result.row(),
         "comparison": "",
+        "caveat": "",
     }
 
 
@@ -178,8 +205,13 @@ def _alike(sweep: str, label: str, aot: pd.DataFrame, curves: list) -> dict | No
     worst = max(compared, key=lambda p: p["p_value"], default=None)
     measured = "; ".join(_describe_pair(p) for p in pairs)
     seeds = sorted({p["seeds"] for p in pairs})
+    power = seeds_needed = float("nan")
+    if outcome == "inconclusive" and compared:  # every pair alike, at no difference
+        power, seeds_needed = law_power.joint(
+            [p["equivalence"].power for p in compared], min(p["seeds"] for p in compared)
+        )
     return {
-        "law": "AoT and MLP-Transformer alike per parameter",
+        "law": ALIKE,
         "sweep": sweep,
         "curve": label or "all",
         "criterion": (
@@ -191,9 +223,13 @@ def _alike(sweep: str, label: str, aot: pd.DataFrame, curves: list) -> dict | No
         "measured": measured + f"; {'/'.join(str(n) for n in seeds)} seed(s)",
         "outcome": outcome,
         "holds": outcome == "holds",
-        "test": law_tests.TESTS["flat"],
+        "test": law_tests.TESTS["tost"],
         "statistic": worst["statistic"] if worst else float("nan"),
         "p_value": worst["p_value"] if worst else float("nan"),
+        "p_floor": 0.0,
+        "power": power,
+        "seeds_needed": seeds_needed,
+        "power_at": "no difference (the two alike) at every pair" if np.isfinite(power) else "",
         "comparison": comparison,
     }
 
@@ -216,7 +252,8 @@ def _describe_pair(p: Mapping[str, Any]) -> str:
 def paired_differences(aot: pd.DataFrame, mlp: pd.DataFrame) -> list[dict[str, Any]]:
     """The k-th smallest AoT against the k-th smallest MLP-Transformer (by parameter count):
     seed means, whether they are the same model (MLP width 0), and over shared seeds the
-    relative change AoT / MLP − 1 with its interval, TOST and verdict."""
+    relative change AoT / MLP − 1 with its interval, TOST, verdict and the TOST itself
+    (``equivalence``: its power at no difference)."""
     out = []
     aot_params = sorted(aot["params"].unique())
     mlp_params = sorted(mlp["params"].unique())
@@ -238,11 +275,12 @@ def paired_differences(aot: pd.DataFrame, mlp: pd.DataFrame) -> list[dict[str, A
             "statistic": float("nan"),
             "p_value": float("nan"),
             "verdict": "inconclusive",
+            "equivalence": None,
         }
         if len(shared) >= 2 and not pair["same_model"]:
             verdict, result = law_tests.compare(m[shared].to_numpy(), a[shared].to_numpy())
             pair.update(
-                change=result.change, low=result.low, high=result.high,
+                change=result.change, low=result.low, high=result.high, equivalence=result,
                 statistic=result.statistic, p_value=result.p_value, verdict=verdict,
             )  # fmt: skip
         out.append(pair)

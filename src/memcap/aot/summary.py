@@ -1,14 +1,16 @@
 """Collect the sweeps' rows into one table and fit the scaling laws (linear in H, quadratic in
-d_h, piecewise linear in d with a knot at d_h, linear in the parameter count)."""
+d_h, piecewise linear in d with a knot at d_h, linear in the parameter count) on the points the
+laws are tested on: every x whose seed mean stays below the accuracy's ceiling."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from memcap.aot import bounds
+from memcap.training.fits import r_squared
 
 FORMS = {"H": "linear", "d_h": "quadratic", "d": "hinge", "params": "linear"}
 SHAPE_COLUMNS = ["N", "S", "d", "d_h", "H", "depth", "width", "temperature"]
@@ -55,26 +57,27 @@ def curve_form(rows: pd.DataFrame, x: str) -> tuple[str, float]:
 
 
 def fit_curve(rows: pd.DataFrame, x: str, all_points: bool = False) -> bounds.Fit | None:
-    """The scaling-law fit of one curve's seed-mean accuracy: up to and including the first
-    saturated point (the authors' rule for drawing it), or over ``all_points`` (the law's
-    verdict, :mod:`memcap.aot.laws`)."""
-    means = seed_means(rows, x)
-    xs, ys = means[x].to_numpy(float), means["accuracy"].to_numpy(float)
+    """The scaling-law fit of one curve: least squares over every seed's accuracy at the x
+    whose seed mean stays below the ceiling ``bounds.SATURATION`` (the points and fit the
+    law's lack-of-fit test uses, :mod:`memcap.aot.laws`), or over ``all_points``; its R² on
+    the seed means of those x (1 where the x are as many as the form's coefficients: such a
+    fit passes through them and its law is untestable). None where fewer x remain."""
+    per_seed = rows.groupby([x, "seed"], as_index=False)["accuracy"].mean()
+    means = per_seed.groupby(x)["accuracy"].mean()
+    kept = means.index if all_points else means.index[means < bounds.SATURATION]
     form, knot = curve_form(rows, x)
-    needed = bounds.COEFFICIENTS[form]
-    if not all_points:
-        drawn = bounds.unsaturated(xs, ys)
-        if len(drawn[0]) >= needed:
-            xs, ys = drawn
-    if len(np.unique(xs)) < needed:
+    if len(kept) < bounds.COEFFICIENTS[form]:
         return None
-    return bounds.fit(xs, ys, form, knot)
+    points = per_seed[per_seed[x].isin(kept)]
+    fit = bounds.fit(points[x], points["accuracy"], form, knot)
+    r2 = r_squared(means[kept].to_numpy(float), fit.predict(kept.to_numpy(float)))
+    return replace(fit, r2=r2, n_points=len(kept))
 
 
 def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One fit per sweep × model × facet: form, coefficients, slope and R² of the drawn fit
-    (up to the first saturated point), and ``r2_all`` / ``n_all``: R² of the same form over
-    every point (what the law's verdict uses)."""
+    """One fit per sweep × model × facet: form, coefficients, slope and R² over the points
+    below the ceiling (``n_points``; the points the laws test, ``censored`` names the x left
+    out), and ``r2_all`` / ``n_all``: R² of the same form fitted over every point."""
     records = []
     for sweep_name, sweep in summary.groupby("sweep", sort=False):
         x = sweep["x_axis"].iloc[0]
@@ -83,6 +86,8 @@ def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
             if result is None:
                 continue
             every = fit_curve(rows, x, all_points=True)
+            means = seed_means(rows, x)
+            left_out = means.loc[means["accuracy"] >= bounds.SATURATION, x]
             records.append(
                 {
                     "sweep": sweep_name,
@@ -96,6 +101,7 @@ def fit_table(summary: pd.DataFrame) -> pd.DataFrame:
                     "knot": result.knot,
                     "r2": result.r2,
                     "n_points": result.n_points,
+                    "censored": " ".join(f"{v:g}" for v in left_out),
                     "equation": result.describe(x),
                     "r2_all": every.r2,
                     "n_all": every.n_points,

@@ -1,10 +1,13 @@
 """A paper's scaling-law section of the report: its laws decided on seeds, their figures with the
 outcomes in the captions, the capacity estimates and the caveats.
 
-The laws come decided (``laws.csv`` of the stage: outcome, test, statistic, p-value per law and
-curve, :mod:`memcap.law_tests`); this module only arranges them: a compact verdict table, the
-full table behind it, each figure's caption completed with the outcomes of the laws it draws,
-and "Not reproduced in this run" naming only the laws whose test fails.
+The laws come decided (``laws.csv`` of the stage: outcome, test, statistic, p-value, Holm's
+adjusted p-value, and beside an inconclusive test its power and the seeds 80% power would need,
+per law and curve, :mod:`memcap.law_tests`); this module only arranges them: a compact verdict
+table, the full table behind it, each figure's caption completed with the outcomes of the laws
+it draws, "Not reproduced in this run" naming only the laws whose test fails (with any caveat
+on the verdict), the inconclusive and untestable ones apart, and a note on multiplicity. A
+p-value at a permutation test's floor (``p_floor``) is shown as "≤ floor".
 """
 
 from __future__ import annotations
@@ -16,10 +19,22 @@ from pathlib import Path
 import pandas as pd
 
 from memcap.report.context import Figure, ScalingSection, Table
+from memcap.report.render import format_number
 from memcap.synthetic.summary import bound_ratios
 
 TableFile = Callable[[str], "Path | None"]
-VERDICT_COLUMNS = ["law", "sweep", "curve", "outcome", "comparison", "test", "statistic", "p_value"]
+VERDICT_COLUMNS = [
+    "law", "sweep", "curve", "outcome", "comparison", "test", "statistic", "p_value", "p_holm",
+    "power", "seeds_needed",
+]  # fmt: skip
+# The full table: what the compact one does not show (its columns without any value dropped).
+FULL_COLUMNS = [
+    "law", "sweep", "curve", "criterion", "measured", "outcome", "p_unweighted", "power_at",
+    "caveat",
+]  # fmt: skip
+# How the compact table heads the columns a reader would not guess.
+HEADERS = {"p_holm": "p (Holm)", "seeds_needed": "seeds for 80% power"}
+ALPHA = 0.05  # the level the multiplicity note counts p-values against (memcap.law_tests)
 # The per-seed table's columns in the report (the fixed sizes H, n, d_h, certified counts and
 # the T grid stay in capacity.csv: the page keeps its width).
 SEED_COLUMNS = [
@@ -44,7 +59,7 @@ def scaling_section(
         laws = pd.read_csv(laws_path)
         section.verdicts, section.laws = verdict_tables(laws)
         section.figures = [_with_outcomes(f, laws) for f in section.figures]
-        section.notes += law_notes(laws[laws["outcome"] != "inconclusive"])
+        section.notes += law_notes(laws[laws["outcome"] != "inconclusive"]) + multiplicity(laws)
         section.limitations += law_notes(laws[laws["outcome"] == "inconclusive"])
     estimates_path, capacity_path = table("estimates"), table("capacity")
     if estimates_path is not None:
@@ -78,25 +93,71 @@ def scaling_section(
 
 
 def verdict_tables(laws: pd.DataFrame) -> tuple[Table, Table]:
-    """The compact verdict table (law, curve, outcome, test, statistic, p-value) and the full
-    table with criteria and what was measured."""
-    compact = laws[[c for c in VERDICT_COLUMNS if c in laws]].copy()
-    if "comparison" in compact:
-        compact["comparison"] = compact["comparison"].fillna("")
-    full = laws.drop(columns=["holds"], errors="ignore")
-    return Table.from_frame(compact), Table.from_frame(full)
+    """The compact verdict table (law, curve, outcome, test, statistic, p-values, power and
+    seeds needed) and the full table with criteria, what was measured, the unweighted test,
+    what a power is taken at and the caveats."""
+    shown = _displayed(laws)
+    compact = shown[[c for c in VERDICT_COLUMNS if c in shown]]
+    full = shown[[c for c in FULL_COLUMNS if c in shown and _has_values(laws[c])]]
+    return Table.from_frame(compact.rename(columns=HEADERS)), Table.from_frame(full)
+
+
+def _has_values(column: pd.Series) -> bool:
+    return bool(column.notna().any() and (column.astype(str).str.strip() != "").any())
+
+
+def _displayed(laws: pd.DataFrame) -> pd.DataFrame:
+    """``laws`` with its p-values as printed ("≤ floor" at a permutation floor, Holm's too),
+    the seeds needed as whole numbers ("∞": no count up to the search limit reaches 80%), and
+    empty text where a column has none."""
+    shown = laws.copy()
+    floor = shown["p_floor"] if "p_floor" in shown else pd.Series(0.0, index=shown.index)
+    raw = shown["p_value"].copy() if "p_value" in shown else None
+    for column in ("p_value", "p_holm"):
+        if column in shown:
+            shown[column] = [
+                _p_text(p, f, r) for p, f, r in zip(shown[column], floor, raw, strict=True)
+            ]
+    if "seeds_needed" in shown:
+        shown["seeds_needed"] = [
+            "—" if pd.isna(v) else "∞" if v == float("inf") else f"{v:.0f}"
+            for v in shown["seeds_needed"]
+        ]
+    for column in ("comparison", "power_at", "caveat"):
+        if column in shown:
+            shown[column] = shown[column].fillna("")
+    return shown
+
+
+def _p_text(p: float, floor: float, raw: float) -> str:
+    """A p-value as printed: "≤ p" where the raw p-value sits at its test's floor (a bound, and
+    so is its Holm adjustment), else 3 significant digits."""
+    if pd.isna(p):
+        return "—"
+    at_floor = not pd.isna(floor) and floor > 0 and raw <= floor * (1 + 1e-9)
+    return f"≤ {p:.2g}" if at_floor else format_number(float(p))
 
 
 def law_notes(laws: pd.DataFrame) -> list[str]:
-    """ "Not reproduced in this run" naming the laws whose test fails, and the inconclusive ones
-    apart (the seeds cannot tell)."""
+    """ "Not reproduced in this run" naming the laws whose test fails (with the caveat on the
+    verdict), the inconclusive ones with their power and the seeds 80% power would need, and
+    the untestable ones (the table's multiplicity: :func:`multiplicity`)."""
     notes = []
     for outcome, lead in (
         ("fails", "Not reproduced in this run (the test fails)"),
-        ("inconclusive", "Inconclusive in this run (the test decides neither way)"),
+        (
+            "inconclusive",
+            "Inconclusive in this run (each with the test's power and the seeds per setting "
+            "that 80% power would need)",
+        ),
+        (
+            "untestable on this grid",
+            "Untestable on this grid (too few values of x, on the grid or below a ceiling, for "
+            "the test: more seeds would not decide it)",
+        ),
     ):
         named = [
-            f"{r.law} ({r.sweep}, {r.curve}{_p(r.p_value)})"
+            f"{r.law} ({r.sweep}, {r.curve}{_p(r)}{_power(r)}){_caveat(r)}"
             for r in laws[laws["outcome"] == outcome].itertuples()
         ]
         if named:
@@ -104,8 +165,50 @@ def law_notes(laws: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _p(p_value: float) -> str:
-    return "" if pd.isna(p_value) else f", p = {p_value:.2g}"
+def multiplicity(laws: pd.DataFrame) -> list[str]:
+    """How many of the table's p-values below the level stay there after Holm's adjustment,
+    naming the decided laws that do not."""
+    if "p_holm" not in laws or laws["p_value"].notna().sum() < 2:
+        return []
+    low = laws["p_value"] < ALPHA
+    lost = laws[low & (laws["p_holm"] >= ALPHA) & laws["outcome"].isin(["holds", "fails"])]
+    text = (
+        f"Multiplicity: this table holds {int(laws['p_value'].notna().sum())} tests; p (Holm) "
+        f"is each p-value adjusted by Holm's method over all of them (family-wise error "
+        f"{ALPHA:.0%}). {int((low & (laws['p_holm'] < ALPHA)).sum())} of the {int(low.sum())} "
+        f"p-values below {ALPHA} stay below it after the adjustment"
+    )
+    if len(lost):
+        text += "; decided below it but not after: " + "; ".join(
+            f"{r.law} ({r.sweep}, {r.curve}: {r.outcome}, p (Holm) = {r.p_holm:.2g})"
+            for r in lost.itertuples()
+        )
+    return [text + ". Each outcome is read on its own test's p-value."]
+
+
+def _p(row) -> str:
+    p_value = row.p_value
+    if pd.isna(p_value):
+        return ""
+    floor = getattr(row, "p_floor", 0.0)
+    if not pd.isna(floor) and floor > 0 and p_value <= floor * (1 + 1e-9):
+        return f", p ≤ {p_value:.2g}"
+    return f", p = {p_value:.2g}"
+
+
+def _power(row) -> str:
+    """ ", power 0.42 at <effect>, 12 seeds for 80%" where the row has a power."""
+    power = getattr(row, "power", float("nan"))
+    if pd.isna(power):
+        return ""
+    seeds = row.seeds_needed
+    needed = "no seed count found" if seeds == float("inf") else f"{seeds:.0f} seeds"
+    return f", power {power:.2f} at {row.power_at}: {needed} for 80%"
+
+
+def _caveat(row) -> str:
+    caveat = getattr(row, "caveat", "")
+    return f" (caveat: {caveat})" if isinstance(caveat, str) and caveat else ""
 
 
 def _with_outcomes(figure: Figure, laws: pd.DataFrame) -> Figure:
@@ -115,7 +218,7 @@ def _with_outcomes(figure: Figure, laws: pd.DataFrame) -> Figure:
     if rows.empty:
         return figure
     outcomes = "; ".join(
-        f"{r.law}, {r.curve}: {_comparison(r) or r.outcome} ({r.test}{_p(r.p_value)})"
+        f"{r.law}, {r.curve}: {_comparison(r) or r.outcome} ({r.test}{_p(r)})"
         for r in rows.itertuples()
     )
     return replace(figure, caption=f"{figure.caption} Outcomes: {outcomes}.".strip())

@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 from scipy.optimize import isotonic_regression
 
-from memcap.law_tests import MARGIN, LawTest
+from memcap.law_tests import MARGIN, LawTest, p_text
 from memcap.plotting import legend_beside, set_theme
 from memcap.synthetic.laws import curve_tests, estimates
 from memcap.synthetic.settings import SWEPT
@@ -38,7 +38,7 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
             ax.plot(bound.index, bound.values, "k--", linewidth=1, label="H(n−1)+1")
         ax.set_xlabel(LABELS[SWEPT[sweep]])
         ax.set_ylabel("memorized examples (capacity)")
-        p_value = "" if np.isnan(result.p_value) else f", p = {result.p_value:.2g}"
+        p_value = "" if np.isnan(result.p_value) else f", {p_text(result.p_value, result.p_floor)}"
         ax.set_title(
             f"{law}: {result.outcome}\n{keys['context']}, {keys['task']} ({result.test}{p_value})",
             fontsize=9,
@@ -63,8 +63,8 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, color) -> None:
 
 
 def _law_fit(ax: plt.Axes, rows: pd.DataFrame, result: LawTest, color, n: int) -> None:
-    """The law's fit: the line and its 95% band, the isotonic fit of the means, or the ±10%
-    band of flatness around the mean at d_h = n."""
+    """The law's fit: the line and its 95% band, the isotonic fit of the means, or the band up
+    to +10% over the mean at d_h = n (the non-superiority margin)."""
     values = np.sort(rows["value"].unique()).astype(float)
     if result.coefficients:
         grid = np.linspace(values.min(), values.max(), 60)
@@ -75,10 +75,10 @@ def _law_fit(ax: plt.Axes, rows: pd.DataFrame, result: LawTest, color, n: int) -
         stats = estimates(rows)
         fit = isotonic_regression(stats["mean"].to_numpy(), weights=stats["count"].to_numpy())
         ax.plot(stats.index, fit.x, color=color, linewidth=1.5, label="isotonic fit of means")
-    elif result.law == "flat":
+    elif result.law == "saturates":
         reference = float(rows.loc[rows["value"] == n, "capacity"].mean())
-        ax.axhspan(reference * (1 - MARGIN), reference * (1 + MARGIN), color=color, alpha=0.2,
-                   label=f"±{MARGIN:.0%} of the mean at d_h = n")  # fmt: skip
+        ax.axhspan(reference, reference * (1 + MARGIN), color=color, alpha=0.2,
+                   label=f"up to +{MARGIN:.0%} over the mean at d_h = n")  # fmt: skip
         ax.axhline(reference, color=color, linewidth=1.0)
 
 

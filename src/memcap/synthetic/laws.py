@@ -1,59 +1,82 @@
-"""Paper A's three scaling laws decided on this run's seed-level capacities, one row per curve.
+"""Paper A's scaling laws decided on this run's seed-level capacities, one row per curve.
 
 Theorem 1 with its construction predicts capacity linear in H, growing with the context size
-n, and growing with the head dimension d_h up to d_h = n with no change beyond it. Each
-curve (sweep, context kind, task) is decided on every seed's capacity (``capacity_table``
-rows) by :mod:`memcap.law_tests`, the seeds of a setting being its replicates:
+n, and growing with the head dimension d_h up to d_h = n with no gain beyond it. Each curve
+(sweep, context kind, task) is decided on every seed's ``capacity`` (the most examples it
+memorized over its T grid: paper A's plotted notion, a lower bound on the capacity) by
+:mod:`memcap.law_tests`, the seeds of a setting being its replicates:
 
 - ``linear in H``: lack-of-fit F-test of the line against the per-H means (p ≥ 0.05 holds,
   p < 0.01 fails, between inconclusive) and the slope's 95% interval above zero, weighted by
-  1 / mean² (the seeds' spread is a fixed fraction of the capacity);
-- ``grows with n`` and ``grows with d_h up to n``: Jonckheere–Terpstra trend test (a
-  permutation p-value below 0.05 holds, a significant decrease fails);
-- ``flat in d_h beyond n``: every d_h > n within ±10% of d_h = n, paired by seed (TOST: the
-  90% interval of the relative change inside ±10% holds, entirely outside fails).
+  1 / mean² because the seeds' standard deviation grows in proportion to the mean
+  (:func:`spread_exponent` measures it on the run); the unweighted test beside it
+  (``p_unweighted``), not deciding;
+- ``grows with n``: Jonckheere–Terpstra trend test (a permutation p-value below 0.05 holds,
+  a significant decrease fails);
+- ``grows with d_h up to n``: the trend over d_h ≤ n and the paired step into d_h = n
+  significantly positive; where growth stops (the largest d_h whose step is significantly
+  positive) is set against n;
+- ``saturates in d_h beyond n``: every d_h > n no more than 10% above d_h = n, paired by seed
+  (one-sided non-superiority t-tests; a gain significantly above 10% fails, Bonferroni over
+  the values).
 
 Censored settings (the grid, not the model, bounds a seed's estimate: ``capacity_table``'s
-``censored``) are left out of the tests and named. The estimate of a setting is its seed mean
-± standard error (:func:`estimates`); the best seed is reported beside it, not tested.
+``censored``) are left out of the tests and named. Each table carries Holm-adjusted p-values
+(``p_holm``) over its laws and, beside an inconclusive test, its power and the seeds 80% power
+would need. The estimate of a setting is its seed mean ± standard error (:func:`estimates`);
+the best seed is reported beside it, not tested.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
-from memcap import law_tests
+from memcap import law_power, law_tests
 from memcap.law_tests import LawTest
 from memcap.synthetic.settings import SWEPT
 
 COLUMNS = [
     "law", "sweep", "curve", "criterion", "measured", "outcome", "holds",
-    "test", "statistic", "p_value",
+    "test", "statistic", "p_value", "p_floor", "p_holm", "p_unweighted",
+    "power", "seeds_needed", "power_at",
 ]  # fmt: skip
-# Per sweep: (law, form of memcap.law_tests, the part of the curve it is decided on).
+# Per sweep: (law, law of memcap.law_tests, the part of the curve it is decided on).
 LAWS = {
     "heads": [("linear in H", "linear", "all")],
     "context_size": [("grows with n", "grows", "all")],
     "head_dim": [
-        ("grows with d_h up to n", "grows", "up to n"),
-        ("flat in d_h beyond n", "flat", "from n"),
+        ("grows with d_h up to n", "grows to", "up to n"),
+        ("saturates in d_h beyond n", "saturates", "from n"),
     ],
 }
+NOTION = (
+    "on each seed's capacity (the most examples memorized over its T grid: paper A's "
+    "plotted notion)"
+)
+A = law_tests.ALPHA
 CRITERIA = {
     "linear": (
-        f"lack-of-fit F-test of the line against the per-{{x}} seed means: p ≥ "
-        f"{law_tests.HOLD_P} holds, p < {law_tests.FAIL_P} fails; slope's 95% interval above 0"
+        f"lack-of-fit F-test of the line against the per-{{x}} seed means, weighted by "
+        f"1/mean² ({{spread}}): p ≥ {law_tests.HOLD_P} holds, p < {law_tests.FAIL_P} fails; "
+        "slope's 95% interval above 0; the unweighted test beside it, not deciding"
     ),
     "grows": (
-        f"Jonckheere–Terpstra trend over the seeds: p < {law_tests.ALPHA} holds, a decrease "
-        f"at p < {law_tests.ALPHA} fails"
+        f"Jonckheere–Terpstra trend over the seeds: p < {A} holds, a decrease at p < {A} fails"
     ),
-    "flat": (
-        f"TOST of each {{x}} > n against {{x}} = n, paired by seed: "
-        f"{1 - 2 * law_tests.ALPHA:.0%} interval of the change inside ±{law_tests.MARGIN:.0%} "
-        "holds, outside fails"
+    "grows to": (
+        f"Jonckheere–Terpstra trend over {{x}} ≤ n (p < {A}) and the step into {{x}} = n, "
+        f"paired by seed, significantly positive (one-sided t, p < {A}): both hold; a "
+        "significant decrease of either fails; growth stops at the largest {x} whose step is "
+        "significantly positive"
+    ),
+    "saturates": (
+        f"one-sided non-superiority t-test of each {{x}} > n against {{x}} = n, paired by seed: "
+        f"every gain's 95% upper bound below +{law_tests.MARGIN:.0%} holds, a gain "
+        f"significantly above +{law_tests.MARGIN:.0%} (Bonferroni over the {{x}}) fails"
     ),
 }
 
@@ -70,14 +93,28 @@ def estimates(group: pd.DataFrame) -> pd.DataFrame:
     return stats
 
 
+def spread_exponent(capacity: pd.DataFrame) -> tuple[float, float, float, int]:
+    """b of SD ∝ mean^b over the settings (seeds' SD against seed mean, log-log least squares),
+    its 95% interval and the number of settings: b = 1 is a spread proportional to the mean
+    (the 1 / mean² weights), b = 0 a constant spread (no weights)."""
+    keys = ["sweep", "context", "task", "value"]
+    spread = capacity.groupby(keys)["capacity"].agg(["mean", "std", "count"])
+    spread = spread[(spread["count"] >= 2) & (spread["std"] > 0) & (spread["mean"] > 0)]
+    if len(spread) < 3:
+        return float("nan"), float("nan"), float("nan"), len(spread)
+    fit = sps.linregress(np.log(spread["mean"]), np.log(spread["std"]))
+    half = sps.t.ppf(0.975, len(spread) - 2) * fit.stderr
+    return float(fit.slope), float(fit.slope - half), float(fit.slope + half), len(spread)
+
+
 def curve_tests(capacity: pd.DataFrame) -> Iterator[tuple[dict, str, pd.DataFrame, LawTest]]:
     """Every law of every curve: (curve keys, law, the rows it is decided on, decision)."""
     for (sweep, context, task), group in capacity.groupby(["sweep", "context", "task"], sort=True):
         n = int(group["n"].iloc[0])
         keys = {"sweep": sweep, "context": context, "task": task, "n": n}
-        for law, form, part in LAWS.get(sweep, []):
+        for law, kind, part in LAWS.get(sweep, []):
             rows = _part(group, part, n)
-            yield keys, law, rows, _decide(rows, form, n)
+            yield keys, law, rows, _decide(rows, kind, n, SWEPT[sweep])
 
 
 def _part(group: pd.DataFrame, part: str, n: int) -> pd.DataFrame:
@@ -88,32 +125,59 @@ def _part(group: pd.DataFrame, part: str, n: int) -> pd.DataFrame:
     return group
 
 
-def _decide(rows: pd.DataFrame, form: str, n: int) -> LawTest:
+def _decide(
+    rows: pd.DataFrame, kind: str, n: int, swept: str, variance: str = "proportional"
+) -> LawTest:
     censored = "censored" if "censored" in rows else None
-    if form == "flat":
-        return law_tests.decide(rows, "flat", reference=n, censored=censored)
-    # the seeds' spread grows with the capacity (docs/laws.md): weighted by 1 / mean²
-    return law_tests.decide(rows, form, censored=censored, variance="proportional")
+    common = {"censored": censored, "name": swept}
+    if kind in ("saturates", "grows to"):
+        law = "grows" if kind == "grows to" else kind
+        return law_tests.decide(rows, law, reference=n, **common)
+    # the seeds' spread grows with the capacity (spread_exponent): weighted by 1 / mean²
+    return law_tests.decide(rows, kind, variance=variance, **common)
 
 
 def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
-    """One row per law and curve (sweep, context, task); COLUMNS."""
+    """One row per law and curve (sweep, context, task); COLUMNS, ``p_holm`` over the table."""
+    b, low, high, settings = spread_exponent(capacity)
+    spread = (
+        f"the seeds' SD grows as mean^{b:.2f} [{low:.2f}, {high:.2f}] (95%) over this run's "
+        f"{settings} settings; 1 is a spread proportional to the mean"
+    )
     rows = []
     for keys, law, curve, result in curve_tests(capacity):
-        sweep = keys["sweep"]
-        stats = estimates(curve)
+        sweep, swept = keys["sweep"], SWEPT[keys["sweep"]]
+        kind = next(k for name, k, _ in LAWS[sweep] if name == law)
+        measured = _measured(result, kind, curve, keys["n"], swept)
+        unweighted = float("nan")
+        if kind == "linear":
+            plain = _decide(curve, kind, keys["n"], swept, variance="constant")
+            unweighted = plain.p_value
+            measured += f"; unweighted: {plain.detail} ({plain.outcome})"
+        criterion = CRITERIA[kind].format(x=swept, spread=spread)
         rows.append(
             {
                 "law": law,
                 "sweep": sweep,
                 "curve": f"{keys['context']} context, {keys['task']}",
-                "criterion": CRITERIA[result.law].format(x=SWEPT[sweep]),
-                "measured": f"{describe(stats, SWEPT[sweep])}; {result.detail}",
+                "criterion": f"{criterion}; {NOTION}",
+                "measured": measured,
                 "holds": result.outcome == "holds",
                 **result.row(),
+                "p_unweighted": unweighted,
             }
         )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["p_holm"] = law_power.holm(table["p_value"])
+    return table
+
+
+def _measured(result: LawTest, kind: str, curve: pd.DataFrame, n: int, swept: str) -> str:
+    """The seed means, then where growth stops (grows up to n), then the test's detail."""
+    head = describe(estimates(curve), swept)
+    if kind == "grows to" and "stop" in result.extra:
+        head += f"; growth stops at {swept} = {result.extra['stop']:g} (n = {n})"
+    return f"{head}; {result.detail}"
 
 
 def describe(stats: pd.DataFrame, swept: str) -> str:

@@ -1,0 +1,263 @@
+"""The law tests on seeds paired across x: growth steps, no gain, alike, bounds, published values.
+
+The private half of :mod:`memcap.law_tests` (which re-exports it): steps of growth and where
+they stop, no gain beyond a reference (non-superiority), two models alike (TOST), means above
+bounds or within a tolerance of published values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from memcap import law_power
+from memcap._law_decision import (
+    ALPHA,
+    MARGIN,
+    TESTS,
+    LawTest,
+    no_test,
+    one_sample,
+    outcome_of,
+    spread,
+    untestable,
+    with_power,
+)
+
+
+def paired_change(reference, other) -> np.ndarray:
+    reference, other = np.asarray(reference, dtype=float), np.asarray(other, dtype=float)
+    if reference.shape != other.shape or len(reference) < 2:
+        raise ValueError("a paired change needs at least two paired seeds")
+    if np.any(reference <= 0):
+        raise ValueError("a relative change needs a positive reference")
+    return other / reference - 1.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """The paired relative change from one x to the next and its one-sided p-values."""
+
+    start: float
+    end: float
+    change: float  # mean over seeds of y(end) / y(start) − 1
+    sd: float
+    seeds: int
+    p_up: float
+    p_down: float
+
+    def describe(self, name: str) -> str:
+        return (
+            f"{name} {self.start:g} → {self.end:g}: {self.change:+.1%} (SD {self.sd:.1%}), "
+            f"p = {self.p_up:.3g} up, {self.p_down:.3g} down"
+        )
+
+
+def steps(table: pd.DataFrame) -> list[Step]:
+    """Every step between consecutive columns of ``table`` (seeds × x, paired by seed)."""
+    out = []
+    columns = sorted(table.columns)
+    for start, end in zip(columns, columns[1:], strict=False):
+        change = paired_change(table[start], table[end])
+        up, down = one_sample(change, 0.0, "greater")[1], one_sample(change, 0.0, "less")[1]
+        sd = float(change.std(ddof=1))
+        out.append(Step(float(start), float(end), float(change.mean()), sd, len(change), up, down))
+    return out
+
+
+def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -> LawTest:
+    """The trend ``trend`` and the steps of ``table`` (seeds × x ≤ ``reference``): holds when
+    the trend holds and the step into ``reference`` rises significantly, fails on a
+    significant fall (the trend or that step); growth stops at the largest x whose step rises
+    significantly (``extra["stop"]``; the smallest x when none does)."""
+    table = table[[c for c in table.columns if c <= reference]]
+    walk = steps(table) if len(table) >= 2 else []
+    into = [s for s in walk if s.end == reference]
+    if not into:
+        return no_test("grows", f"no paired step into {name} = {reference:g}")
+    step = into[0]
+    stop = max((s.end for s in walk if s.p_up < ALPHA), default=float(min(table.columns)))
+    if trend.outcome == "fails" or step.p_down < ALPHA:
+        outcome = "fails"
+    elif trend.outcome == "holds" and step.p_up < ALPHA:
+        outcome = "holds"
+    else:
+        outcome = "inconclusive"
+    detail = f"{trend.detail}; " + "; ".join(s.describe(name) for s in walk)
+    decided = replace(
+        trend,
+        outcome=outcome,
+        test=TESTS["grows to"],
+        p_value=max(trend.p_value, step.p_up),
+        detail=detail,
+        power=float("nan"),
+        seeds_needed=float("nan"),
+        power_at="",
+        extra={"stop": stop, "steps": walk},
+    )
+    if outcome != "inconclusive":
+        return decided
+    needs, parts = [], []  # the power functions of what must still reject, and what they are
+    simulated = trend.outcome == "inconclusive" and "trend" in trend.extra
+    if simulated:
+        needs.append(trend.extra["trend"])
+        parts.append("the measured trend (simulated)")
+    if step.p_up >= ALPHA:
+        effect = MARGIN / step.sd if step.sd > 0 else float("inf")
+        needs.append(lambda n: law_power.one_sided_t(effect, n, ALPHA))
+        parts.append(f"a +{MARGIN:.0%} step into {name} = {reference:g} at its measured spread")
+    if not needs:
+        return decided
+    limit = law_power.TREND_LIMIT if simulated else law_power.SEEDS_LIMIT
+    power, needed = law_power.joint(needs, step.seeds, limit=limit)
+    return with_power(decided, [(power, needed, " and ".join(parts))])
+
+
+def decide_saturates(reference, others: dict[float, Any], margin: float = MARGIN) -> LawTest:
+    """No gain beyond ``reference``: every x in ``others`` (paired seed arrays) below
+    +``margin`` by a one-sided non-superiority t-test of the paired relative change (the
+    largest p over x); fails when one change lies significantly above +margin (at ALPHA over
+    the number of values: Bonferroni). Where inconclusive, the power at no change (the claim
+    true) and the seeds it would need."""
+    if not others:
+        return untestable("saturates", "no value beyond the reference")
+    rows = {}
+    for x, values in sorted(others.items()):
+        change = paired_change(reference, values)
+        t, below = one_sample(change, margin, "less")
+        se = float(change.std(ddof=1) / np.sqrt(len(change)))
+        upper = float(change.mean()) + stats.t.ppf(1 - ALPHA, len(change) - 1) * se
+        rows[x] = (change, t, below, one_sample(change, margin, "greater")[1], upper)
+    worst = max(rows, key=lambda x: rows[x][2])
+    outcome = outcome_of(
+        all(r[2] < ALPHA for r in rows.values()),
+        any(r[3] < ALPHA / len(rows) for r in rows.values()),  # Bonferroni over the values
+    )
+    detail = "; ".join(
+        f"{x:g}: {c.mean():+.1%} (95% upper bound {u:+.1%}, {len(c)} seeds), p = {p:.3g}"
+        for x, (c, _, p, _, u) in rows.items()
+    )
+    decided = LawTest(
+        "saturates", outcome, TESTS["saturates"], rows[worst][1], rows[worst][2], detail
+    )
+    if outcome != "inconclusive":
+        return decided
+    effects = [
+        margin / sd if (sd := float(c.std(ddof=1))) > 0 else np.inf for c, *_ in rows.values()
+    ]
+    power, needed = law_power.joint(
+        [lambda n, e=e: law_power.one_sided_t(e, n, ALPHA) for e in effects], len(reference)
+    )
+    return with_power(decided, [(power, needed, "no gain (the claim true) at the measured spread")])
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Per-seed relative change of ``other`` against ``reference`` and its TOST."""
+
+    change: float  # mean over seeds of other / reference − 1
+    low: float  # (1 − 2·ALPHA) interval
+    high: float
+    statistic: float  # the smaller of the two one-sided t statistics
+    p_value: float  # TOST: the larger of the two one-sided p-values
+    seeds: int
+    margin: float = MARGIN
+    sd: float = float("nan")  # the per-seed changes' standard deviation
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p_value < ALPHA
+
+    def power(self, seeds: int | None = None) -> float:
+        """TOST's power at no change (the two alike) with ``seeds`` (default: its own)."""
+        if not self.sd > 0:
+            return 1.0
+        bound = self.margin / self.sd
+        return law_power.tost(0.0, -bound, bound, seeds or self.seeds, ALPHA)
+
+
+def equivalence(reference, other, margin: float = MARGIN) -> Equivalence:
+    """TOST of the paired relative change other_s / reference_s − 1 within ± ``margin``."""
+    change = paired_change(reference, other)
+    mean, n = float(change.mean()), len(change)
+    sd = float(change.std(ddof=1))
+    se = sd / np.sqrt(n)
+    half = stats.t.ppf(1 - ALPHA, n - 1) * se
+    if se == 0.0:
+        inside = abs(mean) < margin
+        t_low = t_high = float("inf") if inside else float("-inf")
+        p = 0.0 if inside else 1.0
+    else:
+        t_low, t_high = (mean + margin) / se, (margin - mean) / se
+        p = float(max(stats.t.sf(t_low, n - 1), stats.t.sf(t_high, n - 1)))
+    low, high = mean - half, mean + half
+    return Equivalence(mean, low, high, float(min(t_low, t_high)), p, n, margin, sd)
+
+
+def compare(reference, other, margin: float = MARGIN) -> tuple[str, Equivalence]:
+    """Two models compared seed by seed: ``alike`` (interval inside ± margin), ``lower`` or
+    ``higher`` (other against reference: interval entirely on one side of 0, not alike), else
+    ``inconclusive``."""
+    result = equivalence(reference, other, margin)
+    if result.equivalent:
+        return "alike", result
+    if result.high < 0:
+        return "lower", result
+    if result.low > 0:
+        return "higher", result
+    return "inconclusive", result
+
+
+def decide_above(groups: dict[float, Any], bounds: dict[float, float]) -> LawTest:
+    """Every x's mean above its bound: one-sided t-tests, p the largest over x (an
+    intersection-union test: holds when every x is significantly above at ``ALPHA``); fails
+    when one x is significantly below. Where inconclusive, the power at the observed means."""
+    above = {x: one_sample(v, bounds[x], "greater") for x, v in sorted(groups.items())}
+    below = [one_sample(v, bounds[x], "less")[1] for x, v in groups.items()]
+    worst = max(above, key=lambda x: above[x][1])
+    outcome = outcome_of(all(p < ALPHA for _, p in above.values()), min(below) < ALPHA)
+    detail = f"least margin at {worst:g}: t = {above[worst][0]:.3g}, p = {above[worst][1]:.3g}"
+    decided = LawTest("above", outcome, "one-sided t", above[worst][0], above[worst][1], detail)
+    if outcome != "inconclusive":
+        return decided
+    effects = [
+        (float(np.mean(v)) - bounds[x]) / sd for x, v in groups.items() if (sd := spread(v)) > 0
+    ]
+    if not effects:
+        return decided
+    power, needed = law_power.joint(
+        [lambda n, e=e: law_power.one_sided_t(e, n, ALPHA) for e in effects],
+        min(len(v) for v in groups.values()),
+    )
+    return with_power(decided, [(power, needed, "the observed margins over the bounds")])
+
+
+def decide_match(
+    groups: dict[float, Any], targets: dict[float, float], tolerance: float
+) -> LawTest:
+    """Every x's mean within ± ``tolerance`` (absolute) of its target: a TOST per x, p the
+    largest over x; fails when one x's (1 − 2·ALPHA) interval lies outside the tolerance.
+    Where inconclusive, TOST's power at no difference."""
+    results = {}
+    for x, values in sorted(groups.items()):
+        low, high = targets[x] - tolerance, targets[x] + tolerance
+        sides = (one_sample(values, low, "greater"), one_sample(values, high, "less"))
+        outside = min(one_sample(values, high, "greater")[1], one_sample(values, low, "less")[1])
+        results[x] = (min(t for t, _ in sides), max(p for _, p in sides), outside < ALPHA)
+    worst = max(results, key=lambda x: results[x][1])
+    holds = all(r[1] < ALPHA for r in results.values())
+    outcome = outcome_of(holds, any(r[2] for r in results.values()))
+    t, p, _ = results[worst]
+    detail = f"TOST at ±{tolerance:g}, least conclusive at {worst:g}: p = {p:.3g}"
+    decided = LawTest("match", outcome, TESTS["tost"], t, p, detail)
+    bounds = [tolerance / sd for v in groups.values() if (sd := spread(v)) > 0]
+    if outcome != "inconclusive" or not bounds:
+        return decided
+    power, needed = law_power.joint(
+        [lambda n, b=b: law_power.tost(0.0, -b, b, n, ALPHA) for b in bounds],
+        min(len(v) for v in groups.values()),
+    )
+    return with_power(decided, [(power, needed, "no difference from the published values")])
