@@ -1,14 +1,20 @@
-"""What a certified capacity says next to its ceiling min(T, H·d).
+"""What a rank of Z says, in words: at a ceiling, tight, a measurement, or not one number.
 
 rank(Z) of a T × H·d matrix cannot exceed min(T, H·d) whatever the embeddings are, so a rank at
-that ceiling reports the sizes; only a rank below it measures the embeddings. With one context
-shared by every example the rank cannot exceed min(T, H(n−1)+1) either, which lies below
-min(T, H·d) (n ≤ d): reaching it shows Theorem 1's bound tight on these embeddings, falling
-short of it measures them. No torch import: the report reads the capacity tables with these
-functions.
+that ceiling reports the sizes; only a rank below it can measure the embeddings. With one context
+shared by every example the rank cannot exceed H(n−1)+1 either: reaching it below both ceilings
+shows Theorem 1's bound tight on these embeddings. Either claim needs a *resolved* rank
+(:mod:`memcap.capacity.spectrum`): a decade of gap at the floor the inputs' error sets. An
+unresolved rank is a range (``rank_low``–``rank_high``), or not resolved at all. No torch
+import: the report reads the capacity tables with these functions.
 """
 
 from __future__ import annotations
+
+import math
+
+AT_CEILING = "at the ceiling: says nothing about the embeddings"
+NOT_RESOLVED = "not resolved at float32: no decade gap above the floor"
 
 
 def ceiling(examples: int, heads: int, d: int) -> int:
@@ -21,22 +27,76 @@ def at_ceiling(certified: int, examples: int, heads: int, d: int) -> bool:
     return certified >= ceiling(examples, heads, d)
 
 
-def ceiling_reading(certified: int, examples: int, heads: int, d: int) -> str:
-    """One row's certified capacity in words: a measurement, or which ceiling it sits at."""
-    top = ceiling(examples, heads, d)
-    if certified < top:
-        return f"below its ceiling {top}: a measurement of the embeddings"
-    if examples <= heads * d:
-        return "at ceiling: needs T > H·d to say more"
+def granted(examples: int, heads: int, n: int) -> int:
+    """What Theorem 1 grants on T examples: min(T, H(n−1)+1)."""
+    return min(examples, heads * (n - 1) + 1)
+
+
+def rank_text(rank_low: int, rank_high: int) -> str:
+    """A rank as one number when resolved, else its range over the resolvable thresholds."""
+    if rank_low == rank_high and rank_high > 0:
+        return str(rank_high)
+    if rank_low > 0:
+        return f"{rank_low}–{rank_high}"
+    return f"≤ {rank_high} (not resolved)"
+
+
+def gap_text(last_kept: float, first_dropped: float, floor: float) -> str:
+    """The rank's edge: last kept / first dropped σ (relative to σ_max) as a ratio and in
+    decades, both set against the floor the inputs' error sets (decades above it, − below)."""
+    if math.isnan(last_kept) or math.isnan(floor):
+        return "not computed: rank T reached at a smaller H"
+    if first_dropped <= 0:
+        return (
+            f"{last_kept:.1e}, the next 0; vs the floor {floor:.1e}: "
+            f"{math.log10(last_kept / floor):+.1f} decades"
+        )
+    ratio = last_kept / first_dropped
     return (
-        f"at ceiling: Z has full column rank H·d = {top}, the readout's limit, "
-        "not a property of the data"
+        f"{last_kept:.1e} / {first_dropped:.1e} = {ratio:.3g}× ({math.log10(ratio):.2f} "
+        f"decades); vs the floor {floor:.1e}: {_decades(last_kept / floor)} / "
+        f"{_decades(first_dropped / floor)}"
     )
 
 
-def shared_reading(certified: int, examples: int, heads: int, n: int) -> str:
-    """One shared-context row in words: at Theorem 1's bound min(T, H(n−1)+1), or below it."""
-    top = min(examples, heads * (n - 1) + 1)
-    if certified >= top:
-        return f"reaches min(T, H(n−1)+1) = {top}: the bound is tight on these embeddings"
-    return f"below min(T, H(n−1)+1) = {top}: a measurement of the embeddings"
+def own_reading(rank_low: int, rank_high: int, gap_decades: float, examples: int, heads: int,
+                d: int) -> str:  # fmt: skip
+    """One own-context row in words: at its ceiling min(T, H·d), a measurement, or a range."""
+    top = ceiling(examples, heads, d)
+    if rank_high >= top:
+        return AT_CEILING
+    return _below(rank_low, rank_high, gap_decades, f"its ceiling min(T, H·d) = {top}")
+
+
+def shared_reading(rank_low: int, rank_high: int, gap_decades: float, examples: int,
+                   heads: int, n: int, d: int) -> str:  # fmt: skip
+    """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it."""
+    if rank_high >= ceiling(examples, heads, d):
+        return AT_CEILING
+    bound = heads * (n - 1) + 1
+    if rank_low == rank_high == bound:
+        return (
+            f"reaches H(n−1)+1 = {bound} below both ceilings, {_gap(gap_decades)}: Theorem 1's "
+            "bound is tight on these embeddings"
+        )
+    top = f"min(T, H(n−1)+1) = {granted(examples, heads, n)}"
+    return _below(rank_low, rank_high, gap_decades, top)
+
+
+def _below(rank_low: int, rank_high: int, gap_decades: float, top: str) -> str:
+    if rank_low == rank_high > 0:
+        return f"{rank_high} below {top}, {_gap(gap_decades)}: a measurement of the embeddings"
+    if rank_low > 0:
+        return (
+            f"{rank_low}–{rank_high} over the resolvable thresholds (no decade gap at the "
+            f"floor), below {top}: not a single number"
+        )
+    return NOT_RESOLVED
+
+
+def _gap(decades: float) -> str:
+    return "the next singular value 0" if math.isinf(decades) else f"{decades:.1f} decades of gap"
+
+
+def _decades(ratio: float) -> str:
+    return f"{math.log10(ratio):+.1f}"
