@@ -43,60 +43,57 @@ def rank_text(rank_low: int, rank_high: int) -> str:
 
 def gap_text(last_kept: float, first_dropped: float, floor: float) -> str:
     """The rank's edge: last kept / first dropped σ (relative to σ_max) as a ratio and in
-    decades, both set against the floor the inputs' error sets (decades above it, − below)."""
+    decades, then both in decades above the floor the inputs' error sets (− below it)."""
     if math.isnan(last_kept) or math.isnan(floor):
-        return "not computed: rank T reached at a smaller H"
+        return "— (rank T reached at a smaller H)"
     if first_dropped <= 0:
-        return (
-            f"{last_kept:.1e}, the next 0; vs the floor {floor:.1e}: "
-            f"{math.log10(last_kept / floor):+.1f} decades"
-        )
+        return f"{_sci(last_kept)} / 0; floor {_sci(floor)}: {_decades(last_kept / floor)}"
     ratio = last_kept / first_dropped
     return (
-        f"{last_kept:.1e} / {first_dropped:.1e} = {ratio:.3g}× ({math.log10(ratio):.2f} "
-        f"decades); vs the floor {floor:.1e}: {_decades(last_kept / floor)} / "
+        f"{_sci(last_kept)} / {_sci(first_dropped)} = {ratio:.3g}× ({math.log10(ratio):.2f} "
+        f"decades); floor {_sci(floor)}: {_decades(last_kept / floor)} / "
         f"{_decades(first_dropped / floor)}"
     )
 
 
-def own_reading(rank_low: int, rank_high: int, gap_decades: float, examples: int, heads: int,
-                d: int) -> str:  # fmt: skip
+def own_reading(rank_low: int, rank_high: int, examples: int, heads: int, d: int) -> str:
     """One own-context row in words: at its ceiling min(T, H·d), a measurement, or a range."""
     top = ceiling(examples, heads, d)
     if rank_high >= top:
         return AT_CEILING
-    return _below(rank_low, rank_high, gap_decades, f"its ceiling min(T, H·d) = {top}")
+    return _below(rank_low, rank_high, f"its ceiling min(T, H·d) = {top}")
 
 
-def shared_reading(rank_low: int, rank_high: int, gap_decades: float, examples: int,
-                   heads: int, n: int, d: int) -> str:  # fmt: skip
+def shared_reading(rank_low: int, rank_high: int, examples: int, heads: int, n: int,
+                   d: int) -> str:  # fmt: skip
     """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it."""
     if rank_high >= ceiling(examples, heads, d):
         return AT_CEILING
     bound = heads * (n - 1) + 1
     if rank_low == rank_high == bound:
         return (
-            f"reaches H(n−1)+1 = {bound} below both ceilings, {_gap(gap_decades)}: Theorem 1's "
-            "bound is tight on these embeddings"
+            f"reaches H(n−1)+1 = {bound} below both ceilings, resolved: Theorem 1's bound is "
+            "tight on these embeddings"
         )
-    top = f"min(T, H(n−1)+1) = {granted(examples, heads, n)}"
-    return _below(rank_low, rank_high, gap_decades, top)
+    return _below(rank_low, rank_high, f"min(T, H(n−1)+1) = {granted(examples, heads, n)}")
 
 
-def _below(rank_low: int, rank_high: int, gap_decades: float, top: str) -> str:
+def _below(rank_low: int, rank_high: int, top: str) -> str:
     if rank_low == rank_high > 0:
-        return f"{rank_high} below {top}, {_gap(gap_decades)}: a measurement of the embeddings"
+        return f"{rank_high} below {top}, resolved: a measurement of the embeddings"
     if rank_low > 0:
         return (
-            f"{rank_low}–{rank_high} over the resolvable thresholds (no decade gap at the "
-            f"floor), below {top}: not a single number"
+            f"{rank_low}–{rank_high} over the resolvable thresholds, below {top}: not a single "
+            "number"
         )
     return NOT_RESOLVED
 
 
-def _gap(decades: float) -> str:
-    return "the next singular value 0" if math.isinf(decades) else f"{decades:.1f} decades of gap"
-
-
 def _decades(ratio: float) -> str:
-    return f"{math.log10(ratio):+.1f}"
+    return f"{math.log10(ratio):+.1f}".replace("-", "−")
+
+
+def _sci(value: float) -> str:
+    """1.2e−7: a Unicode minus, so a table cell does not break the number at its hyphen."""
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}".replace("-", "−")

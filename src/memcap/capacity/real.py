@@ -119,11 +119,11 @@ class _Layer:
 
     def row(self, h: int, reading: RankReading, which: str, example: int, draw: int) -> dict:
         t, n, d = self.examples, self.n, self.d
-        low, high, gap = reading.rank_low, reading.rank_high, reading.gap_decades
+        low, high = reading.rank_low, reading.rank_high
         words = (
-            own_reading(low, high, gap, t, h, d)
+            own_reading(low, high, t, h, d)
             if which == "own"
-            else shared_reading(low, high, gap, t, h, n, d)
+            else shared_reading(low, high, t, h, n, d)
         )
         theorem = self.d_h >= n and n <= d
         edge = reading.record()

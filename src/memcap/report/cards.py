@@ -93,7 +93,7 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
         return
     heads = own["H"].to_numpy()
     examples = own["T"].to_numpy() if "T" in own else np.full(len(own), ev.T)
-    read = {"rank_low", "rank_high", "gap_decades", "floor", "T", "n", "d"} <= set(rows.columns)
+    read = {"rank_low", "rank_high", "floor", "T", "n", "d"} <= set(rows.columns)
     table = pd.DataFrame({"H": heads, "examples used": examples})
     table["own contexts"] = _ranks(own, read)
     section.capacity_saturated = bool((own["certified"].to_numpy() >= examples).all())
@@ -133,9 +133,9 @@ def _ranks(rows: pd.DataFrame, read: bool) -> list[str]:
     return [rank_text(int(r.rank_low), int(r.rank_high)) for r in rows.itertuples()]
 
 
-def _edge(row: Any) -> tuple[int, int, float]:
-    """rank_low, rank_high and the gap in decades of one table row."""
-    return int(row.rank_low), int(row.rank_high), float(row.gap_decades)
+def _edge(row: Any) -> tuple[int, int]:
+    """rank_low and rank_high of one table row."""
+    return int(row.rank_low), int(row.rank_high)
 
 
 def _gap(row: Any) -> str:
