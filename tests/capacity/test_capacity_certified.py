@@ -10,6 +10,7 @@ from memcap.capacity.certified import (
     input_precision,
     numerical_rank,
     own_context_features,
+    random_attention_weights,
     saturation,
     shared_context_spectra,
 )
@@ -110,7 +111,8 @@ def test_shared_spectra_are_those_of_z_itself_tall_and_wide(repeat):
     queries = np.repeat(rng.standard_normal((30, 9)), repeat, axis=0)
     context = rng.standard_normal((4, 9))
     heads = [1, 2, 5, 7, 8, 9]
-    spectra = shared_context_spectra(queries, context, heads, head_dim=4, seed=3)
+    weights = random_attention_weights(9, max(heads), 4, seed=3)
+    spectra = shared_context_spectra(queries, context, heads, weights)
     for h, spectrum in zip(heads, spectra, strict=True):
         direct = _direct_spectrum(queries, context, h, 4, seed=3)
         assert spectrum.shape == (len(queries), h * 9)
@@ -124,8 +126,11 @@ def test_shared_spectra_are_those_of_z_itself_tall_and_wide(repeat):
 def test_identical_queries_give_rank_one_whatever_h():
     rng = np.random.default_rng(12)
     queries = np.repeat(rng.standard_normal((1, 6)), 50, axis=0)
-    for spectrum in shared_context_spectra(queries, rng.standard_normal((5, 6)), [1, 3], 5):
+    weights = random_attention_weights(6, 3, 5, seed=0)
+    for spectrum in shared_context_spectra(queries, rng.standard_normal((5, 6)), [1, 3], weights):
         assert spectrum.relative[0] == 1.0 and not spectrum.relative[1:].any()
+    with pytest.raises(ValueError, match="at most the weights' heads"):
+        shared_context_spectra(queries, rng.standard_normal((5, 6)), [4], weights)
 
 
 def test_own_features_hold_every_heads_block():

@@ -66,6 +66,11 @@ def test_shared_contexts_and_draws_take_the_spread_heads_after_the_first():
         runs[(r["shared_context"], r["draw"])].append(r["H"])
     assert runs.pop((0, 0)) == [1, 2, 3, 4]  # the first run takes every H
     assert len(runs) == 5 and all(h == [1, 4] for h in runs.values())
+    # spread heads beyond max_H leave the first run alone
+    alone = real_capacity_rows(queries, contexts, 2, None, None, 3, 2, 2, spread_heads=[4])
+    assert {(r["shared_context"], r["draw"]) for r in alone if r["contexts"] == "shared"} == {
+        (0, 0)
+    }
     examples = {r["shared_context"]: r["shared_example"] for r in shared}
     assert examples[0] == 0 and examples[1] != 0
     assert {r["draw"] for r in _own(rows)} == {0}

@@ -73,3 +73,15 @@ def test_the_figure_keeps_its_legend_and_labels_off_the_data_and_ticks():
                 assert not label.overlaps(tick.get_window_extent(renderer))
     # median and range: one band per model × layer on the shared panel
     assert len(fig.axes[0].collections) == 2
+
+
+def test_one_run_per_layer_draws_the_first_runs_without_a_band():
+    rng = np.random.default_rng(3)
+    rows = real_capacity_rows(rng.standard_normal((30, 6)), rng.standard_normal((30, 3, 6)), 3,
+                              None, None, seed=0)  # fmt: skip
+    table = merge([pd.DataFrame(rows).assign(model="a", layer="1")])
+    spread = shared_spread(table)
+    assert spread.empty
+    fig = plot_real_capacity(first_runs(table, spread), spread)
+    assert "one run" in fig.axes[0].get_title()
+    assert [tuple(line.get_ydata()) for line in fig.axes[0].lines[:1]] == [(3.0, 5.0, 7.0)]

@@ -166,11 +166,7 @@ def own_context_features(
 
 
 def shared_context_spectra(
-    queries: ArrayLike,
-    context: ArrayLike,
-    heads: Sequence[int],
-    head_dim: int,
-    seed: int = 0,
+    queries: ArrayLike, context: ArrayLike, heads: Sequence[int], weights: Tensor
 ) -> list[Spectrum]:
     """Singular values of Z with one context E (n × d) shared by every example, for each H.
 
@@ -183,11 +179,11 @@ def shared_context_spectra(
     square root of its count (the same WᵀW, so the same singular values). The heads are nested:
     where H·r is at most W's rows, one QR of W for the largest such H gives every smaller H's
     singular values from the leading block of its R. The attention is that of
-    :func:`own_context_features` (same weights, same scaling) with every context set to
-    ``context``.
+    :func:`own_context_features` (same scaling) with every context set to ``context``, under
+    ``weights`` from :func:`random_attention_weights` for at least max(heads) heads.
     """
-    if not heads or min(heads) < 1 or head_dim < 1:
-        raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
+    if not heads or min(heads) < 1 or max(heads) > len(weights):
+        raise ValueError("need at least one head count, all ≥ 1 and at most the weights' heads")
     x, e = _float64(queries), _float64(context)
     examples, d = x.shape
     if e.ndim != 2 or e.shape[1] != d:
@@ -195,7 +191,7 @@ def shared_context_spectra(
     scale = _rms(e[None])
     distinct, counts = torch.unique(x, dim=0, return_counts=True)
     x, e = distinct / scale, e / scale
-    weights = random_attention_weights(d, max(heads), head_dim, seed)
+    head_dim = weights.shape[-1]
     left = torch.linalg.qr(e.T, mode="r").R.T  # Eᵀ = Q R: E = Rᵀ Qᵀ, L = Rᵀ (n × r)
     keys = torch.einsum("nd,hde->hne", e, weights[:, 1])  # (H, n, d_h): E W_K, once
     q = torch.einsum("td,hde->the", x, weights[:, 0])  # (U, H, d_h)

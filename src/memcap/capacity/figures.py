@@ -45,7 +45,8 @@ def plot_real_capacity(real: pd.DataFrame, spread: pd.DataFrame) -> plt.Figure:
                                color=colors[model], alpha=0.15, linewidth=0)  # fmt: skip
     _bounds(shared_ax, real[real["contexts"] == "shared"])
     runs = int(shared["spread_runs"].max()) if len(shared) else 0
-    shared_ax.set_title(f"one context shared by every example: median and range of {runs} runs\n"
+    spread_words = f"median and range of {runs} runs" if runs > 1 else "one run"
+    shared_ax.set_title(f"one context shared by every example: {spread_words}\n"
                         "(shared contexts × attention draws); dashed: min(T, H(n−1)+1)",
                         fontsize=9)  # fmt: skip
     shared_ax.set_ylabel("rank(Z)")

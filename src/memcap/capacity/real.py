@@ -27,6 +27,7 @@ from memcap.capacity.certified import (
     ArrayLike,
     input_precision,
     own_context_features,
+    random_attention_weights,
     shared_context_spectra,
 )
 from memcap.capacity.spectrum import RankReading, Spectrum, error_floor, read_rank
@@ -92,10 +93,14 @@ def real_capacity_rows(
         rows.append({**layer.row(h, reading, "own", -1, 0), "shared_context": -1})
     del features
     spread = heads if spread_heads is None else sorted(set(spread_heads) & set(heads))
-    for context, position in enumerate(shared_positions(examples, shared_contexts, seed)):
-        for draw, draw_seed in enumerate(seeds):
+    positions = shared_positions(examples, shared_contexts, seed)
+    for draw, draw_seed in enumerate(seeds):
+        weights = random_attention_weights(d, max_heads, dh, draw_seed)
+        for context, position in enumerate(positions):
             some = heads if context == draw == 0 else spread
-            spectra = shared_context_spectra(queries, contexts[position], some, dh, draw_seed)
+            if not some:
+                continue
+            spectra = shared_context_spectra(queries, contexts[position], some, weights)
             for h, spectrum in zip(some, spectra, strict=True):
                 row = layer.row(h, layer.read(spectrum), "shared", int(index[position]), draw)
                 rows.append({**row, "shared_context": context})
