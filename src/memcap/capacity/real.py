@@ -90,7 +90,7 @@ def real_capacity_rows(
             reached = reading if reading.rank_high == examples else None
         else:  # nested heads keep rank T once reached: no SVD, no edge
             reading = RankReading(examples, reached.rank_low, math.nan, math.nan, math.nan)
-        rows.append({**layer.row(h, reading, "own", -1, 0), "shared_context": -1})
+        rows.append(layer.row(h, reading, "own", -1, -1, 0))
     del features
     spread = heads if spread_heads is None else sorted(set(spread_heads) & set(heads))
     positions = shared_positions(examples, shared_contexts, seed)
@@ -102,8 +102,8 @@ def real_capacity_rows(
                 continue
             spectra = shared_context_spectra(queries, contexts[position], some, weights)
             for h, spectrum in zip(some, spectra, strict=True):
-                row = layer.row(h, layer.read(spectrum), "shared", int(index[position]), draw)
-                rows.append({**row, "shared_context": context})
+                reading = layer.read(spectrum)
+                rows.append(layer.row(h, reading, "shared", int(index[position]), context, draw))
     return rows
 
 
@@ -122,7 +122,9 @@ class _Layer:
     def read(self, spectrum: Spectrum) -> RankReading:
         return read_rank(spectrum, error_floor(spectrum, self.input_eps, self.delta))
 
-    def row(self, h: int, reading: RankReading, which: str, example: int, draw: int) -> dict:
+    def row(self, h: int, reading: RankReading, which: str, example: int, context: int,
+            draw: int) -> dict[str, Any]:  # fmt: skip
+        """One table row: own (``example`` = ``context`` = −1) or a shared context's run."""
         t, n, d = self.examples, self.n, self.d
         low, high = reading.rank_low, reading.rank_high
         words = (
@@ -147,6 +149,7 @@ class _Layer:
             "at_ceiling": at_ceiling(high, t, h, d),
             "contexts": which,
             "shared_example": example,
+            "shared_context": context,
             **edge,
             "draw": draw,
             "delta": math.nan if self.delta is None else self.delta,
