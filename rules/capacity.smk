@@ -1,10 +1,12 @@
 """Capacity stage: the training-free certified capacity on real embeddings.
 
-One certify_real_capacity job per model computes rank(Z) with random attention for H = 1 ...
-max_H on each of its detail layers (memcap.capacity) into a temporary folder;
-take_layer_capacity moves each layer's table to results/capacity/{model}/{layer}.csv (no
-interpreter start); summarize_real_capacity merges the tables and draws them against Theorem
-1's H(n-1)+1. Functions: rules/capacity_functions.smk and rules/common.smk.
+One certify_real_capacity job per model computes the singular values of Z with random attention
+for H = 1 ... max_H on each of its detail layers, own contexts and every shared context x
+attention draw, and reads their ranks against the layer's measured forward error
+(memcap.capacity) into a temporary folder; take_layer_capacity moves each layer's table to
+results/capacity/{model}/{layer}.csv (no interpreter start); summarize_real_capacity merges the
+tables (real.csv, shared_spread.csv) and draws them against Theorem 1's min(T, H(n-1)+1).
+Functions: rules/capacity_functions.smk and rules/common.smk.
 """
 
 CAPACITY_CATEGORY = "Certified capacity"
@@ -17,6 +19,7 @@ rule certify_real_capacity:
     input:
         queries=extract_layer_files("queries.npy", model_detail_layers),
         contexts=extract_layer_files("contexts.npy", model_detail_layers),
+        provenance=extract_layer_files("provenance.json", model_detail_layers),
     output:
         tables=temp(directory("results/capacity/{model}/certified")),
     log:
@@ -64,6 +67,13 @@ rule summarize_real_capacity:
             category=CAPACITY_CATEGORY,
             subcategory="Real embeddings",
             labels={"table": "certified capacity"},
+        ),
+        spread=report(
+            "results/capacity/shared_spread.csv",
+            caption="../workflow/report/capacity_spread_table.rst",
+            category=CAPACITY_CATEGORY,
+            subcategory="Real embeddings",
+            labels={"table": "shared-context spread"},
         ),
         figure=figure_report("capacity_real"),
     log:

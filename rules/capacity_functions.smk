@@ -12,7 +12,11 @@ def capacity_targets():
     """Final outputs of the capacity stage: the merged table and its figure."""
     if not capacity_enabled():
         return []
-    return ["results/capacity/real.csv", "results/capacity/real.png"]
+    return [
+        "results/capacity/real.csv",
+        "results/capacity/shared_spread.csv",
+        "results/capacity/real.png",
+    ]
 
 
 def capacity_section(wildcards):

@@ -1,8 +1,10 @@
 """The report's certified-capacity table says, row by row, which ranks sit at their ceiling."""
 
+import numpy as np
 import pandas as pd
 
 from memcap.assumptions.verdicts import LayerEvidence, Outcome, layer_verdicts
+from memcap.capacity.ceiling import AT_CEILING
 from memcap.report.cards import add_capacity
 from memcap.report.context import LayerSection
 
@@ -33,31 +35,63 @@ def _section(capacity: pd.DataFrame) -> LayerSection:
     return section
 
 
+def _rows(**columns) -> pd.DataFrame:
+    """Capacity rows of bert / layer 0 (T = 100, n = 4, d = 30), H = 1..4, read resolved."""
+    frame = pd.DataFrame({"model": "bert", "layer": 0, "H": [1, 2, 3, 4], "T": 100, "n": 4,
+                          "d": 30, "last_kept": 1e-3, "first_dropped": 1e-12, "floor": 2e-7,
+                          **columns})  # fmt: skip
+    return frame.assign(
+        rank_high=frame["certified"], rank_low=columns.get("rank_low", frame["certified"])
+    )
+
+
 def test_each_row_says_whether_it_measures_the_embeddings():
     # H = 1..4 on T = 100 examples of d = 30: ceilings 30, 60, 90, 100
-    capacity = pd.DataFrame(
-        {"model": "bert", "layer": 0, "H": [1, 2, 3, 4], "certified": [30, 59, 90, 100],
-         "T": 100, "n": 4, "d": 30}
-    )  # fmt: skip
-    shared = capacity.assign(contexts="shared", certified=[4, 7, 9, 13])
-    section = _section(pd.concat([capacity.assign(contexts="own"), shared]))
+    own = _rows(certified=[30, 59, 90, 100], contexts="own")
+    shared = _rows(certified=[4, 7, 9, 9], rank_low=[4, 7, 9, 1], contexts="shared",
+                   shared_context=0, draw=0, spread_runs=[25, 25, np.nan, 25],
+                   spread_median=[4, 7, np.nan, 10], spread_min=[4, 6, np.nan, 8],
+                   spread_max=[4, 7, np.nan, 13], spread_resolved=[25, 20, np.nan, 3])  # fmt: skip
+    later = shared.assign(draw=1, certified=1, rank_low=1, rank_high=1)  # not the first run
+    section = _section(pd.concat([own, shared, later]))
     columns = section.capacity.columns
-    # Theorem 1 applies at n = 4: the bound it grants is H·3 + 1
+    rows = section.capacity.rows
+    # Theorem 1 applies at n = 4: it grants min(T, H·3 + 1)
     assert section.verdicts.theorem.outcome is Outcome.APPLIES
     granted = columns.index("bound Theorem 1 grants here")
-    assert [row[granted] for row in section.capacity.rows] == ["4", "7", "10", "13"]
-    readings = [row[columns.index("own: reading")] for row in section.capacity.rows]
-    assert readings[0].startswith("at ceiling: Z has full column rank H·d = 30")
-    assert readings[1] == "below its ceiling 60: a measurement of the embeddings"
-    assert "the readout's limit, not a property of the data" in readings[2]
-    assert readings[3] == "at ceiling: needs T > H·d to say more"
+    assert [row[granted] for row in rows] == ["4", "7", "10", "13"]
+    readings = [row[columns.index("own: reading")] for row in rows]
+    assert readings[0] == readings[2] == readings[3] == AT_CEILING
+    assert (
+        readings[1]
+        == "59 below its ceiling min(T, H·d) = 60, resolved: a measurement of the embeddings"
+    )
     assert not section.capacity_saturated
-    shared_readings = [row[columns.index("shared: reading")] for row in section.capacity.rows]
-    assert shared_readings[2] == "below min(T, H(n−1)+1) = 10: a measurement of the embeddings"
-    assert shared_readings[3].startswith("reaches min(T, H(n−1)+1) = 13")
+    shared_readings = [row[columns.index("shared: reading")] for row in rows]
+    assert shared_readings[0].startswith("reaches H(n−1)+1 = 4 below both ceilings")
+    assert shared_readings[2].startswith("9 below min(T, H(n−1)+1) = 10, resolved")
+    assert shared_readings[3].endswith("not a single number")
+    assert [row[columns.index("one shared context")] for row in rows] == ["4", "7", "9", "1–9"]
+    gaps = [row[columns.index("shared: gap")] for row in rows]
+    assert gaps[0] == "1.0e−3 / 1.0e−12 = 1e+09× (9.00 decades); floor 2.0e−7: +3.7 / −5.3"
+    spread = [row[columns.index("shared: median [range] over contexts × draws")] for row in rows]
+    assert spread == ["4 [4–4] of 25; 25 resolved", "7 [6–7] of 25; 20 resolved", "",
+                      "10 [8–13] of 25; 3 resolved"]  # fmt: skip
 
 
-def test_a_table_without_the_examples_used_gets_no_reading():
+def test_what_theorem_1_grants_never_exceeds_the_examples_used():
+    # T = 10 examples: H·3 + 1 passes T from H = 4 on
+    own = _rows(certified=[4, 7, 10, 10], contexts="own").assign(T=10)
+    section = _section(own)
+    granted = section.capacity.columns.index("bound Theorem 1 grants here")
+    assert [row[granted] for row in section.capacity.rows] == ["4", "7", "10", "10"]
+    assert section.capacity_saturated is False
+
+
+def test_a_table_without_the_reading_columns_gets_no_reading():
     capacity = pd.DataFrame({"model": "bert", "layer": "0", "H": [1, 2], "certified": [5, 9]})
     section = _section(capacity)
     assert section.capacity is not None and "own: reading" not in section.capacity.columns
+    granted = section.capacity.columns.index("bound Theorem 1 grants here")
+    # without T the layer's own examples (T = 100) cap the grant
+    assert [row[granted] for row in section.capacity.rows] == ["4", "7"]

@@ -18,13 +18,16 @@ model's (:func:`certified_capacity_from_attention`).
 
 Used by the synthetic stage (random and trained attention) and by the capacity stage (random
 attention on real embeddings, each example with its own context and with one context shared by
-all, :func:`shared_context_curve`). Pure functions, no I/O.
+all, :func:`shared_context_spectra`, read by :mod:`memcap.capacity.spectrum`). Pure
+functions, no I/O.
 
 Ranks are numerical: singular values of Z in float64 above ``σ_max · max(T, H·d) · ε`` (ε the
 float64 machine epsilon; NumPy's ``matrix_rank`` default) count. Inputs known only to a relative
 precision ε_in (embeddings stored in float32: ε_in = 1.19e-7) also drop singular values below
 ``ε_in · ‖Z‖_F``: rounding the inputs moves Z by about that much in norm, so by Weyl's
-inequality such a singular value could be rounding alone (see ``input_eps``).
+inequality such a singular value could be rounding alone (see ``input_eps``). The capacity
+stage reads its spectra against the measured forward error instead
+(:mod:`memcap.capacity.spectrum`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+
+from memcap.capacity.spectrum import Spectrum
 
 ArrayLike = np.ndarray | Tensor
 CHUNK = 256  # examples per block when building Z from (possibly memory-mapped) contexts
@@ -110,28 +115,15 @@ def certified_capacity_curve(
 ) -> list[Rank]:
     """Certified capacity for each head count in ``heads``, the heads nested (one draw).
 
-    Builds Z once for max(heads) heads in example chunks, so ``contexts`` may be a
-    memory-mapped array too large for memory in float64. Nested heads make the rank
-    non-decreasing in H and it cannot exceed T: once it reaches T, larger H get rank T
-    without another SVD (their ``last_kept`` is NaN). ``device`` (default CPU) computes Z
-    and its singular values there. ``input_eps`` is the inputs' relative precision
-    (:func:`input_precision`; 0 treats them as exact), see :func:`numerical_rank`.
+    Nested heads make the rank non-decreasing in H and it cannot exceed T: once it reaches T,
+    larger H get rank T without another SVD (their ``last_kept`` is NaN). ``input_eps`` is the
+    inputs' relative precision (:func:`input_precision`; 0 treats them as exact), see
+    :func:`numerical_rank`.
     """
-    if not heads or min(heads) < 1 or head_dim < 1:
-        raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
-    examples, _, d = contexts.shape
-    if tuple(queries.shape) != (examples, d):
-        raise ValueError(f"queries {tuple(queries.shape)} do not match contexts {contexts.shape}")
-    weights = random_attention_weights(d, max(heads), head_dim, seed).to(device)
-    scale = _rms(contexts)
-    blocks = []
-    for start in range(0, examples, CHUNK):
-        stop = min(examples, start + CHUNK)
-        x = _float64(queries[start:stop]).to(device) / scale
-        e = _float64(contexts[start:stop]).to(device) / scale
-        attn = random_attention(x, e, weights)
-        blocks.append(attention_features(attn, e).view(stop - start, max(heads), d))
-    features = torch.cat(blocks)  # (T, H_max, d)
+    if not heads or min(heads) < 1:
+        raise ValueError("need at least one head count, all ≥ 1")
+    features = own_context_features(queries, contexts, max(heads), head_dim, seed, device)
+    examples, _, d = features.shape
     ranks: dict[int, Rank] = {}
     for h in sorted(set(heads)):
         if ranks and max(r.rank for r in ranks.values()) == examples:
@@ -142,49 +134,87 @@ def certified_capacity_curve(
     return [ranks[h] for h in heads]
 
 
-def shared_context_curve(
+def own_context_features(
     queries: ArrayLike,
-    context: ArrayLike,
-    heads: Sequence[int],
+    contexts: ArrayLike,
+    max_heads: int,
     head_dim: int,
     seed: int = 0,
-    input_eps: float = 0.0,
-) -> list[Rank]:
-    """Certified capacity with one context E (n × d) shared by every example, for each H.
+    device: torch.device | None = None,
+) -> Tensor:
+    """Every head's block of Z, (T, max_heads, d) float64, each example with its own context.
+
+    Z for the first H heads is ``features[:, :H].reshape(T, H·d)``. Built in example chunks,
+    so ``contexts`` may be a memory-mapped array too large for memory in float64; ``device``
+    (default CPU) computes it there.
+    """
+    if max_heads < 1 or head_dim < 1:
+        raise ValueError("need max_heads ≥ 1 and head_dim ≥ 1")
+    examples, _, d = contexts.shape
+    if tuple(queries.shape) != (examples, d):
+        raise ValueError(f"queries {tuple(queries.shape)} do not match contexts {contexts.shape}")
+    weights = random_attention_weights(d, max_heads, head_dim, seed).to(device)
+    scale = _rms(contexts)
+    blocks = []
+    for start in range(0, examples, CHUNK):
+        stop = min(examples, start + CHUNK)
+        x = _float64(queries[start:stop]).to(device) / scale
+        e = _float64(contexts[start:stop]).to(device) / scale
+        attn = random_attention(x, e, weights)
+        blocks.append(attention_features(attn, e).view(stop - start, max_heads, d))
+    return torch.cat(blocks)  # (T, H_max, d)
+
+
+def shared_context_spectra(
+    queries: ArrayLike, context: ArrayLike, heads: Sequence[int], weights: Tensor
+) -> list[Spectrum]:
+    """Singular values of Z with one context E (n × d) shared by every example, for each H.
 
     Every head's block of Z is A_h·E (A_h: the T × n attention weights, rows summing to one),
     so rank(Z) ≤ H(n−1)+1 whatever the weights: Theorem 1's bound is tight here, and the rank
     can fall below the ceiling min(T, H·d) — the configuration in which the capacity depends on
     n. With E = L·Qᵀ (a thin QR of Eᵀ; Qᵀ has orthonormal rows) Z = [A_1 L, …, A_H L]·diag(Qᵀ),
-    so Z has the singular values of the T × H·r matrix [A_h L] (r = min(n, d)); its rank is
-    taken with the rule of :func:`numerical_rank` for a T × H·d matrix. The attention is that
-    of :func:`certified_capacity_curve` (same weights, same scaling) with every context set to
-    ``context``.
+    so Z has the singular values of the T × H·r matrix W = [A_h L] (r = min(n, d)). Examples
+    with the same query give the same row: W keeps one row per distinct query, scaled by the
+    square root of its count (the same WᵀW, so the same singular values). The heads are nested:
+    where H·r is at most W's rows, one QR of W for the largest such H gives every smaller H's
+    singular values from the leading block of its R. The attention is that of
+    :func:`own_context_features` (same scaling) with every context set to ``context``, under
+    ``weights`` from :func:`random_attention_weights` for at least max(heads) heads.
     """
-    if not heads or min(heads) < 1 or head_dim < 1:
-        raise ValueError("need at least one head count, all ≥ 1, and head_dim ≥ 1")
+    if not heads or min(heads) < 1 or max(heads) > len(weights):
+        raise ValueError("need at least one head count, all ≥ 1 and at most the weights' heads")
     x, e = _float64(queries), _float64(context)
     examples, d = x.shape
     if e.ndim != 2 or e.shape[1] != d:
         raise ValueError(f"context {tuple(e.shape)} does not match queries {tuple(x.shape)}")
     scale = _rms(e[None])
-    x, e = x / scale, e / scale
-    weights = random_attention_weights(d, max(heads), head_dim, seed)
-    q, r = torch.linalg.qr(e.T)  # Eᵀ = Q R: E = Rᵀ Qᵀ, L = Rᵀ (n × r)
-    del q
-    left = r.T  # (n, r)
-    blocks = []
-    for start in range(0, examples, CHUNK):
-        stop = min(examples, start + CHUNK)
-        contexts = e.expand(stop - start, *e.shape)  # a view: every example's context is E
-        attention = random_attention(x[start:stop], contexts, weights)  # (c, H, n)
-        blocks.append(torch.einsum("chn,nr->chr", attention, left))
-    reduced = torch.cat(blocks)  # (T, H_max, r)
-    ranks = []
-    for h in heads:
-        w = reduced[:, :h].reshape(examples, -1)
-        ranks.append(numerical_rank(w, max(examples, h * d) * EPS64, input_eps))
-    return ranks
+    distinct, counts = torch.unique(x, dim=0, return_counts=True)
+    x, e = distinct / scale, e / scale
+    head_dim = weights.shape[-1]
+    left = torch.linalg.qr(e.T, mode="r").R.T  # Eᵀ = Q R: E = Rᵀ Qᵀ, L = Rᵀ (n × r)
+    keys = torch.einsum("nd,hde->hne", e, weights[:, 1])  # (H, n, d_h): E W_K, once
+    q = torch.einsum("td,hde->the", x, weights[:, 0])  # (U, H, d_h)
+    attention = torch.softmax(torch.einsum("the,hne->thn", q, keys) / head_dim**0.5, dim=-1)
+    reduced = torch.einsum("thn,nr->thr", attention, left)  # (U, H, r)
+    reduced *= counts.to(torch.float64).sqrt()[:, None, None]
+    singular = _nested_singular_values(reduced, heads)
+    return [Spectrum.of(singular[h].numpy(), (examples, h * d)) for h in heads]
+
+
+def _nested_singular_values(blocks: Tensor, heads: Sequence[int]) -> dict[int, Tensor]:
+    """Singular values of ``blocks[:, :h].reshape(rows, -1)`` for each h (nested columns)."""
+    rows, _, width = blocks.shape
+    tall = sorted({h for h in heads if h * width <= rows})
+    singular = {}
+    if tall:
+        upper = torch.linalg.qr(blocks[:, : tall[-1]].reshape(rows, -1), mode="r").R
+        for h in tall:
+            singular[h] = torch.linalg.svdvals(upper[: h * width, : h * width])
+    for h in set(heads) - set(tall):  # wide: the R of Wᵀ = Q R is square (rows × rows)
+        square = torch.linalg.qr(blocks[:, :h].reshape(rows, -1).T, mode="r").R
+        singular[h] = torch.linalg.svdvals(square)
+    return singular
 
 
 def certified_capacity_from_attention(attention: ArrayLike, contexts: ArrayLike) -> int:

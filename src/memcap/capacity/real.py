@@ -1,28 +1,37 @@
 """Certified capacity of real embeddings: random attention on an extracted model × layer.
 
-The capacity stage's computation: for H = 1 … max_heads (nested heads, one random draw) the
-certified capacity rank(Z) of :mod:`memcap.capacity.certified` on the queries and contexts
-one extraction job wrote, beside Theorem 1's H(n−1)+1 and the ceiling min(T, H·d), which no
-embeddings can exceed (:mod:`memcap.capacity.ceiling`). Two configurations: every example
-with its own context (``contexts: own``), which sits at min(T, H·d) for generic embeddings
-since d > n, and every example with the first example's context (``contexts: shared``),
-where rank(Z) ≤ H(n−1)+1 < min(T, H·d) until H(n−1)+1 reaches T: the capacity there depends
-on n, and a rank below H(n−1)+1 measures the embeddings (the shared context's rank, the
-queries' spread).
+The capacity stage's computation: for H = 1 … max_heads (nested heads) the singular values of Z
+(:mod:`memcap.capacity.certified`) on the queries and contexts one extraction job wrote, read
+against the floor the layer's measured forward error sets (:mod:`memcap.capacity.spectrum`:
+the rank, its gap, whether it is one number), beside what Theorem 1 grants, min(T, H(n−1)+1),
+and the ceiling min(T, H·d), which no embeddings can exceed (:mod:`memcap.capacity.ceiling`).
+Two configurations: every example with its own context (``contexts: own``, one draw of the
+attention), which sits at min(T, H·d) for generic embeddings since d > n, and every example
+with one example's context (``contexts: shared``), where rank(Z) ≤ H(n−1)+1: the capacity there
+depends on n, and a resolved rank below it measures the embeddings. The shared configuration is
+repeated over ``shared_contexts`` contexts × ``draws`` attention draws.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from memcap.capacity.ceiling import at_ceiling, ceiling
+import numpy as np
+import torch
+
+from memcap.capacity.ceiling import at_ceiling, ceiling, granted, own_reading, shared_reading
 from memcap.capacity.certified import (
     ArrayLike,
-    certified_capacity_curve,
     input_precision,
-    shared_context_curve,
+    own_context_features,
+    random_attention_weights,
+    shared_context_spectra,
 )
-from memcap.theory import theory_bound
+from memcap.capacity.spectrum import RankReading, Spectrum, error_floor, read_rank
+from memcap.training.seeds import derive_seed
 
 
 def real_capacity_rows(
@@ -32,7 +41,11 @@ def real_capacity_rows(
     head_dim: int | None,
     max_examples: int | None,
     seed: int,
-) -> list[dict[str, float]]:
+    draws: int = 1,
+    shared_contexts: int = 1,
+    spread_heads: Sequence[int] | None = None,
+    delta: float | None = None,
+) -> list[dict[str, Any]]:
     """Certified capacity of real embeddings for H = 1 … ``max_heads`` (nested heads).
 
     Args:
@@ -41,47 +54,122 @@ def real_capacity_rows(
         max_heads: the largest H.
         head_dim: d_h of the random attention; None uses d_h = n, Theorem 1's regime.
         max_examples: use a seeded random subset of at most this many examples.
-        seed: seed of the subset and of the random attention weights.
+        seed: seed of the subset, of the shared contexts and of the attention draws.
+        draws: attention draws per shared context (the own contexts take the first).
+        shared_contexts: contexts shared in turn by every example; the first is the first
+            example's, the others a seeded choice.
+        spread_heads: the H (at most ``max_heads``) of every shared context and draw after
+            the first, which takes every H; None: every H.
+        delta: the layer's measured forward error (:func:`~memcap.capacity.spectrum.
+            forward_error`); None reads the ranks against the stored dtype's rounding alone.
 
     Returns:
-        One record per configuration (own contexts, then one shared context) and H: certified
-        capacity, the sizes, the singular values at the rank's edge, the ceiling min(T, H·d)
-        and Theorem 1's H(n−1)+1 (NaN unless d_h ≥ n and n ≤ d), ``at_ceiling`` (certified =
-        ceiling: the row reports the sizes, not the data), ``contexts`` (own or shared) and
-        ``shared_example`` (the example whose context is shared; −1 for own).
+        One record per configuration, shared context, draw and H: the sizes, what Theorem 1
+        grants (``bound`` = min(T, H(n−1)+1), NaN unless d_h ≥ n and n ≤ d), the ceiling
+        min(T, H·d), the rank read against the floor (:meth:`RankReading.record`),
+        ``at_ceiling``, ``contexts`` (own or shared), ``shared_example`` (the example whose
+        context is shared; −1 for own), ``draw``, ``delta``, ``input_eps``, ``reading`` and
+        ``shared_context`` (0 for the first example's context, −1 for own).
     """
     total, n, d = contexts.shape
     index = subsample(total, max_examples, seed)
     if len(index) < total:
         queries, contexts = np.asarray(queries[index]), np.asarray(contexts[index])
-    dh = n if head_dim is None else head_dim
+    examples, dh = len(index), n if head_dim is None else head_dim
+    # The embeddings are rounded to their stored dtype (float32) and carry the forward pass's
+    # error: Z's singular values at that level could be the error alone and do not count.
+    layer = _Layer(examples, total, n, d, dh, input_precision(queries, contexts), delta)
     heads = list(range(1, max_heads + 1))
-    # The embeddings are rounded to their stored dtype (float32): Z's singular values at that
-    # level could be rounding alone and do not count.
-    precision = input_precision(queries, contexts)
-    own = certified_capacity_curve(queries, contexts, heads, dh, seed, input_eps=precision)
-    shared = shared_context_curve(queries, contexts[0], heads, dh, seed, input_eps=precision)
-    examples = len(index)
-    return [
-        {
+    seeds = draw_seeds(seed, draws)
+    features = own_context_features(queries, contexts, max_heads, dh, seeds[0])
+    rows, reached = [], None
+    for h in heads:
+        if reached is None:
+            z = features[:, :h].reshape(examples, h * d)
+            reading = layer.read(Spectrum.of(torch.linalg.svdvals(z).numpy(), (examples, h * d)))
+            reached = reading if reading.rank_high == examples else None
+        else:  # nested heads keep rank T once reached: no SVD, no edge
+            reading = RankReading(examples, reached.rank_low, math.nan, math.nan, math.nan)
+        rows.append(layer.row(h, reading, "own", -1, -1, 0))
+    del features
+    spread = heads if spread_heads is None else sorted(set(spread_heads) & set(heads))
+    positions = shared_positions(examples, shared_contexts, seed)
+    for draw, draw_seed in enumerate(seeds):
+        weights = random_attention_weights(d, max_heads, dh, draw_seed)
+        for context, position in enumerate(positions):
+            some = heads if context == draw == 0 else spread
+            if not some:
+                continue
+            spectra = shared_context_spectra(queries, contexts[position], some, weights)
+            for h, spectrum in zip(some, spectra, strict=True):
+                reading = layer.read(spectrum)
+                rows.append(layer.row(h, reading, "shared", int(index[position]), context, draw))
+    return rows
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """The sizes of one layer's capacity run and the error its ranks are read against."""
+
+    examples: int
+    total: int
+    n: int
+    d: int
+    d_h: int
+    input_eps: float
+    delta: float | None
+
+    def read(self, spectrum: Spectrum) -> RankReading:
+        return read_rank(spectrum, error_floor(spectrum, self.input_eps, self.delta))
+
+    def row(self, h: int, reading: RankReading, which: str, example: int, context: int,
+            draw: int) -> dict[str, Any]:  # fmt: skip
+        """One table row: own (``example`` = ``context`` = −1) or a shared context's run."""
+        t, n, d = self.examples, self.n, self.d
+        low, high = reading.rank_low, reading.rank_high
+        words = (
+            own_reading(low, high, t, h, d)
+            if which == "own"
+            else shared_reading(low, high, t, h, n, d)
+        )
+        theorem = self.d_h >= n and n <= d
+        edge = reading.record()
+        return {
             "H": h,
-            "certified": r.rank,
-            "T": examples,
-            "T_total": total,
+            "certified": edge.pop("certified"),
+            "T": t,
+            "T_total": self.total,
             "n": n,
             "d": d,
-            "d_h": dh,
-            "bound": float(theory_bound(h, n)) if dh >= n and n <= d else float("nan"),
-            "ceiling": ceiling(examples, h, d),
-            "last_kept": r.last_kept,
-            "first_dropped": r.first_dropped,
-            "at_ceiling": at_ceiling(r.rank, examples, h, d),
+            "d_h": self.d_h,
+            "bound": float(granted(t, h, n)) if theorem else math.nan,
+            "ceiling": ceiling(t, h, d),
+            "last_kept": edge.pop("last_kept"),
+            "first_dropped": edge.pop("first_dropped"),
+            "at_ceiling": at_ceiling(high, t, h, d),
             "contexts": which,
-            "shared_example": int(index[0]) if which == "shared" else -1,
+            "shared_example": example,
+            "shared_context": context,
+            **edge,
+            "draw": draw,
+            "delta": math.nan if self.delta is None else self.delta,
+            "input_eps": self.input_eps,
+            "reading": words,
         }
-        for which, ranks in (("own", own), ("shared", shared))
-        for h, r in zip(heads, ranks, strict=True)
-    ]
+
+
+def draw_seeds(seed: int, draws: int) -> list[int]:
+    """The attention weights' seed of each draw, derived from the run's seed."""
+    return [derive_seed(seed, "capacity draw", k) for k in range(draws)]
+
+
+def shared_positions(examples: int, count: int, seed: int) -> list[int]:
+    """Which of the examples used share their context in turn: the first, then a seeded choice
+    of ``count − 1`` others (all of them when there are fewer)."""
+    others = np.random.default_rng(derive_seed(seed, "capacity contexts")).permutation(
+        np.arange(1, examples)
+    )
+    return [0, *(int(p) for p in others[: max(count - 1, 0)])]
 
 
 def subsample(total: int, limit: int | None, seed: int) -> np.ndarray:

@@ -3,10 +3,13 @@ caveats beside the stage's verdicts."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from memcap.assumptions.verdicts import MIN_SUBSETS
-from memcap.capacity.ceiling import ceiling_reading, shared_reading
+from memcap.capacity.ceiling import gap_text, granted, own_reading, rank_text, shared_reading
 from memcap.report import loaders
 from memcap.report.context import LayerSection, Table
 
@@ -76,10 +79,13 @@ def add_failures(section: LayerSection, path: str | None) -> None:
 
 def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     """The layer's certified capacity per H, each example with its own context and with one
-    shared context, beside H(n−1)+1 and the bound the verdicts allow.
+    shared context, beside min(T, H(n−1)+1) and what Theorem 1 grants at the verdicts' n.
 
-    Each row says whether the own-context rank measures the embeddings or sits at its ceiling
-    min(T, H·d), and whether the shared-context rank reaches min(T, H(n−1)+1).
+    Each rank is one number only when resolved (a decade of gap at the floor the measured
+    forward error sets), else its range; its gap is set against that floor, and each row says
+    whether it sits at a ceiling, shows Theorem 1's bound tight, or measures the embeddings. The
+    shared rank is the first shared context's first draw, its spread over every shared context
+    and draw beside it. Every capacity shown as granted is at most T.
     """
     ev = section.verdicts.evidence
     rows = capacity[
@@ -87,22 +93,69 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     ]
     contexts = rows["contexts"] if "contexts" in rows else pd.Series("own", index=rows.index)
     own = rows[contexts == "own"].sort_values("H")
-    shared = rows[contexts == "shared"].sort_values("H")
+    shared = rows[contexts == "shared"]
+    for column in ("shared_context", "draw"):  # the first shared context's first draw
+        if column in shared:
+            shared = shared[shared[column] == 0]
+    shared = shared.sort_values("H")
     if own.empty:
         return
     heads = own["H"].to_numpy()
-    table = pd.DataFrame({"H": heads, "own contexts": own["certified"].to_numpy()})
-    if "T" in own:
-        table["examples used"] = own["T"].to_numpy()
-        section.capacity_saturated = bool((own["certified"] >= own["T"]).all())
-        sizes = zip(own["certified"], own["T"], heads, strict=True)
-        table["own: reading"] = [ceiling_reading(int(c), int(t), int(h), ev.d) for c, t, h in sizes]
-    if len(shared) == len(own):
-        table["one shared context"] = shared["certified"].to_numpy()
-        sizes = zip(shared["certified"], shared["T"], heads, strict=True)
-        table["shared: reading"] = [
-            shared_reading(int(c), int(t), int(h), ev.n) for c, t, h in sizes
+    examples = own["T"].to_numpy() if "T" in own else np.full(len(own), ev.T)
+    read = {"rank_low", "rank_high", "floor", "T", "n", "d"} <= set(rows.columns)
+    table = pd.DataFrame({"H": heads, "examples used": examples})
+    table["own contexts"] = _ranks(own, read)
+    section.capacity_saturated = bool((own["certified"].to_numpy() >= examples).all())
+    if read:
+        table["own: gap"] = [_gap(r) for r in own.itertuples()]
+        table["own: reading"] = [
+            own_reading(*_edge(r), int(r.T), int(r.H), int(r.d)) for r in own.itertuples()
         ]
-    table[f"H(n−1)+1, n = {ev.n}"] = heads * (ev.n - 1) + 1
-    table["bound Theorem 1 grants here"] = [section.verdicts.theorem.bound(int(h)) for h in heads]
+    if len(shared) == len(own):
+        table["one shared context"] = _ranks(shared, read)
+        if read:
+            table["shared: gap"] = [_gap(r) for r in shared.itertuples()]
+            table["shared: reading"] = [
+                shared_reading(*_edge(r), int(r.T), int(r.H), int(r.n), int(r.d))
+                for r in shared.itertuples()
+            ]
+        if "spread_runs" in shared:
+            table["shared: median [range] over contexts × draws"] = [
+                _spread(r) for r in shared.itertuples()
+            ]
+    table[f"min(T, H(n−1)+1), n = {ev.n}"] = [
+        granted(int(t), int(h), ev.n) for t, h in zip(examples, heads, strict=True)
+    ]
+    table["bound Theorem 1 grants here"] = [
+        None if section.verdicts.theorem.n_applicable is None
+        else granted(int(t), int(h), section.verdicts.theorem.n_applicable)
+        for t, h in zip(examples, heads, strict=True)
+    ]  # fmt: skip
     section.capacity = Table.from_frame(table)
+
+
+def _ranks(rows: pd.DataFrame, read: bool) -> list[str]:
+    """Each row's rank: one number when resolved, else its range (the count alone without
+    the reading's columns)."""
+    if not read:
+        return [str(int(c)) for c in rows["certified"]]
+    return [rank_text(int(r.rank_low), int(r.rank_high)) for r in rows.itertuples()]
+
+
+def _edge(row: Any) -> tuple[int, int]:
+    """rank_low and rank_high of one table row."""
+    return int(row.rank_low), int(row.rank_high)
+
+
+def _gap(row: Any) -> str:
+    return gap_text(float(row.last_kept), float(row.first_dropped), float(row.floor))
+
+
+def _spread(row: Any) -> str:
+    if pd.isna(row.spread_runs):
+        return ""
+    runs, resolved = int(row.spread_runs), int(row.spread_resolved)
+    return (
+        f"{row.spread_median:g} [{int(row.spread_min)}–{int(row.spread_max)}] of {runs}; "
+        f"{resolved} resolved"
+    )
