@@ -133,7 +133,10 @@ def _figures() -> dict[str, callable]:
         "assumptions contexts": lambda: figures.plot_context_ranks(_context_table(), 6, "c"),
         "assumptions depth": lambda: figures.plot_depth(depth, "dinov2 · depth profile"),
         "synthetic saturation": lambda: plot_saturation(_saturation()),
-        "capacity real": lambda: plot_real_capacity(pd.read_csv(RESULTS / "capacity" / "real.csv")),
+        "capacity real": lambda: plot_real_capacity(
+            pd.read_csv(RESULTS / "capacity" / "real.csv"),
+            pd.read_csv(RESULTS / "capacity" / "shared_spread.csv"),
+        ),
     }
     for sweep in capacity["sweep"].unique():
         drawn[f"synthetic {sweep}"] = lambda sweep=sweep: synthetic_sweep(capacity, sweep)
@@ -145,19 +148,7 @@ def _figures() -> dict[str, callable]:
 FIGURES = _figures()
 
 
-# The capacity stage's figure keeps its legend inside the right panel's data.
-CAPACITY_PENDING = pytest.mark.xfail(
-    strict=True, reason="memcap.capacity.figures: its right panel's legend covers the data"
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=CAPACITY_PENDING) if n == "capacity real" else n
-        for n in sorted(FIGURES)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(FIGURES))
 def test_no_legend_covers_data_and_no_label_covers_ticks(name):
     import matplotlib.pyplot as plt
 
