@@ -9,6 +9,7 @@ from memcap.report.layout import (
     folder_flag,
     folder_kinds,
     layout_table,
+    report_layout,
     unlisted,
 )
 
@@ -69,3 +70,15 @@ def test_unlisted_files_are_those_outside_every_input_and_input_folder():
         "results/capacity/real.csv",
     ]
     assert unlisted(files, inputs) == files[2:]
+
+
+def test_each_layer_and_depth_model_gets_its_own_figures():
+    detail = [{"model": "gpt2", "layer": "0"}, {"model": "gpt2", "layer": "1"}]
+    jobs = _jobs(layers=detail, detail=detail, depth=[{"model": "gpt2"}])
+    layout = report_layout(jobs, dict.fromkeys(layout_table()["stages"], True), "CAPTIONS")
+    for layer in layout["layers"]:
+        paths = [figure["path"] for figure in layer["figures"]]
+        folder = f"results/assumptions/gpt2/{layer['layer']}"
+        assert paths == [f"{folder}/context_rank.png", f"{folder}/kruskal_profile.png"]
+    depth = layout["depth"][0]["figures"]
+    assert [figure["path"] for figure in depth] == ["results/assumptions/gpt2/depth.png"]

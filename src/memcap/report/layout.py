@@ -141,7 +141,7 @@ def report_layout(
                 else None
                 for name in ("kruskal_profile", "failures")
             },
-            "figures": [f for f in layer_figures if f["wildcards"] == dict(job)],
+            "figures": _of_job(layer_figures, job),
         }
         for job in jobs["layers"]
     ]
@@ -150,7 +150,7 @@ def report_layout(
         {
             "model": job["model"],
             "table": table["depth"]["table"].format(**job),
-            "figures": [f for f in depth_figures if f["wildcards"] == dict(job)],
+            "figures": _of_job(depth_figures, job),
         }
         for job in jobs["depth"]
     ]
@@ -175,6 +175,11 @@ def report_layout(
         "benchmarks": benchmark_files(jobs),
         "rule_stages": {rule: e["stage"] for rule, e in table["benchmarks"].items()},
     }
+
+
+def _of_job(figures: Sequence[dict[str, Any]], job: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The figures written for ``job`` (their wildcards agree with its own)."""
+    return [f for f in figures if all(f["wildcards"].get(k) == v for k, v in job.items())]
 
 
 def _figures(kinds: Sequence[str], jobs: Jobs, caption_dir: str | Path) -> list[dict[str, Any]]:
