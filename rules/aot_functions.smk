@@ -19,11 +19,12 @@ def aot_targets():
     and each sweep's provenance."""
     if not stage_enabled("aot"):
         return []
+    sweeps = [job["sweep"] for job in aot_jobs()["aot"]]
     tables = ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/laws.csv"]
     return (
         tables
         + ["results/aot/figures"]
-        + expand("results/aot/{sweep}_provenance.json", sweep=aot_sweeps())
+        + expand("results/aot/{sweep}_provenance.json", sweep=sweeps)
     )
 
 
