@@ -6,8 +6,8 @@ Modules: ``config`` (the typed settings), ``layer_spec`` (the ``layers`` key), `
 whose depth needs the architecture built); all torch-free but ``depth``. Then ``registry``
 (models by family; ``_timm_models`` / ``_hf_models`` behind it), ``onnx_weights`` (ONNX
 backbone conversion), ``images`` / ``corpus`` / ``text`` (inputs), ``audit`` (input
-duplicates), ``layers`` (truncated forward, random attention), ``store`` (chunked ``.npy``
-writing) and ``job`` (one (model, layer) extraction).
+duplicates), ``layers`` (truncated forward, random attention), ``store`` (a layer's files in
+the model's folder, chunked ``.npy`` writing) and ``job`` (one model's extraction).
 Only the torch-free config API is re-exported here, so importing it stays cheap.
 """
 

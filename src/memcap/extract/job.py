@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +41,12 @@ from memcap.extract.registry import (
     parameter_count,
     position_encoding,
 )
-from memcap.extract.store import ChunkedArrayWriter, OrderedWrites
+from memcap.extract.store import ChunkedArrayWriter, ExtractOutputs, OrderedWrites
 from memcap.extract.weights import weights_provenance
 from memcap.numerics.context_rank import ContextRankStream, save_context_ranks
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ExtractOutputs:
-    """Paths one job writes."""
-
-    queries: Path  # (T, d) float32
-    contexts: Path | None  # (T, n, d) float32; None: not stored (a depth row)
-    provenance: Path
-    context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
 
 
 def run_extraction(
