@@ -17,6 +17,7 @@ import torch  # noqa: E402
 
 from memcap.capacity.real import real_capacity_rows  # noqa: E402
 from memcap.capacity.spectrum import forward_error  # noqa: E402
+from memcap.extract.positions import repeat_cause  # noqa: E402
 from memcap.extract.store import ExtractOutputs  # noqa: E402
 from memcap.provenance import write_provenance  # noqa: E402
 
@@ -27,6 +28,7 @@ out.mkdir(parents=True)
 for layer in snakemake.params.layers:
     files = ExtractOutputs.in_folder(snakemake.input.extraction, layer)
     start = time.perf_counter()
+    extraction = json.loads(files.provenance.read_text())
     rows = real_capacity_rows(
         np.load(files.queries, mmap_mode="r"),
         np.load(files.contexts, mmap_mode="r"),
@@ -37,7 +39,8 @@ for layer in snakemake.params.layers:
         draws=section["draws"],
         shared_contexts=section["shared_contexts"],
         spread_heads=section["spread_H"],
-        delta=forward_error(json.loads(files.provenance.read_text())),
+        delta=forward_error(extraction),
+        repeat_cause=repeat_cause(extraction.get("positions"), layer),
     )
     table = pd.DataFrame(rows).assign(model=model, layer=layer)
     table.to_csv(out / f"{layer}.csv", index=False)

@@ -42,6 +42,9 @@ INSIDE_ATTENTION = {
     "rotary": "positions enter inside attention, as a rotation of queries and keys",
     "none": "the model encodes no position",
 }
+# The layers whose states are the embeddings without position: 0, and the random attention
+# layer, which reads them (an attention layer maps equal rows to equal rows).
+EMBEDDING_LAYERS = ("0", "random_attention")
 
 
 def position_encoding(names: Iterable[str], config: Any) -> str:
@@ -62,6 +65,27 @@ def position_encoding(names: Iterable[str], config: Any) -> str:
 
 
 def inside_attention(positions: str | None) -> str | None:
-    """The mechanism sentence of an encoding that adds no position to the residual stream
-    (None for ``additive`` or an unrecorded one)."""
+    """The mechanism of an encoding that adds no position to the residual stream, in a few
+    words (None for ``additive`` or an unrecorded one)."""
     return INSIDE_ATTENTION.get(positions or "additive")
+
+
+def repeated_rows(positions: str | None, layer: str) -> str | None:
+    """Why a context of this layer can repeat rows by construction (None: it cannot): the
+    embeddings carry no position, so equal tokens give equal rows and rank < n."""
+    why = inside_attention(positions)
+    if why is None or str(layer) not in EMBEDDING_LAYERS:
+        return None
+    if positions != "none":
+        why += ", and none is added to the residual stream"
+    return (
+        f"{why}, so at layer {layer} a token repeated in a context (a word, or an identical "
+        "image patch) gives a repeated row and the context's rank falls below n"
+    )
+
+
+def repeat_cause(positions: str | None, layer: str) -> str | None:
+    """:func:`repeated_rows` in a few words, for a table cell (None where it is None)."""
+    if repeated_rows(positions, layer) is None:
+        return None
+    return f"{inside_attention(positions)}: a repeated token gives a repeated row at layer {layer}"
