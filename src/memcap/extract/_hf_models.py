@@ -13,6 +13,7 @@ transformers reads with ``weights_only``); repository code only with ``trust_rem
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import logging
@@ -126,12 +127,12 @@ def create_hf_model(
     if entry.device_map is not None:
         extra["device_map"] = entry.device_map
     vision = _vision_class(config)
-    model_class, config = (
+    model_class, given = (
         (vision, config.vision_config) if vision else (_encoder_class(config) or AutoModel, config)
     )
     try:
         model, info = model_class.from_pretrained(
-            origin, config=config, dtype=dtype, output_loading_info=True, **extra
+            origin, config=copy.deepcopy(given), dtype=dtype, output_loading_info=True, **extra
         )
     except OSError as err:
         raise unreachable(entry, origin, err) from None
@@ -144,7 +145,7 @@ def create_hf_model(
         "pretrained": f"pretrained {entry.model} (Hugging Face hub / cache)",
         "gguf": f"GGUF file {extra.get('gguf_file')} (quantized weights dequantized to {dtype})",
     }.get(route, f"pretrained from {entry.weights}")
-    return _encoder_stack(model), source, warnings
+    return _encoder_stack(model, config), source, warnings
 
 
 def meta_model(config: Any, entry: ModelEntry) -> Any:
@@ -160,10 +161,10 @@ def _from_config(config: Any, entry: ModelEntry, dtype: torch.dtype) -> Any:
     if vision is not None:
         return vision._from_config(config.vision_config, dtype=dtype)
     encoder = _encoder_class(config)
-    if encoder is not None:
-        return _encoder_stack(encoder._from_config(config, dtype=dtype))
+    if encoder is not None:  # (its __init__ rewrites the config it is given: a copy)
+        return _encoder_stack(encoder._from_config(copy.deepcopy(config), dtype=dtype), config)
     model = AutoModel.from_config(config, dtype=dtype, trust_remote_code=entry.trust_remote_code)
-    return _encoder_stack(model)
+    return _encoder_stack(model, config)
 
 
 def _encoder_class(config: Any) -> Any:
@@ -177,9 +178,10 @@ def _encoder_class(config: Any) -> Any:
     )
 
 
-def _encoder_stack(model: Any) -> Any:
-    """An encoder-decoder's encoder stack (embeddings and encoder blocks); any other model."""
-    return model.get_encoder() if getattr(model.config, "is_encoder_decoder", False) else model
+def _encoder_stack(model: Any, config: Any) -> Any:
+    """The encoder stack (embeddings and encoder blocks) of a model of an encoder-decoder's
+    ``config`` (T5EncoderModel's own config no longer says so); any other model itself."""
+    return model.get_encoder() if getattr(config, "is_encoder_decoder", False) else model
 
 
 def _vision_class(config: Any) -> Any:

@@ -101,7 +101,7 @@ def unreadable(kind: str, config: Any, build: Callable[[], nn.Module]) -> Refusa
         text = config.get_text_config()
         missing = [f for f in TEXT_FIELDS if getattr(text, f, None) is None]
         positions = ("max_position_embeddings", "n_positions", RELATIVE_FIELD)
-        if not missing and not any(isinstance(getattr(text, f, None), int) for f in positions):
+        if not any(isinstance(getattr(text, f, None), int) for f in positions):
             return Refusal(
                 "states no number of positions (max_position_embeddings or n_positions) and "
                 "no relative position buckets",
