@@ -71,7 +71,13 @@ def _config(family: str, model: str) -> dict:
     ("family", "name", "cls", "problem", "fix"),
     [
         ("vit", "convnext", "ConvNextConfig", "has no attention layer", "attention model"),
-        ("decoder", "mamba", "MambaConfig", "is a state-space model (Mamba)", "attention model"),
+        (
+            "decoder",
+            "mamba",
+            "MambaConfig",
+            "is a state-space / recurrent model (Mamba)",
+            "attention model",
+        ),
         ("decoder", "t5", "T5Config", "is an encoder-decoder model", "family: encoder"),
         ("encoder", "vit", "ViTConfig", "states no number of positions", "encoder-only"),
     ],
@@ -104,7 +110,9 @@ def test_a_timm_model_without_attention_is_refused(model, cls):
 def test_a_config_class_of_a_state_space_model_is_refused():
     config = _config("decoder", "MambaConfig")
     config["extract"]["models"][0]["model_kwargs"] = {"hidden_size": 16, "num_hidden_layers": 2}
-    with pytest.raises(ConfigError, match=r"'MambaConfig' \(MambaConfig\) is a state-space model"):
+    with pytest.raises(
+        ConfigError, match=r"'MambaConfig' \(MambaConfig\) is a state-space / recurrent model"
+    ):
         check_extract_config(config)
 
 
@@ -164,4 +172,4 @@ def test_the_dry_run_stops_before_any_job_in_one_line(tmp_path):
     assert result.returncode != 0
     lines = [line for line in output.splitlines() if "config key" in line]
     assert len(lines) == 1 and "'extract.models[2].model'" in lines[0]
-    assert "MambaConfig" in lines[0] and "is a state-space model (Mamba)" in lines[0]
+    assert "MambaConfig" in lines[0] and "is a state-space / recurrent model (Mamba)" in lines[0]

@@ -27,11 +27,11 @@ HF_SWIN = {"image_size": 32, "patch_size": 2, "window_size": 4, "embed_dim": 16,
            "depths": [2, 2], "num_heads": [1, 2]}  # fmt: skip
 
 
-def _timm_swin() -> torch.nn.Module:
+def _timm_swin(name: str = "swin_tiny_patch4_window7_224") -> torch.nn.Module:
     import timm
 
     torch.manual_seed(0)
-    return timm.create_model("swin_tiny_patch4_window7_224", **TIMM_SWIN).eval()
+    return timm.create_model(name, **TIMM_SWIN).eval()
 
 
 def _hf_swin() -> torch.nn.Module:
@@ -53,9 +53,14 @@ def test_layers_read_the_windows_of_the_next_block():
     assert window_layers(_hf_swin()) == layers  # the same geometry from transformers' blocks
 
 
-@pytest.mark.parametrize("library", ["timm", "transformers"])
+@pytest.mark.parametrize("library", ["timm", "timm-v2", "transformers"])
 def test_each_context_is_what_the_reading_blocks_attention_attends_within(library):
-    model = _timm_swin() if library == "timm" else _hf_swin()
+    models = {
+        "timm": _timm_swin,
+        "timm-v2": lambda: _timm_swin("swinv2_tiny_window8_256"),
+        "transformers": _hf_swin,
+    }
+    model = models[library]()
     blocks = [block for _, block in window_blocks(model)]
     seen: dict[int, torch.Tensor] = {}  # block (1-based) -> its attention's input windows
 
@@ -65,7 +70,7 @@ def test_each_context_is_what_the_reading_blocks_attention_attends_within(librar
 
         return hook
 
-    attentions = [block.attn if library == "timm" else block.attention for block in blocks]
+    attentions = [getattr(block, "attn", None) or block.attention for block in blocks]
     handles = [
         a.register_forward_pre_hook(keep(j + 1), with_kwargs=True) for j, a in enumerate(attentions)
     ]
@@ -81,12 +86,14 @@ def test_each_context_is_what_the_reading_blocks_attention_attends_within(librar
         if layer.read_by is None:
             continue
         block = blocks[layer.read_by - 1]
-        norm = block.norm1 if library == "timm" else block.layernorm_before
+        # the attention reads the block's pre-norm of the states (Swin V2: the states, post-norm)
+        norms = {"timm": "norm1", "transformers": "layernorm_before"}
+        norm = getattr(block, norms[library]) if library in norms else torch.nn.Identity()
         windows = seen[layer.read_by].reshape(3, -1, layer.n, layer.width)  # (B, windows, n, d)
         with torch.inference_mode():
             torch.testing.assert_close(norm(context), windows[:, 0], rtol=1e-6, atol=1e-6)
         mask = getattr(block, "attn_mask", None)
-        if library == "timm" and mask is not None:  # window 0 is whole: its mask is zero
+        if mask is not None:  # window 0 is whole: its mask is zero
             assert not mask[0].any(), k
 
 

@@ -80,8 +80,8 @@ def unreadable(kind: str, config: Any, build: Callable[[], nn.Module]) -> Refusa
     name = STATE_SPACE.get(getattr(config, "model_type", ""))
     if name is not None:
         return Refusal(
-            f"is a state-space model ({name}): its blocks mix tokens by a recurrence, not "
-            f"attention, {NO_OBJECT}",
+            f"is a state-space / recurrent model ({name}): its blocks mix tokens by a "
+            f"recurrence, not attention, {NO_OBJECT}",
             _read_instead("decoder"),
         )
     if getattr(config, "is_encoder_decoder", False) and kind != "encoder":

@@ -1,10 +1,12 @@
 """Create any model of the ``extract.models`` config by family: the one place models are built.
 
-Families: ``vit`` (a timm VisionTransformer by name, or a transformers vision encoder such as
-ViTModel, Dinov2Model or CLIP's vision tower by hub id / directory / config class),
-``encoder`` and ``decoder`` (any transformers model through ``AutoModel``; ``bert`` and
-``gpt2`` are their aliases). Weights routes live in ``weights.py``. :func:`architecture`
-gives the sizes without weights, so the job checks layers and n before loading anything.
+Families: ``vit`` (a timm VisionTransformer or Swin by name, or a transformers vision encoder
+such as ViTModel, Dinov2Model, SwinModel or CLIP's vision tower by hub id / directory / config
+class), ``encoder`` and ``decoder`` (any transformers model through ``AutoModel``; an
+encoder-decoder's encoder stack as ``encoder``; ``bert`` and ``gpt2`` are their aliases). What
+is read and what refused: ``families.py``; weights routes: ``weights.py``. :func:`architecture`
+gives the sizes without weights (a windowed model's per layer), so the job checks layers and n
+before loading anything.
 """
 
 from __future__ import annotations
