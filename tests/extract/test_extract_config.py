@@ -36,7 +36,16 @@ def tiny(**changes) -> dict:
     return config
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "configs/test.yaml", "configs/paper.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "config.yaml",
+        "configs/test.yaml",
+        "configs/paper.yaml",
+        "configs/families.yaml",
+        "configs/test_families.yaml",
+    ],
+)
 def test_repository_configs_pass(name):
     config = load(name)
     check_config(config)

@@ -1,5 +1,6 @@
 """`snakemake -n` lists the jobs each shipped config implies."""
 
+import os
 import re
 import subprocess
 import sys
@@ -63,3 +64,34 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     counted = ("extract_model", "convert_onnx_weights", "check_assumptions")
     counted += ("certify_real_capacity", "run_synthetic_sweep", "train_aot")
     assert set(counts) <= set(once + counted)  # no job per layer
+
+
+@pytest.mark.parametrize("configfile", ["configs/families.yaml", "configs/test_families.yaml"])
+def test_dry_run_of_the_families_configs_plans_their_chain_offline(configfile, tmp_path):
+    """Flan-T5's encoder and Swin (hub ids, not cached) and their tiny stand-ins: one job per
+    model and stage, without the network (an empty Hugging Face cache, offline)."""
+    (tmp_path / "hf").mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    env["MEMCAP_CACHE_DIR"] = str(tmp_path / "memcap")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "snakemake"), "-n", "--forceall"]
+        + ["--configfile", configfile],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+    config = yaml.safe_load((ROOT / configfile).read_text())
+    models = [m["name"] for m in config["extract"]["models"]]
+    per_model = ("extract_model", "check_assumptions", "certify_real_capacity")
+    assert {rule: counts.get(rule) for rule in per_model} == dict.fromkeys(per_model, 2)
+    assert "run_synthetic_sweep" not in counts and "train_aot" not in counts  # switched off
+    assert counts["render_report"] == 1
+    for name in models:
+        assert f"output: results/extract/{name}\n" in result.stdout, name
+    families = {m["model"]: m["family"] for m in config["extract"]["models"]}
+    assert set(families.values()) == {"encoder", "vit"}
