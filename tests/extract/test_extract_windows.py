@@ -109,13 +109,16 @@ def _swin_entry(**changes):
     return model_entry({**raw, **changes}, 0, 0)
 
 
-@pytest.mark.parametrize(
-    ("model", "kwargs"),
-    [("swin_tiny_patch4_window7_224", TIMM_SWIN), ("SwinConfig", HF_SWIN)],
-)
-def test_a_swin_job_writes_each_layers_window_with_its_stage(tmp_path, model, kwargs):
-    entry = _swin_entry(model=model, model_kwargs=kwargs)
-    folder = Path(tmp_path)
+@pytest.mark.parametrize("source", ["timm", "config class", "directory"])
+def test_a_swin_job_writes_each_layers_window_with_its_stage(tmp_path, source):
+    entry = _swin_entry()
+    if source == "config class":
+        entry = _swin_entry(model="SwinConfig", model_kwargs=HF_SWIN)
+    if source == "directory":  # save_pretrained: a hub id's files, read the same way
+        _hf_swin().save_pretrained(tmp_path / "swin")
+        weights = str(tmp_path / "swin")
+        entry = _swin_entry(model=weights, weights=weights, model_kwargs={})
+    folder = Path(tmp_path) / "out"
     outputs = {
         layer: ExtractOutputs(*(folder / str(layer) / f for f in ("q.npy", "c.npy", "p.json")))
         for layer in entry.layers
@@ -143,6 +146,8 @@ def test_a_swin_job_writes_each_layers_window_with_its_stage(tmp_path, model, kw
              "d": 32, "heads": 2},
         ]  # fmt: skip
         assert provenance["forward_error"]["queries"]["none"]["vector_worst"] < 1e-5
+        if source == "directory":
+            assert provenance["weights_source"] == f"pretrained from {tmp_path / 'swin'}"
 
 
 def test_n_and_a_query_outside_the_window_are_refused():
