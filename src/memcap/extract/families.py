@@ -59,11 +59,8 @@ def no_attention(kind: str) -> Refusal:
 
 def has_attention(model: nn.Module) -> bool:
     """Whether any submodule is an attention layer (by class: ``*Attention*`` / ``*Attn*``)."""
-    return any(
-        isinstance(m, nn.MultiheadAttention) or "attention" in type(m).__name__.lower()
-        or "attn" in type(m).__name__.lower()
-        for m in model.modules()
-    )  # fmt: skip
+    names = (type(m).__name__.lower() for m in model.modules())  # nn.MultiheadAttention too
+    return any("attention" in name or "attn" in name for name in names)
 
 
 def is_windowed_config(config: Any) -> bool:

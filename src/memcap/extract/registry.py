@@ -118,6 +118,8 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
         _refuse(entry, type(config).__name__, refusal)
     if entry.kind == "vit" and families.is_windowed_config(config):
         model = _hf_models.meta_model(config, entry)
+        if not is_windowed(model):
+            _refuse(entry, type(config).__name__, families.unreadable_module(model, "vit"))
         return _windowed(entry, "transformers", model, type(config).__name__, config)
     if entry.kind == "vit":
         vision = getattr(config, "vision_config", None) or config
