@@ -1,12 +1,16 @@
 """Assumptions stage: context ranks (Assumption 2) and the Kruskal profile (Assumption 1,
 general position) of every layer of a model, then one summary table.
 
-One check_assumptions job per model (one interpreter start: importing torch, SciPy, pandas and
-Matplotlib costs more CPU than a layer's checks on the default data) reads the model's
-extraction folder, checks its detail layers in full and its depth rows with fewer orderings,
-and writes the model's folder results/assumptions/{model}/ (memcap.assumptions.job): per
-detail layer {layer}/ with its tables, summaries and figures, and the depth profile beside
-them. summarize_assumptions reads the summaries inside the folders. Functions:
+assumptions.cut sets the jobs. model (the default): one check_assumptions job per model (one
+interpreter start: importing torch, SciPy, pandas and Matplotlib costs more CPU than a layer's
+checks on the default data) reads the model's extraction folder, checks its detail layers in
+full and its depth rows with fewer orderings, and writes the model's folder
+results/assumptions/{model}/ (memcap.assumptions.job): per detail layer {layer}/ with its
+tables, summaries and figures, and the depth profile beside them. layer: one
+check_assumption_layer job per (model, layer) into results/assumptions_layers/{model}/{layer}/,
+and merge_assumption_layers, on the submit host, writes the same model folder from them. Each
+model folder comes from one route: the other's {model} wildcard matches nothing.
+summarize_assumptions reads the summaries inside the folders. Functions:
 rules/assumptions_functions.smk and rules/common.smk.
 """
 
@@ -29,12 +33,13 @@ rule check_assumptions:
     benchmark:
         benchmark_file("check_assumptions")
     wildcard_constraints:
-        model=extract_model_pattern(),
+        model=assumptions_model_pattern("model"),
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=assumptions_mem_mb,
+        runtime=assumptions_runtime,
         gpu=gpu_request,
     params:
         settings=assumptions_settings,
@@ -45,6 +50,55 @@ rule check_assumptions:
         null_table=NULL_TABLE,
     script:
         "../workflow/scripts/check_assumptions.py"
+
+
+rule check_assumption_layer:
+    input:
+        extraction="results/extract/{model}",
+    output:
+        checks=directory("results/assumptions_layers/{model}/{layer}"),
+    log:
+        "logs/check_assumption_layer/{model}/{layer}.log",
+    benchmark:
+        benchmark_file("check_assumption_layer")
+    wildcard_constraints:
+        model=assumptions_model_pattern("layer"),
+        layer=assumptions_layer_pattern(),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=assumptions_mem_mb,
+        runtime=assumptions_runtime,
+        gpu=gpu_request,
+    params:
+        settings=assumptions_settings,
+        detail=assumptions_detail_param,
+        device=config["device"],
+        null_table=NULL_TABLE,
+    script:
+        "../workflow/scripts/check_assumption_layer.py"
+
+
+rule merge_assumption_layers:
+    input:
+        layers=assumptions_layer_folders,
+    output:
+        checks=folder_report("results/assumptions/{model}"),
+    log:
+        "logs/merge_assumption_layers/{model}.log",
+    wildcard_constraints:
+        model=assumptions_model_pattern("layer"),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    params:
+        layers=checked_layers_param,
+        depth_profile=depth_profile_param,
+    script:
+        "../workflow/scripts/merge_assumption_layers.py"
 
 
 rule summarize_assumptions:

@@ -1,13 +1,17 @@
-"""Functions of the assumptions stage's rules: targets, inputs, params, memory."""
+"""Functions of the assumptions stage's rules: targets, the cut, inputs, params, requests."""
 
 from memcap.assumptions.memory import check_memory_mb
 
 
 def assumptions_jobs():
     """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: every
-    detail (model, layer), the models with a depth profile and the models checked."""
+    detail (model, layer), the models with a depth profile, the models checked, and the
+    check jobs of the configured cut (the other cut's list is empty)."""
+    names = ("detail", "depth", "assumption_models", "assumption_model_jobs")
     if not stage_enabled("assumptions"):
-        return {"detail": [], "depth": [], "assumption_models": []}
+        return dict.fromkeys(names + ("assumption_layer_jobs",), [])
+    models = audited_models()
+    cut = config["assumptions"]["cut"]
     return {
         "detail": [
             {"model": m, "layer": layer}
@@ -15,8 +19,59 @@ def assumptions_jobs():
             for layer in model_detail_layers(m)
         ],
         "depth": [{"model": m} for m in depth_models()],
-        "assumption_models": [{"model": m} for m in audited_models()],
+        "assumption_models": [{"model": m} for m in models],
+        "assumption_model_jobs": [{"model": m} for m in models if cut == "model"],
+        "assumption_layer_jobs": [
+            {"model": m, "layer": layer}
+            for m in models
+            if cut == "layer"
+            for layer in checked_layers(m)
+        ],
     }
+
+
+def assumptions_model_pattern(cut):
+    """Regex of the {model} wildcard of the rules of ``cut``: the configured models under the
+    configured cut, none under the other (so each model folder has one rule)."""
+    if config["assumptions"]["cut"] != cut:
+        return "(?!)"
+    return extract_model_pattern()
+
+
+def assumptions_layer_pattern():
+    """Regex of the {layer} wildcard: a block number or a named variant."""
+    return "[0-9]+|[A-Za-z_]+"
+
+
+def assumptions_layer_folders(wildcards):
+    """The layer jobs' folders of the job's model, in the order of its checked layers."""
+    return [
+        f"results/assumptions_layers/{wildcards.model}/{layer}"
+        for layer in checked_layers(wildcards.model)
+    ]
+
+
+def assumptions_detail_param(wildcards):
+    """Whether the job's layer is a detail layer (checked in full, its contexts read)."""
+    return wildcards.layer in model_detail_layers(wildcards.model)
+
+
+def assumptions_runtime(wildcards, threads):
+    """Wall-time request of a check job (a model or one of its layers) from its orderings,
+    searched by its threads as host workers or batched on the device (memcap.cluster.costs).
+    """
+    section = config["assumptions"]
+    _, _, d = cluster_costs.model_sizes(resolved_entry(wildcards.model))
+    detail = model_detail_layers(wildcards.model)
+    layer = wildcards.get("layer")
+    layers = checked_layers(wildcards.model) if layer is None else [layer]
+    samples = [
+        section["samples"] if l in detail else section["depth_samples"] for l in layers
+    ]
+    search = section["kruskal_search"]
+    on_device = bool(gpu_request()) and search in ("device", "auto")
+    work = cluster_costs.checks_work([(s, d) for s in samples], threads, on_device)
+    return job_runtime(work)
 
 
 def assumptions_outputs(pattern, jobs="detail"):

@@ -15,6 +15,7 @@ from snakemake.exceptions import WorkflowError
 # The package lives in src/; make it importable for the Snakefile even outside an install.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+import memcap.cluster.costs as cluster_costs
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.extract.depth import with_layers
@@ -66,6 +67,20 @@ def all_targets(wildcards):
 def gpu_request(wildcards=None):
     """GPU count for torch jobs; none when the config pins the CPU, else one."""
     return 0 if config["device"] == "cpu" else 1
+
+
+@cache
+def cost_rates(kind):
+    """The cost model's measured rates of a device kind, gpu or cpu (memcap.cluster.costs)."""
+    return cluster_costs.load_rates(workflow.basedir)[kind]
+
+
+def job_runtime(work, device=True):
+    """Wall-time request in minutes of a job doing ``work`` (memcap.cluster.costs): at the
+    GPU's rates where the job asks for one (``device`` and gpu_request), else the CPU's.
+    """
+    kind = "gpu" if device and gpu_request() else "cpu"
+    return cluster_costs.runtime_minutes(work, cost_rates(kind))
 
 
 # --- the configured models (extract, assumptions, capacity and the report use them) ---------

@@ -1,8 +1,12 @@
 """Synthetic stage: paper A's H / n / d_h sweeps with their certified capacities.
 
-One job per sweep trains and certifies all its replicas as batched models (memcap.synthetic);
-summarize_synthetic merges them and fits the scaling laws; plot_synthetic draws one figure per
-sweep and one of the softmax saturation (one import of the plotting stack for all). Functions:
+synthetic.cut sets the jobs that train and certify the replicas as batched models
+(memcap.synthetic): one run_synthetic_sweep job per sweep, or one run_synthetic_setting job
+per (sweep, value, context) whose tables merge_synthetic_settings joins, on the submit host,
+into the sweep's (memcap.synthetic.cut). Each sweep's tables come from exactly one of the
+two routes: the other's {sweep} wildcard matches nothing. summarize_synthetic merges the
+sweeps and fits the scaling laws; plot_synthetic draws one figure per sweep and one of the
+softmax saturation (one import of the plotting stack for all). Functions:
 rules/synthetic_functions.smk and rules/common.smk.
 """
 
@@ -22,12 +26,13 @@ rule run_synthetic_sweep:
     benchmark:
         benchmark_file("run_synthetic_sweep")
     wildcard_constraints:
-        sweep=synthetic_sweep_pattern(),
+        sweep=synthetic_sweep_pattern("sweep"),
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=synthetic_sweep_mem_mb,
+        mem_mb=synthetic_mem_mb,
+        runtime=synthetic_runtime,
         gpu=gpu_request,
     params:
         section=synthetic_section,
@@ -36,6 +41,59 @@ rule run_synthetic_sweep:
         device=config["device"],
     script:
         "../workflow/scripts/run_synthetic_sweep.py"
+
+
+rule run_synthetic_setting:
+    output:
+        table="results/synthetic/{sweep}/{setting}.csv",
+        saturation="results/synthetic/{sweep}/{setting}_saturation.csv",
+        provenance="results/synthetic/{sweep}/{setting}_provenance.json",
+    log:
+        "logs/run_synthetic_setting/{sweep}/{setting}.log",
+    benchmark:
+        benchmark_file("run_synthetic_setting")
+    wildcard_constraints:
+        sweep=synthetic_sweep_pattern("setting"),
+        setting=synthetic_setting_pattern(),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=synthetic_mem_mb,
+        runtime=synthetic_runtime,
+        gpu=gpu_request,
+    params:
+        section=synthetic_section,
+        engine=config["engine"],
+        seed=config["seed"],
+        device=config["device"],
+    script:
+        "../workflow/scripts/run_synthetic_sweep.py"
+
+
+rule merge_synthetic_settings:
+    input:
+        table=synthetic_setting_files(".csv"),
+        saturation=synthetic_setting_files("_saturation.csv"),
+        provenance=synthetic_setting_files("_provenance.json"),
+    output:
+        table="results/synthetic/{sweep}.csv",
+        saturation="results/synthetic/{sweep}_saturation.csv",
+        provenance="results/synthetic/{sweep}_provenance.json",
+    log:
+        "logs/merge_synthetic_settings/{sweep}.log",
+    wildcard_constraints:
+        sweep=synthetic_sweep_pattern("setting"),
+    conda:
+        "../envs/compute.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    params:
+        stage="synthetic",
+        settings=synthetic_settings_param,
+    script:
+        "../workflow/scripts/merge_settings.py"
 
 
 rule summarize_synthetic:

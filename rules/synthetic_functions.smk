@@ -1,5 +1,6 @@
-"""Functions of the synthetic stage's rules: targets, params, memory."""
+"""Functions of the synthetic stage's rules: targets, the cut, params, requests."""
 
+import memcap.synthetic.cut as synthetic_cut
 import memcap.synthetic.groups as synthetic_groups
 import memcap.synthetic.settings as synthetic_settings
 
@@ -9,9 +10,27 @@ def synthetic_sweeps():
     return synthetic_settings.sweep_names(config["synthetic"])
 
 
-def synthetic_sweep_pattern():
-    """Regex of the {sweep} wildcard of the synthetic stage."""
+def synthetic_sweep_pattern(cut):
+    """Regex of the {sweep} wildcard of the rules of ``cut``: every sweep under the configured
+    cut, none under the other (so each sweep's tables have one rule)."""
+    if config["synthetic"]["cut"] != cut:
+        return "(?!)"
     return "|".join(synthetic_settings.SWEEPS)
+
+
+def synthetic_setting_pattern():
+    """Regex of the {setting} wildcard ("H5_shared")."""
+    return synthetic_cut.setting_pattern()
+
+
+def synthetic_spec(sweep):
+    """The SweepSpec of ``sweep``."""
+    return synthetic_settings.sweep_spec(config["synthetic"], sweep)
+
+
+def synthetic_setting_ids(sweep):
+    """The {setting} values of ``sweep``, in the order of its table's rows."""
+    return synthetic_cut.setting_ids(synthetic_spec(sweep))
 
 
 def synthetic_figures():
@@ -20,9 +39,21 @@ def synthetic_figures():
 
 
 def synthetic_jobs():
-    """The stage's job list (memcap.report.layout.JOB_LISTS): its sweeps, none when it is off."""
+    """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: its
+    sweeps, and the training jobs of the configured cut (the other cut's list is empty).
+    """
     sweeps = synthetic_sweeps() if stage_enabled("synthetic") else []
-    return {"synthetic": [{"sweep": s} for s in sweeps]}
+    cut = config["synthetic"]["cut"]
+    return {
+        "synthetic": [{"sweep": s} for s in sweeps],
+        "synthetic_sweep_jobs": [{"sweep": s} for s in sweeps if cut == "sweep"],
+        "synthetic_setting_jobs": [
+            {"sweep": s, "setting": setting}
+            for s in sweeps
+            if cut == "setting"
+            for setting in synthetic_setting_ids(s)
+        ],
+    }
 
 
 def synthetic_targets():
@@ -60,8 +91,42 @@ def synthetic_saturation_tables(wildcards):
     return expand("results/synthetic/{sweep}_saturation.csv", sweep=synthetic_sweeps())
 
 
-def synthetic_sweep_mem_mb(wildcards):
-    """Memory of a sweep job: its largest batched model's data and activations."""
-    return synthetic_groups.sweep_memory_mb(
-        config["synthetic"], config["engine"], wildcards.sweep
+def synthetic_setting_files(suffix):
+    """Input function: the files ending in ``suffix`` of every setting job of a sweep."""
+
+    def files(wildcards):
+        return [
+            f"results/synthetic/{wildcards.sweep}/{setting}{suffix}"
+            for setting in synthetic_setting_ids(wildcards.sweep)
+        ]
+
+    return files
+
+
+def synthetic_settings_param(wildcards):
+    """The sweep's setting ids, in the order of its table's rows."""
+    return synthetic_setting_ids(wildcards.sweep)
+
+
+def synthetic_job_spec(wildcards):
+    """What one training job trains: its sweep, or one setting of it."""
+    spec = synthetic_spec(wildcards.sweep)
+    setting = wildcards.get("setting")
+    return spec if setting is None else synthetic_cut.setting_spec(spec, setting)
+
+
+def synthetic_runtime(wildcards):
+    """Wall-time request of a training job, from its work (memcap.cluster.costs)."""
+    stage = synthetic_settings.StageSettings.from_config(
+        config["synthetic"], config["seed"], config["engine"]
+    )
+    return job_runtime(
+        cluster_costs.synthetic_work(synthetic_job_spec(wildcards), stage)
+    )
+
+
+def synthetic_mem_mb(wildcards):
+    """Memory of a training job: its largest batched model's data and activations."""
+    return synthetic_groups.spec_memory_mb(
+        config["synthetic"], config["engine"], synthetic_job_spec(wildcards)
     )

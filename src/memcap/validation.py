@@ -12,14 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from memcap.aot.cut import check_cut as check_aot_cut
 from memcap.aot.settings import check_aot_config
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
 from memcap.synthetic.checks import check_synthetic_config
+from memcap.synthetic.cut import check_cut as check_synthetic_cut
 
 Config = Mapping[str, Any]
 
-STAGE_CHECKERS = (check_extract_config, check_synthetic_config, check_aot_config)
+STAGE_CHECKERS = (
+    check_extract_config,
+    check_synthetic_config,
+    check_synthetic_cut,
+    check_aot_config,
+    check_aot_cut,
+)
 # Keys of an older config shape -> the key that replaced them. "*" matches any key and stands
 # for the same key in the new path. Same parent: the key was renamed; else it moved.
 OLD_KEYS = {

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from snakemake.utils import validate
 
-from memcap.assumptions.job import check_model
+from memcap.assumptions.job import DEPTH_PART, check_model, check_one, merge_layers
 from memcap.extract.store import ExtractOutputs
 from memcap.numerics import context_ranks, save_context_ranks
 
@@ -81,3 +81,32 @@ def test_no_depth_profile_writes_only_the_detail_layers(tmp_path):
     _extraction(extraction, detail=["1"], depth_rows=[])
     check_model("tiny", extraction, out, ["1"], ["1"], _section(), False, device="cpu")
     assert [p.name for p in out.iterdir()] == ["1"]
+
+
+def test_layer_jobs_merged_write_the_model_jobs_folder(tmp_path):
+    """assumptions.cut: layer - one check_one per layer, then merge_layers - gives the files
+    of check_model, every CSV byte for byte but the search's wall time in depth.csv."""
+    extraction = tmp_path / "extract" / "tiny"
+    _extraction(extraction, detail=["0", "1"], depth_rows=["2"])
+    section, layers = _section(), ["0", "1", "2"]
+    whole = tmp_path / "model"
+    check_model("tiny", extraction, whole, layers, ["0", "1"], section, True, device="cpu")
+    folders = {layer: tmp_path / "layers" / layer for layer in layers}
+    for layer in reversed(layers):  # the order the jobs run in does not matter
+        check_one("tiny", extraction, folders[layer], layer, layer != "2", section, "cpu")
+    assert {p.name for p in folders["2"].iterdir()} == {DEPTH_PART}
+    merged = tmp_path / "merged"
+    merge_layers("tiny", folders, merged, depth_profile=True)
+    names = sorted(p.relative_to(whole) for p in whole.rglob("*"))
+    assert sorted(p.relative_to(merged) for p in merged.rglob("*")) == names
+    tables = [name for name in names if name.suffix == ".csv"]
+    assert len(tables) == 8  # three a detail layer, depth.csv, depth_profiles.csv
+    for name in tables:
+        merged_csv, whole_csv = pd.read_csv(merged / name), pd.read_csv(whole / name)
+        if "kruskal_seconds" in whole_csv:  # a timing: it differs between any two runs
+            merged_csv, whole_csv = (
+                t.drop(columns="kruskal_seconds") for t in (merged_csv, whole_csv)
+            )
+            pd.testing.assert_frame_equal(merged_csv, whole_csv, check_exact=True)
+        else:
+            assert (merged / name).read_bytes() == (whole / name).read_bytes(), name

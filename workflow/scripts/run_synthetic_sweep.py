@@ -1,5 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: train and certify every replica of one synthetic sweep."""
+"""Snakemake adapter: train and certify every replica of one synthetic sweep, or of one of
+its settings (the {setting} wildcard: synthetic.cut setting)."""
 
 import time
 
@@ -11,6 +12,7 @@ import torch  # noqa: E402
 
 from memcap.devices import resolve_device  # noqa: E402
 from memcap.provenance import write_provenance  # noqa: E402
+from memcap.synthetic.cut import setting_spec  # noqa: E402
 from memcap.synthetic.settings import StageSettings, sweep_spec  # noqa: E402
 from memcap.synthetic.summary import capacity_table, describe_fits, fit_table  # noqa: E402
 from memcap.synthetic.sweep import run_sweep  # noqa: E402
@@ -21,17 +23,24 @@ sweep = snakemake.wildcards.sweep
 device = resolve_device(snakemake.params.device)
 stage = StageSettings.from_config(section, snakemake.params.seed, snakemake.params.engine)
 spec = sweep_spec(section, sweep)
+setting = snakemake.wildcards.get("setting")
+if setting is not None:
+    spec = setting_spec(spec, setting)
 start = time.perf_counter()
 result = run_sweep(spec, stage, device)
 wall = time.perf_counter() - start
 result.table.to_csv(snakemake.output.table, index=False)
 result.saturation.to_csv(snakemake.output.saturation, index=False)
-fits = fit_table(capacity_table(result.table))
-log.info("sweep %s done in %.1f s; fits:\n%s", sweep, wall, describe_fits(fits))
+if setting is None:
+    fits = fit_table(capacity_table(result.table))
+    log.info("sweep %s done in %.1f s; fits:\n%s", sweep, wall, describe_fits(fits))
+else:
+    log.info("sweep %s, setting %s: %d rows in %.1f s", sweep, setting, len(result.table), wall)
 write_provenance(
     snakemake.output.provenance,
     stage="synthetic",
     sweep=sweep,
+    **({} if setting is None else {"setting": setting}),
     seed=snakemake.params.seed,
     replica_seeds=stage.replicate_seeds(spec),
     device=str(device),

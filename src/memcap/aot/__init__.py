@@ -1,7 +1,8 @@
 """Paper B: memorization in attention-only transformers (AoT).
 
 Modules: :mod:`~memcap.aot.settings` (sweep and stage settings, parameter counts, the config
-checker and the memory estimate; no torch), :mod:`~memcap.aot.tasks` (association and
+checker and the memory estimate; no torch), :mod:`~memcap.aot.cut` (a job for the stage, per
+sweep or per setting, and the setting ids; no torch), :mod:`~memcap.aot.tasks` (association and
 distribution tasks), :mod:`~memcap.aot.model` (the replica-batched AoT and MLP-Transformer),
 :mod:`~memcap.aot.engine` (the fast step: one route per batch shape through
 :mod:`~memcap.aot.tables`, :mod:`~memcap.aot.merged` and :mod:`~memcap.aot.step`, a mini-batch

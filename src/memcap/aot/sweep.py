@@ -111,10 +111,15 @@ def width_buckets(widths: Sequence[int], slack: float = 1.25) -> dict[int, int]:
 
 
 def run_sweep(
-    name: str, spec: Mapping[str, Any], stage: StageSettings, device: torch.device
+    name: str,
+    spec: Mapping[str, Any],
+    stage: StageSettings,
+    device: torch.device,
+    only: Setting | None = None,
 ) -> SweepResult:
-    """Train every setting × seed of a sweep; one row per replica, plus run statistics."""
-    settings = expand_sweep(name, spec)
+    """Train every setting × seed of a sweep (``only``: that setting's seeds alone); one row
+    per replica, plus run statistics."""
+    settings = [s for s in expand_sweep(name, spec) if only in (None, s)]
     replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds(spec)]
     groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))

@@ -4,12 +4,19 @@ Per detail layer, ``{layer}/``: context_rank.csv, context_rank.json, context_ran
 kruskal_profile.csv, kruskal.json, kruskal_profile.png and failures.csv. Depth rows are
 checked with ``depth_samples`` orderings and keep only their row of the depth profile, which a
 model with one writes beside its layers: depth.csv, depth_profiles.csv and depth.png.
+
+:func:`check_model` checks every layer in one job (``assumptions.cut: model``);
+:func:`check_one` checks one layer into a folder of its own, with its depth row and profile
+in :data:`DEPTH_PART`, and :func:`merge_layers` writes the model's folder from those
+(``assumptions.cut: layer``): the same files, through the same writers.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import pickle
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,8 @@ from memcap.plotting import save_figure
 from memcap.provenance import array_checksum, write_provenance
 
 _logger = logging.getLogger(__name__)
+# A layer job's depth row and profile, for the merge (pickled: the same values, exactly).
+DEPTH_PART = "depth_part.pkl"
 
 
 def check_model(
@@ -52,46 +61,106 @@ def check_model(
         depth_profile: whether to write the depth profile of every checked layer.
         null: where the random null comes from (:func:`memcap.assumptions.null_table.null_source`).
     """
-    settings = AssumptionsSettings.from_config(section)
     out = Path(out)
     out.mkdir(parents=True)
-    rows, profiles = [], {}
-    for layer in layers:
-        detail = layer in detail_layers
-        files = ExtractOutputs.in_folder(extraction, layer, contexts=detail)
-        extraction_record = json.loads(files.provenance.read_text())
-        queries = np.load(files.queries)
-        ranks = load_context_ranks(files.context_ranks)
-        _logger.info("layer %s: queries %s, %d contexts", layer, queries.shape, len(ranks.rank))
-        checks = check_layer(
-            queries,
-            ranks,
-            int(extraction_record["n"]),
-            settings,
-            settings.samples if detail else settings.depth_samples,
-            device,
-            workers,
-            extraction=extraction_record,
-            layer=layer,
-            null=null,
-            contexts=np.load(files.contexts, mmap_mode="r") if detail else None,
-        )
-        _log_checks(layer, checks)
-        role = "detail" if detail else "depth"
-        rows.append(depth.depth_row(model, layer, role, checks.context, checks.kruskal))
-        if detail:
-            common = {
-                "stage": "assumptions",
-                "model": model,
-                "layer": layer,
-                "settings": section,
-                "extraction": extraction_record,
-            }
-            _write_layer(out / layer, checks, queries, ranks.n, files, common)
-        else:
-            profiles[layer] = checks.profile_table
+    parts = [
+        _check(model, extraction, out / layer, layer, layer in detail_layers, section, device,
+               workers, null)
+        for layer in layers
+    ]  # fmt: skip
     if depth_profile:
-        _write_depth(out, model, depth.depth_table(rows), profiles)
+        _write_parts(out, model, parts)
+
+
+def check_one(
+    model: str,
+    extraction: str | Path,
+    out: str | Path,
+    layer: str,
+    detail: bool,
+    section: Mapping[str, Any],
+    device: Any,
+    workers: int = 1,
+    null: NullSource | None = None,
+) -> None:
+    """Check one ``layer`` of ``model`` into the folder ``out``, created here: a detail
+    layer's files, and the layer's depth row and profile (:data:`DEPTH_PART`)."""
+    out = Path(out)
+    out.mkdir(parents=True)
+    part = _check(model, extraction, out, layer, detail, section, device, workers, null)
+    with (out / DEPTH_PART).open("wb") as file:
+        pickle.dump(part, file)
+
+
+def merge_layers(
+    model: str, folders: Mapping[str, str | Path], out: str | Path, depth_profile: bool
+) -> None:
+    """The model's folder ``out`` from its layers' folders (``folders``: layer -> folder of
+    :func:`check_one`, in depth order): each detail layer's files, and the depth profile."""
+    out = Path(out)
+    out.mkdir(parents=True)
+    parts = []
+    for layer, folder in folders.items():
+        with (Path(folder) / DEPTH_PART).open("rb") as file:
+            parts.append(pickle.load(file))
+        if parts[-1]["profile"] is None:  # a detail layer: its files, as check_model writes
+            shutil.copytree(folder, out / layer, ignore=shutil.ignore_patterns(DEPTH_PART))
+    if depth_profile:
+        _write_parts(out, model, parts)
+
+
+def _check(
+    model: str,
+    extraction: str | Path,
+    out: Path,
+    layer: str,
+    detail: bool,
+    section: Mapping[str, Any],
+    device: Any,
+    workers: int,
+    null: NullSource | None,
+) -> dict[str, Any]:
+    """Both checks of one layer; a detail layer's files into ``out``. Its depth row, and its
+    profile table where it is a depth row (None for a detail layer)."""
+    settings = AssumptionsSettings.from_config(section)
+    files = ExtractOutputs.in_folder(extraction, layer, contexts=detail)
+    extraction_record = json.loads(files.provenance.read_text())
+    queries = np.load(files.queries)
+    ranks = load_context_ranks(files.context_ranks)
+    _logger.info("layer %s: queries %s, %d contexts", layer, queries.shape, len(ranks.rank))
+    checks = check_layer(
+        queries,
+        ranks,
+        int(extraction_record["n"]),
+        settings,
+        settings.samples if detail else settings.depth_samples,
+        device,
+        workers,
+        extraction=extraction_record,
+        layer=layer,
+        null=null,
+        contexts=np.load(files.contexts, mmap_mode="r") if detail else None,
+    )
+    _log_checks(layer, checks)
+    role = "detail" if detail else "depth"
+    row = depth.depth_row(model, layer, role, checks.context, checks.kruskal)
+    if not detail:
+        return {"layer": layer, "row": row, "profile": checks.profile_table}
+    common = {
+        "stage": "assumptions",
+        "model": model,
+        "layer": layer,
+        "settings": section,
+        "extraction": extraction_record,
+    }
+    _write_layer(out, checks, queries, ranks.n, files, common)
+    return {"layer": layer, "row": row, "profile": None}
+
+
+def _write_parts(out: Path, model: str, parts: Sequence[Mapping[str, Any]]) -> None:
+    """The depth profile of the checked layers ``parts`` (in depth order)."""
+    profiles = {p["layer"]: p["profile"] for p in parts if p["profile"] is not None}
+    _write_depth(out, model, depth.depth_table([p["row"] for p in parts]), profiles)
 
 
 def _log_checks(layer: str, checks: LayerChecks) -> None:
@@ -116,7 +185,7 @@ def _write_layer(
     common: Mapping[str, Any],
 ) -> None:
     """A detail layer's tables, summaries and figures (``n``: the contexts' size)."""
-    out.mkdir()
+    out.mkdir(exist_ok=True)
     title = f"{common['model']} · layer {common['layer']}"
     checks.context_table.to_csv(out / "context_rank.csv", index=False)
     checks.failures.to_csv(out / "failures.csv", index=False)

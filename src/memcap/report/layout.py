@@ -25,10 +25,17 @@ JOB_LISTS = (
     "models",
     "onnx_models",
     "assumption_models",
+    "assumption_model_jobs",
+    "assumption_layer_jobs",
     "capacity_models",
     "capacity",
     "synthetic",
+    "synthetic_sweep_jobs",
+    "synthetic_setting_jobs",
     "aot",
+    "aot_stage_jobs",
+    "aot_sweep_jobs",
+    "aot_setting_jobs",
 )
 
 

@@ -7,6 +7,7 @@ Modules (named as in :mod:`memcap.aot` where both papers have one):
 - :mod:`~memcap.synthetic.groups`: which replicas share a batched model, the memory estimate
   (no torch).
 - :mod:`~memcap.synthetic.checks`: the ``synthetic`` section's cross-field checks (no torch).
+- :mod:`~memcap.synthetic.cut`: a job per sweep or per setting, and the setting ids (no torch).
 - :mod:`~memcap.synthetic.buckets`: the training step's cost model and cost-model buckets.
 - :mod:`~memcap.synthetic.tasks`: uniform queries and contexts, random labels.
 - :mod:`~memcap.synthetic.model`: the replica-batched MHA model.

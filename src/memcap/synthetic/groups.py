@@ -99,13 +99,19 @@ def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
 def sweep_memory_mb(
     section: Mapping[str, Any], engine: Mapping[str, Any], name: str, base_mb: int = 1500
 ) -> int:
-    """Host memory a sweep job needs: the largest batched model's data and activations.
+    """Host memory a sweep job needs: the largest batched model's data and activations."""
+    return spec_memory_mb(section, engine, sweep_spec(section, name), base_mb)
+
+
+def spec_memory_mb(
+    section: Mapping[str, Any], engine: Mapping[str, Any], spec: SweepSpec, base_mb: int = 1500
+) -> int:
+    """Host memory of a job that trains ``spec`` (a sweep, or one of its settings).
 
     A batched model holds every replica of one group padded to the group's largest T and n;
     a training step holds activations for the batch (or the full data), about 16 floats per
     token and model dimension with gradients and evaluation copies.
     """
-    spec = sweep_spec(section, name)
     stage = StageSettings.from_config(section, 0, engine)
     largest = 0
     for members in replica_groups(spec, stage).values():

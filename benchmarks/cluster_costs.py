@@ -1,0 +1,304 @@
+"""Derive the cost model's rates (memcap.cluster.costs) from the committed measurements.
+
+GPU, one H100: paper A's seconds per step of every timed batched model and the launches per
+step of its profiled steps (benchmarks/gpu/paper_a_grid.json), the float64 SVD inside the
+Kruskal profile (benchmarks/gpu/kruskal_profile.txt), the ordering search on the device and
+on the host (bench_kruskal_device.json), paper B's seconds per sweep (gpu_sweeps.json) and the
+scale audit's extractions and job starts (benchmarks/gpu/scale_audit.json). CPU, this 2-core
+VM: the Snakemake benchmark files (``cpu_time`` of benchmarks/results/<rule>/*.tsv) of a
+default run, given with ``--cpu-run`` (that run's checkout: its config, schema and files),
+and bench_aot.json. Each rate is the largest of its measurements' seconds per unit of work,
+so the model is at or above every one of them; the file keeps each measurement with its work
+and its ratio of measured to modelled seconds (docs/cluster.md prints their spread).
+
+    .venv/bin/python benchmarks/cluster_costs.py --cpu-run /tmp/run1   # writes the file
+    .venv/bin/python benchmarks/cluster_costs.py --check               # exit 1 when stale
+
+``--check`` derives the GPU rates again from the committed files and the CPU rates from the
+measurements the file keeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from scipy.optimize import nnls
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from memcap.aot.settings import StageSettings as AotStage  # noqa: E402
+from memcap.aot.settings import sweep_names as aot_sweeps  # noqa: E402
+from memcap.cluster import costs  # noqa: E402
+from memcap.config_schema import validate_schema  # noqa: E402
+from memcap.extract.depth import with_layers  # noqa: E402
+from memcap.extract.entries import model_entries  # noqa: E402
+from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec  # noqa: E402
+
+GPU = ROOT / "benchmarks" / "gpu"
+RESULTS = ROOT / "benchmarks" / "results"
+# Assumed, not measured: the shortest kernel of a CUDA-graph replay (a batched model's step
+# costs at least its kernels' count times this), and paper B's GPU steps bound by their
+# launches (its timed sweeps of 35-55 replicas each take 23-26 s), so no per-row GPU rate.
+KERNEL_S = 3e-6
+# A CPU job's start: two Snakemake start-ups of about 3 s (docs/cluster.md) and torch's
+# imports, about 2.5 s on this VM.
+CPU_START_S = 8.5
+# The CPU rules whose Snakemake benchmark files calibrate the CPU rates, by kind of work.
+CPU_RULES = ("run_synthetic_sweep", "train_aot", "check_assumptions", "extract_model",
+             "certify_real_capacity")  # fmt: skip
+
+
+def resolved(config: Path, root: Path = ROOT) -> dict:
+    """A config as a --configfile run sees it: the file alone, the schema's defaults in."""
+    loaded = yaml.safe_load(config.read_text())
+    validate_schema(loaded, root / "workflow" / "schemas" / "config.schema.yaml")
+    return loaded
+
+
+def measurement(kind: str, job: str, seconds: float, work: costs.Work) -> dict:
+    """One measured job: what it did (its work units) and how long it took."""
+    return {"kind": kind, "job": job, "seconds": seconds, "work": work}
+
+
+def gpu_measurements() -> tuple[dict, list[dict]]:
+    """GPU facts read as they are (device, kernels, start) and every timed job's work."""
+    grid = json.loads((GPU / "paper_a_grid.json").read_text())
+    models = [m for s in grid["sweeps"].values() for m in s["models"] if m["measured"]]
+    rows = [
+        measurement("paper A model", " ".join(m["key"]), m["grid_seconds"],
+                    {"synthetic_step": m["steps"],
+                     f"synthetic_{m['contexts']}_flop": m["steps"] * m["padded_flops"]})
+        for m in models
+    ]  # fmt: skip
+    launches = max(m["profile"]["launches_per_step"] for m in models if "profile" in m)
+    device = json.loads((RESULTS / "bench_kruskal_device.json").read_text())
+    shape, samples = (
+        (device["settings"]["T"], device["settings"]["d"]),
+        device["settings"]["samples"],
+    )
+    svd = _profile_seconds(GPU / "kruskal_profile.txt", "aten::_linalg_svd")
+    rows.append(measurement("float64 SVD", f"{shape[0]} x {shape[1]}", svd,
+                            {"svd_flop": costs.svd_flops(*shape)}))  # fmt: skip
+    layer = [(samples / costs.SEARCHES, shape[1])]  # one search of `samples` orderings
+    for label, key, search in (("host", "baseline", False), ("device", "ours", True)):
+        work = costs.checks_work(layer, 1, search)
+        rows.append(measurement(f"Kruskal search, {label}", f"S = {samples}",
+                                device[key]["median"], work))  # fmt: skip
+    audit = json.loads((GPU / "scale_audit.json").read_text())
+    scale = {e.name: with_layers(e) for e in model_entries(resolved(ROOT / "configs/scale.yaml"))}
+    starts = []
+    for name, run in audit["models"].items():
+        work = costs.extract_work(run["T"], run["n"], len(scale[name].layers))
+        rows.append(measurement("extraction", name, run["extract_seconds"], work))
+        starts.append(run["snakemake_wall_seconds"] - run["extract_job_seconds"])
+    rows += _aot_gpu()
+    facts = {"device": grid["device"], "start_s": round(max(starts), 2),
+             "synthetic_step": launches * KERNEL_S}  # fmt: skip
+    return facts, rows
+
+
+def _aot_gpu() -> list[dict]:
+    """Paper B's timed sweeps: their summary's upper figure, each sweep's batched models as
+    they were when timed (padded)."""
+    summary = json.loads((RESULTS / "gpu_sweeps.json").read_text())["summary"]
+    found = re.search(r"(\d+)–(\d+) s wall per sweep \(([^)]*)\)", summary)
+    paper = resolved(ROOT / "configs" / "paper.yaml")
+    engine = {**paper["engine"], "aot": {"pad_replicas": True}}
+    stage = AotStage.from_config(paper["aot"], paper["seed"], engine)
+    return [
+        measurement("paper B sweep", name, float(found[2]),
+                    {"aot_step": costs.aot_work(name, paper["aot"]["sweeps"][name], stage)["aot_step"]})
+        for name in (n.strip() for n in found[3].split(","))
+    ]  # fmt: skip
+
+
+def _profile_seconds(path: Path, op: str) -> float:
+    """Seconds per call of ``op`` in a torch.profiler table: its CPU total over its calls."""
+    units = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    for line in path.read_text().splitlines():
+        cells = line.split()
+        if cells and cells[0] == op:
+            number, unit = re.fullmatch(r"([0-9.]+)(us|ms|s)", cells[4]).groups()
+            return float(number) * units[unit] / int(cells[-1])
+    raise ValueError(f"{op} is not in {path}")
+
+
+def cpu_measurements(run: Path) -> list[dict]:
+    """Every compute job of the default run in the checkout ``run``: CPU seconds and work."""
+    config = resolved(run / "config.yaml", run)
+    rows = []
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    for name in sweep_names(section):
+        work = costs.synthetic_work(sweep_spec(section, name), stage)
+        rows.append(
+            measurement("run_synthetic_sweep", name, _cpu(run, "run_synthetic_sweep", name), work)
+        )
+    aot = AotStage.from_config(config["aot"], config["seed"], config["engine"])
+    work = costs.add(
+        *(costs.aot_work(n, config["aot"]["sweeps"][n], aot) for n in aot_sweeps(config["aot"]))
+    )
+    rows.append(measurement("train_aot", "train_aot", _cpu(run, "train_aot", "train_aot"), work))
+    bench = json.loads((RESULTS / "bench_aot.json").read_text())
+    rows.append(
+        measurement(
+            "bench_aot",
+            "one step, 4 replicas x 256 rows",
+            bench["ours"]["median"] / 1000,
+            {"aot_step": 1, "aot_row": 4 * 256},
+        )
+    )
+    checks, capacity = config["assumptions"], config["capacity"]
+    for entry in (with_layers(e) for e in model_entries(config)):
+        T, n, d = costs.model_sizes(entry)
+        layers = [(checks["samples"], d)] * len(entry.detail_layers)
+        layers += [(checks["depth_samples"], d)] * len(entry.depth_rows)
+        rows.append(
+            measurement(
+                "check_assumptions",
+                entry.name,
+                _cpu(run, "check_assumptions", entry.name),
+                costs.checks_work(layers, 1, False),
+            )
+        )
+        rows.append(
+            measurement(
+                "extract_model",
+                entry.name,
+                _cpu(run, "extract_model", entry.name),
+                costs.extract_work(T, n, len(entry.layers)),
+            )
+        )
+        if entry.detail_layers:
+            used = min(T, capacity["max_T"] or T)
+            work = costs.certify_work(used, capacity["max_H"], d, len(entry.detail_layers))
+            rows.append(
+                measurement(
+                    "certify_real_capacity",
+                    entry.name,
+                    _cpu(run, "certify_real_capacity", entry.name),
+                    work,
+                )
+            )
+    return rows  # fmt: skip
+
+
+def _cpu(run: Path, rule: str, job: str) -> float:
+    """CPU seconds of one job from its Snakemake benchmark file."""
+    with (run / "benchmarks" / "results" / rule / f"{job}.tsv").open() as table:
+        return float(next(csv.DictReader(table, delimiter="\t"))["cpu_time"])
+
+
+def fit(rows: list[dict], facts: dict[str, float]) -> dict[str, float]:
+    """Rates of every unit: ``facts`` as given; the others from ``rows``, fewest units first.
+    A unit a row does alone gets the largest of those rows' seconds per unit (after the units
+    already known); rows sharing several unknown units get a non-negative least-squares split,
+    scaled up until it covers each of them."""
+    rates = dict.fromkeys(costs.UNITS, 0.0) | facts
+    known = set(facts)
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for row in rows:
+        free = tuple(sorted(u for u, w in row["work"].items() if w and u not in known))
+        groups.setdefault(free, []).append(row)
+    for units, group in sorted(groups.items(), key=lambda item: len(item[0])):
+        if not units:
+            continue
+        rest = [
+            r["seconds"] - sum(w * rates[u] for u, w in r["work"].items() if u not in units)
+            for r in group
+        ]
+        scale = [max(r["work"][u] for r in group) for u in units]
+        matrix = [
+            [r["work"].get(u, 0.0) / k for u, k in zip(units, scale, strict=True)] for r in group
+        ]
+        split = nnls(matrix, rest)[0] if len(units) > 1 else [1.0]
+        trial = {u: s / k for u, s, k in zip(units, split, scale, strict=True)}
+        cover = max(
+            s / sum(r["work"].get(u, 0.0) * trial[u] for u in units)
+            for s, r in zip(rest, group, strict=True)
+        )
+        rates.update({u: trial[u] * cover for u in units})
+        known |= set(units)
+    return rates  # fmt: skip
+
+
+def _one_flop_rate(row: dict) -> dict:
+    """A CPU row of paper A with its shared and random FLOPs as one unit (one rate on a CPU)."""
+    work = dict(row["work"])
+    work["synthetic_shared_flop"] += work.pop("synthetic_random_flop")
+    return {**row, "work": work}
+
+
+def derive(gpu_facts: dict, gpu_rows: list[dict], cpu_rows: list[dict]) -> dict:
+    """The cost file: both kinds' rates, and every measurement with its modelled seconds."""
+    gpu = fit(gpu_rows, {"synthetic_step": gpu_facts["synthetic_step"], "aot_row": 0.0})
+    paper_a = [r for r in cpu_rows if r["kind"] == "run_synthetic_sweep"]
+    cpu = fit([r for r in cpu_rows if r not in paper_a], {})
+    cpu["svd_flop"] = cpu["certify_flop"]  # certification's SVDs on the same host
+    cpu = fit([_one_flop_rate(r) for r in paper_a], {u: v for u, v in cpu.items() if v})
+    cpu["synthetic_random_flop"] = cpu["synthetic_shared_flop"]
+    cpu["device_ordering"] = cpu["ordering"]  # no device: the batched search on the host
+    gpu["certify_flop"] = cpu["certify_flop"]  # certified capacity runs on the host
+    tables = {
+        "gpu": {"device": gpu_facts["device"], "start_s": gpu_facts["start_s"], **gpu},
+        "cpu": {"device": "2-core VM (this machine), per job thread", "start_s": CPU_START_S,
+                **cpu},
+    }  # fmt: skip
+    measured = []
+    for kind, rows in (("gpu", gpu_rows), ("cpu", cpu_rows)):
+        rates = costs.Rates(**tables[kind])
+        for row in rows:
+            model = costs.work_seconds(row["work"], rates)
+            measured.append(
+                {**row, "device": kind, "model": model, "ratio": row["seconds"] / model}
+            )
+    return {"rates": tables, "assumed": {"kernel_s": KERNEL_S, "cpu_start_s": CPU_START_S},
+            "gpu_facts": gpu_facts, "measured": measured}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-run", type=Path, help="checkout of a finished default run")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    parser.add_argument("--out", type=Path, default=ROOT / costs.COSTS_FILE)
+    args = parser.parse_args()
+    facts, gpu_rows = gpu_measurements()
+    committed = json.loads(args.out.read_text()) if args.out.exists() else None
+    if args.cpu_run is not None:
+        cpu_rows = cpu_measurements(args.cpu_run)
+        source = {"run": str(args.cpu_run), "commit": _commit(args.cpu_run)}
+    elif committed is not None:
+        cpu_rows = [r for r in committed["measured"] if r["device"] == "cpu"]
+        cpu_rows = [{k: r[k] for k in ("kind", "job", "seconds", "work")} for r in cpu_rows]
+        source = committed["cpu_source"]
+    else:
+        parser.error("no committed cost file: give --cpu-run")
+    table = derive(facts, gpu_rows, cpu_rows) | {"cpu_source": source}
+    text = json.dumps(table, indent=1, sort_keys=True) + "\n"
+    if args.check:
+        stale = committed is None or json.dumps(committed, indent=1, sort_keys=True) + "\n" != text
+        print(f"{args.out} is {'stale' if stale else 'current'}")
+        sys.exit(1 if stale else 0)
+    args.out.write_text(text)
+    for row in table["measured"]:
+        print(f"{row['device']} {row['kind']:<24} {row['job']!s:<40} measured {row['seconds']:9.2f} s"
+              f"  model {row['model']:9.2f} s  ratio {row['ratio']:.2f}")  # fmt: skip
+    print(f"-> {args.out}")
+
+
+def _commit(path: Path) -> str:
+    result = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    return result.stdout.strip() or "unknown"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+# ruff: noqa: F821 - `snakemake` is injected by Snakemake
+"""Snakemake adapter: both assumption checks of one layer of one model, into the layer's own
+folder (memcap.assumptions.job.check_one; assumptions.cut: layer)."""
+
+from memcap.logs import setup_logging
+
+log = setup_logging(snakemake.log[0])
+
+import torch  # noqa: E402
+
+from memcap.assumptions.job import check_one  # noqa: E402
+from memcap.assumptions.null_table import null_source  # noqa: E402
+from memcap.devices import peak_memory_gb, reset_peak_memory, resolve_device  # noqa: E402
+
+torch.set_num_threads(snakemake.threads)
+params = snakemake.params
+device = resolve_device(params.device)
+reset_peak_memory(device)
+check_one(
+    snakemake.wildcards.model,
+    snakemake.input.extraction,
+    snakemake.output.checks,
+    layer=snakemake.wildcards.layer,
+    detail=params.detail,
+    section=params.settings,
+    device=device,
+    workers=snakemake.threads,
+    null=null_source(params.null_table),
+)
+log.info("peak GPU memory: %s GB", peak_memory_gb(device))
