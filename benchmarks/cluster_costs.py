@@ -14,8 +14,8 @@ and its ratio of measured to modelled seconds (docs/cluster.md prints their spre
     .venv/bin/python benchmarks/cluster_costs.py --cpu-run /tmp/run1   # writes the file
     .venv/bin/python benchmarks/cluster_costs.py --check               # exit 1 when stale
 
-``--check`` derives the GPU rates again from the committed files and the CPU rates from the
-measurements the file keeps.
+``--check`` derives the GPU rates again from the committed files, and the CPU rates from the
+run's config and CPU seconds that the file keeps (so a change of the cost model shows).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from memcap.aot.settings import StageSettings as AotStage  # noqa: E402
-from memcap.aot.settings import sweep_names as aot_sweeps  # noqa: E402
 from memcap.cluster import costs  # noqa: E402
 from memcap.config_schema import validate_schema  # noqa: E402
 from memcap.extract.depth import with_layers  # noqa: E402
@@ -69,39 +68,39 @@ def measurement(kind: str, job: str, seconds: float, work: costs.Work) -> dict:
 
 
 def gpu_measurements() -> tuple[dict, list[dict]]:
-    """GPU facts read as they are (device, kernels, start) and every timed job's work."""
+    """GPU facts read as they are (device, kernels a step, job start) and every timed job."""
     grid = json.loads((GPU / "paper_a_grid.json").read_text())
     models = [m for s in grid["sweeps"].values() for m in s["models"] if m["measured"]]
-    rows = [
-        measurement("paper A model", " ".join(m["key"]), m["grid_seconds"],
-                    {"synthetic_step": m["steps"],
-                     f"synthetic_{m['contexts']}_flop": m["steps"] * m["padded_flops"]})
-        for m in models
-    ]  # fmt: skip
+    rows = []
+    for m in models:
+        flops = {f"synthetic_{m['contexts']}_flop": m["steps"] * m["padded_flops"]}
+        work = {"synthetic_step": m["steps"], **flops}
+        rows.append(measurement("paper A model", " ".join(m["key"]), m["grid_seconds"], work))
     launches = max(m["profile"]["launches_per_step"] for m in models if "profile" in m)
     device = json.loads((RESULTS / "bench_kruskal_device.json").read_text())
-    shape, samples = (
-        (device["settings"]["T"], device["settings"]["d"]),
-        device["settings"]["samples"],
-    )
+    settings = device["settings"]
     svd = _profile_seconds(GPU / "kruskal_profile.txt", "aten::_linalg_svd")
-    rows.append(measurement("float64 SVD", f"{shape[0]} x {shape[1]}", svd,
-                            {"svd_flop": costs.svd_flops(*shape)}))  # fmt: skip
-    layer = [(samples / costs.SEARCHES, shape[1])]  # one search of `samples` orderings
-    for label, key, search in (("host", "baseline", False), ("device", "ours", True)):
-        work = costs.checks_work(layer, 1, search)
-        rows.append(measurement(f"Kruskal search, {label}", f"S = {samples}",
-                                device[key]["median"], work))  # fmt: skip
+    work = {"svd_flop": costs.svd_flops(settings["T"], settings["d"])}
+    rows.append(measurement("float64 SVD", f"{settings['T']} x {settings['d']}", svd, work))
+    one_search = [(settings["samples"] / costs.SEARCHES, settings["d"])]
+    for label, key, on_device in (("host", "baseline", False), ("device", "ours", True)):
+        work = costs.checks_work(one_search, 1, on_device)
+        job = f"S = {settings['samples']}"
+        rows.append(measurement(f"Kruskal search, {label}", job, device[key]["median"], work))
     audit = json.loads((GPU / "scale_audit.json").read_text())
-    scale = {e.name: with_layers(e) for e in model_entries(resolved(ROOT / "configs/scale.yaml"))}
+    scale = model_entries(resolved(ROOT / "configs" / "scale.yaml"))
+    layers = {e.name: len(with_layers(e).layers) for e in scale}
     starts = []
     for name, run in audit["models"].items():
-        work = costs.extract_work(run["T"], run["n"], len(scale[name].layers))
+        work = costs.extract_work(run["T"], run["n"], layers[name])
         rows.append(measurement("extraction", name, run["extract_seconds"], work))
         starts.append(run["snakemake_wall_seconds"] - run["extract_job_seconds"])
     rows += _aot_gpu()
-    facts = {"device": grid["device"], "start_s": round(max(starts), 2),
-             "synthetic_step": launches * KERNEL_S}  # fmt: skip
+    facts = {
+        "device": grid["device"],
+        "start_s": round(max(starts), 2),
+        "synthetic_step": launches * KERNEL_S,
+    }
     return facts, rows
 
 
@@ -113,11 +112,11 @@ def _aot_gpu() -> list[dict]:
     paper = resolved(ROOT / "configs" / "paper.yaml")
     engine = {**paper["engine"], "aot": {"pad_replicas": True}}
     stage = AotStage.from_config(paper["aot"], paper["seed"], engine)
-    return [
-        measurement("paper B sweep", name, float(found[2]),
-                    {"aot_step": costs.aot_work(name, paper["aot"]["sweeps"][name], stage)["aot_step"]})
-        for name in (n.strip() for n in found[3].split(","))
-    ]  # fmt: skip
+    rows = []
+    for name in (n.strip() for n in found[3].split(",")):
+        steps = costs.aot_work(name, paper["aot"]["sweeps"][name], stage)["aot_step"]
+        rows.append(measurement("paper B sweep", name, float(found[2]), {"aot_step": steps}))
+    return rows
 
 
 def _profile_seconds(path: Path, op: str) -> float:
@@ -131,77 +130,54 @@ def _profile_seconds(path: Path, op: str) -> float:
     raise ValueError(f"{op} is not in {path}")
 
 
-def cpu_measurements(run: Path) -> list[dict]:
-    """Every compute job of the default run in the checkout ``run``: CPU seconds and work."""
-    config = resolved(run / "config.yaml", run)
+def cpu_measurements(config: dict, seconds: dict[str, float]) -> list[dict]:
+    """Every compute job of a default run: its CPU seconds (``seconds``, by "rule/job") and its
+    work under the run's resolved ``config``."""
     rows = []
+
+    def add(rule: str, job: str, work: costs.Work) -> None:
+        rows.append(measurement(rule, job, seconds[f"{rule}/{job}"], work))
+
     section = config["synthetic"]
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
     for name in sweep_names(section):
-        work = costs.synthetic_work(sweep_spec(section, name), stage)
-        rows.append(
-            measurement("run_synthetic_sweep", name, _cpu(run, "run_synthetic_sweep", name), work)
-        )
+        add("run_synthetic_sweep", name, costs.synthetic_work(sweep_spec(section, name), stage))
     aot = AotStage.from_config(config["aot"], config["seed"], config["engine"])
-    work = costs.add(
-        *(costs.aot_work(n, config["aot"]["sweeps"][n], aot) for n in aot_sweeps(config["aot"]))
-    )
-    rows.append(measurement("train_aot", "train_aot", _cpu(run, "train_aot", "train_aot"), work))
-    bench = json.loads((RESULTS / "bench_aot.json").read_text())
-    rows.append(
-        measurement(
-            "bench_aot",
-            "one step, 4 replicas x 256 rows",
-            bench["ours"]["median"] / 1000,
-            {"aot_step": 1, "aot_row": 4 * 256},
-        )
-    )
+    sweeps = config["aot"]["sweeps"]
+    add("train_aot", "train_aot", costs.add(*(costs.aot_work(n, sweeps[n], aot) for n in sweeps)))
     checks, capacity = config["assumptions"], config["capacity"]
     for entry in (with_layers(e) for e in model_entries(config)):
         T, n, d = costs.model_sizes(entry)
         layers = [(checks["samples"], d)] * len(entry.detail_layers)
         layers += [(checks["depth_samples"], d)] * len(entry.depth_rows)
-        rows.append(
-            measurement(
-                "check_assumptions",
-                entry.name,
-                _cpu(run, "check_assumptions", entry.name),
-                costs.checks_work(layers, 1, False),
-            )
-        )
-        rows.append(
-            measurement(
-                "extract_model",
-                entry.name,
-                _cpu(run, "extract_model", entry.name),
-                costs.extract_work(T, n, len(entry.layers)),
-            )
-        )
+        add("check_assumptions", entry.name, costs.checks_work(layers, 1, False))
+        add("extract_model", entry.name, costs.extract_work(T, n, len(entry.layers)))
         if entry.detail_layers:
             used = min(T, capacity["max_T"] or T)
             work = costs.certify_work(used, capacity["max_H"], d, len(entry.detail_layers))
-            rows.append(
-                measurement(
-                    "certify_real_capacity",
-                    entry.name,
-                    _cpu(run, "certify_real_capacity", entry.name),
-                    work,
-                )
-            )
-    return rows  # fmt: skip
+            add("certify_real_capacity", entry.name, work)
+    bench = json.loads((RESULTS / "bench_aot.json").read_text())
+    work = {"aot_step": 1.0, "aot_row": 4.0 * 256}  # its heads 1, 11, 21, 31 at batch 256
+    rows.append(measurement("bench_aot", "one step", bench["ours"]["median"] / 1000, work))
+    return rows
 
 
-def _cpu(run: Path, rule: str, job: str) -> float:
-    """CPU seconds of one job from its Snakemake benchmark file."""
-    with (run / "benchmarks" / "results" / rule / f"{job}.tsv").open() as table:
-        return float(next(csv.DictReader(table, delimiter="\t"))["cpu_time"])
+def run_seconds(run: Path) -> dict[str, float]:
+    """CPU seconds of every job of a run, by "rule/job", from its Snakemake benchmark files."""
+    seconds = {}
+    for rule in CPU_RULES:
+        for path in sorted((run / "benchmarks" / "results" / rule).glob("*.tsv")):
+            with path.open() as table:
+                row = next(csv.DictReader(table, delimiter="\t"))
+            seconds[f"{rule}/{path.stem}"] = float(row["cpu_time"])
+    return seconds
 
 
 def fit(rows: list[dict], facts: dict[str, float]) -> dict[str, float]:
-    """Rates of every unit: ``facts`` as given; the others from ``rows``, fewest units first.
-    A unit a row does alone gets the largest of those rows' seconds per unit (after the units
-    already known); rows sharing several unknown units get a non-negative least-squares split,
-    scaled up until it covers each of them."""
+    """Rates of every unit: ``facts`` as given, the others from ``rows``, fewest unknowns
+    first. A unit that rows do alone (beside known ones) gets the largest of their seconds per
+    unit; rows sharing several unknown units get a non-negative least-squares split, scaled
+    up until it covers each of them."""
     rates = dict.fromkeys(costs.UNITS, 0.0) | facts
     known = set(facts)
     groups: dict[tuple[str, ...], list[dict]] = {}
@@ -211,23 +187,21 @@ def fit(rows: list[dict], facts: dict[str, float]) -> dict[str, float]:
     for units, group in sorted(groups.items(), key=lambda item: len(item[0])):
         if not units:
             continue
-        rest = [
-            r["seconds"] - sum(w * rates[u] for u, w in r["work"].items() if u not in units)
-            for r in group
-        ]
+        rest = [r["seconds"] - _seconds(r["work"], rates, skip=units) for r in group]
         scale = [max(r["work"][u] for r in group) for u in units]
         matrix = [
             [r["work"].get(u, 0.0) / k for u, k in zip(units, scale, strict=True)] for r in group
         ]
         split = nnls(matrix, rest)[0] if len(units) > 1 else [1.0]
         trial = {u: s / k for u, s, k in zip(units, split, scale, strict=True)}
-        cover = max(
-            s / sum(r["work"].get(u, 0.0) * trial[u] for u in units)
-            for s, r in zip(rest, group, strict=True)
-        )
+        cover = max(s / _seconds(r["work"], trial) for s, r in zip(rest, group, strict=True))
         rates.update({u: trial[u] * cover for u in units})
         known |= set(units)
-    return rates  # fmt: skip
+    return rates
+
+
+def _seconds(work: costs.Work, rates: dict[str, float], skip: tuple[str, ...] = ()) -> float:
+    return sum(w * rates.get(u, 0.0) for u, w in work.items() if u not in skip)
 
 
 def _one_flop_rate(row: dict) -> dict:
@@ -242,26 +216,23 @@ def derive(gpu_facts: dict, gpu_rows: list[dict], cpu_rows: list[dict]) -> dict:
     gpu = fit(gpu_rows, {"synthetic_step": gpu_facts["synthetic_step"], "aot_row": 0.0})
     paper_a = [r for r in cpu_rows if r["kind"] == "run_synthetic_sweep"]
     cpu = fit([r for r in cpu_rows if r not in paper_a], {})
-    cpu["svd_flop"] = cpu["certify_flop"]  # certification's SVDs on the same host
-    cpu = fit([_one_flop_rate(r) for r in paper_a], {u: v for u, v in cpu.items() if v})
+    known = {u: v for u, v in cpu.items() if v} | {"svd_flop": cpu["certify_flop"]}
+    cpu = fit([_one_flop_rate(r) for r in paper_a], known)
     cpu["synthetic_random_flop"] = cpu["synthetic_shared_flop"]
     cpu["device_ordering"] = cpu["ordering"]  # no device: the batched search on the host
     gpu["certify_flop"] = cpu["certify_flop"]  # certified capacity runs on the host
     tables = {
         "gpu": {"device": gpu_facts["device"], "start_s": gpu_facts["start_s"], **gpu},
-        "cpu": {"device": "2-core VM (this machine), per job thread", "start_s": CPU_START_S,
-                **cpu},
-    }  # fmt: skip
+        "cpu": {"device": "2-core VM, one thread a job", "start_s": CPU_START_S, **cpu},
+    }
     measured = []
     for kind, rows in (("gpu", gpu_rows), ("cpu", cpu_rows)):
         rates = costs.Rates(**tables[kind])
         for row in rows:
             model = costs.work_seconds(row["work"], rates)
-            measured.append(
-                {**row, "device": kind, "model": model, "ratio": row["seconds"] / model}
-            )
-    return {"rates": tables, "assumed": {"kernel_s": KERNEL_S, "cpu_start_s": CPU_START_S},
-            "gpu_facts": gpu_facts, "measured": measured}  # fmt: skip
+            measured.append(row | {"device": kind, "model": model, "ratio": row["seconds"] / model})
+    assumed = {"kernel_s": KERNEL_S, "cpu_start_s": CPU_START_S}
+    return {"rates": tables, "assumed": assumed, "measured": measured}
 
 
 def main() -> None:
@@ -273,30 +244,40 @@ def main() -> None:
     facts, gpu_rows = gpu_measurements()
     committed = json.loads(args.out.read_text()) if args.out.exists() else None
     if args.cpu_run is not None:
-        cpu_rows = cpu_measurements(args.cpu_run)
-        source = {"run": str(args.cpu_run), "commit": _commit(args.cpu_run)}
+        config = resolved(args.cpu_run / "config.yaml", args.cpu_run)
+        run = {
+            "config": config,
+            "seconds": run_seconds(args.cpu_run),
+            "commit": _commit(args.cpu_run),
+        }
     elif committed is not None:
-        cpu_rows = [r for r in committed["measured"] if r["device"] == "cpu"]
-        cpu_rows = [{k: r[k] for k in ("kind", "job", "seconds", "work")} for r in cpu_rows]
-        source = committed["cpu_source"]
+        run = committed["cpu_run"]
     else:
         parser.error("no committed cost file: give --cpu-run")
-    table = derive(facts, gpu_rows, cpu_rows) | {"cpu_source": source}
-    text = json.dumps(table, indent=1, sort_keys=True) + "\n"
+    cpu_rows = cpu_measurements(run["config"], run["seconds"])
+    text = json.dumps(
+        derive(facts, gpu_rows, cpu_rows) | {"cpu_run": run}, indent=1, sort_keys=True
+    )
     if args.check:
-        stale = committed is None or json.dumps(committed, indent=1, sort_keys=True) + "\n" != text
-        print(f"{args.out} is {'stale' if stale else 'current'}")
-        sys.exit(1 if stale else 0)
-    args.out.write_text(text)
-    for row in table["measured"]:
-        print(f"{row['device']} {row['kind']:<24} {row['job']!s:<40} measured {row['seconds']:9.2f} s"
-              f"  model {row['model']:9.2f} s  ratio {row['ratio']:.2f}")  # fmt: skip
+        current = committed is not None and json.dumps(committed, indent=1, sort_keys=True) == text
+        print(f"{args.out} is {'current' if current else 'stale: run it without --check'}")
+        sys.exit(0 if current else 1)
+    args.out.write_text(text + "\n")
+    for row in json.loads(text)["measured"]:
+        print(
+            f"{row['device']} {row['kind']:<22} {row['job']!s:<40} {row['seconds']:9.2f} s"
+            f" measured, {row['model']:9.2f} s modelled, ratio {row['ratio']:.2f}"
+        )
     print(f"-> {args.out}")
 
 
 def _commit(path: Path) -> str:
-    result = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return result.stdout.strip() or "unknown"
 
 

@@ -17,6 +17,11 @@ AOT_CATEGORY = "Attention-only transformers"
 include: "aot_functions.smk"
 
 
+# Joining a fine cut's files takes less than a batch job's start: on the submit host.
+localrules:
+    merge_aot_settings,
+
+
 rule train_aot:
     output:
         tables=expand("results/aot/{sweep}.csv", sweep=aot_cut_sweeps("stage")),
@@ -32,7 +37,7 @@ rule train_aot:
     threads: 1
     resources:
         mem_mb=aot_mem_mb,
-        runtime=aot_runtime,
+        runtime=job_runtime("train_aot"),
         gpu=gpu_request,
     params:
         stage=aot_stage,
@@ -59,7 +64,7 @@ rule train_aot_sweep:
     threads: 1
     resources:
         mem_mb=aot_mem_mb,
-        runtime=aot_runtime,
+        runtime=job_runtime("train_aot_sweep"),
         gpu=gpu_request,
     params:
         stage=aot_stage,
@@ -87,7 +92,7 @@ rule train_aot_setting:
     threads: 1
     resources:
         mem_mb=aot_mem_mb,
-        runtime=aot_runtime,
+        runtime=job_runtime("train_aot_setting"),
         gpu=gpu_request,
     params:
         stage=aot_stage,

@@ -103,19 +103,6 @@ def aot_settings_param(wildcards):
     return aot_setting_ids(wildcards.sweep)
 
 
-def aot_runtime(wildcards):
-    """Wall-time request of a training job, from its work (memcap.cluster.costs)."""
-    stage = aot_settings.StageSettings.from_config(
-        config["aot"], config["seed"], config["engine"]
-    )
-    setting = wildcards.get("setting")
-    works = []
-    for sweep, spec in aot_sweep_specs(wildcards).items():
-        only = None if setting is None else aot_cut.sweep_settings(sweep, spec)[setting]
-        works.append(cluster_costs.aot_work(sweep, spec, stage, only))
-    return job_runtime(cluster_costs.add(*works))
-
-
 def aot_mem_mb(wildcards):
     """Memory of a training job: its sweeps' largest batched replica group (one at a time)."""
     return max(

@@ -18,6 +18,11 @@ rules/assumptions_functions.smk and rules/common.smk.
 include: "assumptions_functions.smk"
 
 
+# Joining a fine cut's files takes less than a batch job's start: on the submit host.
+localrules:
+    merge_assumption_layers,
+
+
 # The random null of every decision, one file per shape, shared by the check jobs
 # (memcap.assumptions.null_table): a cache, not a target.
 NULL_TABLE = "results/assumptions/null"
@@ -39,7 +44,7 @@ rule check_assumptions:
     threads: 1
     resources:
         mem_mb=assumptions_mem_mb,
-        runtime=assumptions_runtime,
+        runtime=job_runtime("check_assumptions"),
         gpu=gpu_request,
     params:
         settings=assumptions_settings,
@@ -69,7 +74,7 @@ rule check_assumption_layer:
     threads: 1
     resources:
         mem_mb=assumptions_mem_mb,
-        runtime=assumptions_runtime,
+        runtime=job_runtime("check_assumption_layer"),
         gpu=gpu_request,
     params:
         settings=assumptions_settings,

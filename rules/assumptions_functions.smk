@@ -56,24 +56,6 @@ def assumptions_detail_param(wildcards):
     return wildcards.layer in model_detail_layers(wildcards.model)
 
 
-def assumptions_runtime(wildcards, threads):
-    """Wall-time request of a check job (a model or one of its layers) from its orderings,
-    searched by its threads as host workers or batched on the device (memcap.cluster.costs).
-    """
-    section = config["assumptions"]
-    _, _, d = cluster_costs.model_sizes(resolved_entry(wildcards.model))
-    detail = model_detail_layers(wildcards.model)
-    layer = wildcards.get("layer")
-    layers = checked_layers(wildcards.model) if layer is None else [layer]
-    samples = [
-        section["samples"] if l in detail else section["depth_samples"] for l in layers
-    ]
-    search = section["kruskal_search"]
-    on_device = bool(gpu_request()) and search in ("device", "auto")
-    work = cluster_costs.checks_work([(s, d) for s in samples], threads, on_device)
-    return job_runtime(work)
-
-
 def assumptions_outputs(pattern, jobs="detail"):
     """``pattern`` filled in for each job of one of the stage's lists, in config order."""
     return [pattern.format(**job) for job in assumptions_jobs()[jobs]]

@@ -31,6 +31,7 @@ rule certify_real_capacity:
     threads: 1
     resources:
         mem_mb=capacity_mem_mb,
+        runtime=job_runtime("certify_real_capacity"),
     params:
         section=capacity_section,
         layers=detail_layers_param,

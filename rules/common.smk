@@ -16,6 +16,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 import memcap.cluster.costs as cluster_costs
+from memcap.cluster.jobs import JobCosts
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.extract.depth import with_layers
@@ -70,17 +71,20 @@ def gpu_request(wildcards=None):
 
 
 @cache
-def cost_rates(kind):
-    """The cost model's measured rates of a device kind, gpu or cpu (memcap.cluster.costs)."""
-    return cluster_costs.load_rates(workflow.basedir)[kind]
+def job_costs():
+    """The cost model applied to this config's jobs (memcap.cluster.jobs)."""
+    rates = cluster_costs.load_rates(workflow.basedir)
+    return JobCosts(config, rates, resolved_entry)
 
 
-def job_runtime(work, device=True):
-    """Wall-time request in minutes of a job doing ``work`` (memcap.cluster.costs): at the
-    GPU's rates where the job asks for one (``device`` and gpu_request), else the CPU's.
-    """
-    kind = "gpu" if device and gpu_request() else "cpu"
-    return cluster_costs.runtime_minutes(work, cost_rates(kind))
+def job_runtime(rule):
+    """Resource function of ``rule``: a job's wall-time request in minutes, from its work and
+    the measured rates of the device it asks for, with the cost model's margin."""
+
+    def runtime(wildcards, threads):
+        return job_costs().runtime(rule, dict(wildcards.items()), threads)
+
+    return runtime
 
 
 # --- the configured models (extract, assumptions, capacity and the report use them) ---------

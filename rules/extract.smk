@@ -55,6 +55,7 @@ rule extract_model:
     threads: 1
     resources:
         mem_mb=extract_mem_mb,
+        runtime=job_runtime("extract_model"),
         gpu=gpu_request,
     params:
         entry=extract_entry_param,

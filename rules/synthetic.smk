@@ -16,6 +16,11 @@ SYNTHETIC_CATEGORY = "Synthetic capacity"
 include: "synthetic_functions.smk"
 
 
+# Joining a fine cut's files takes less than a batch job's start: on the submit host.
+localrules:
+    merge_synthetic_settings,
+
+
 rule run_synthetic_sweep:
     output:
         table="results/synthetic/{sweep}.csv",
@@ -32,7 +37,7 @@ rule run_synthetic_sweep:
     threads: 1
     resources:
         mem_mb=synthetic_mem_mb,
-        runtime=synthetic_runtime,
+        runtime=job_runtime("run_synthetic_sweep"),
         gpu=gpu_request,
     params:
         section=synthetic_section,
@@ -60,7 +65,7 @@ rule run_synthetic_setting:
     threads: 1
     resources:
         mem_mb=synthetic_mem_mb,
-        runtime=synthetic_runtime,
+        runtime=job_runtime("run_synthetic_setting"),
         gpu=gpu_request,
     params:
         section=synthetic_section,

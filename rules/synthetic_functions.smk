@@ -115,16 +115,6 @@ def synthetic_job_spec(wildcards):
     return spec if setting is None else synthetic_cut.setting_spec(spec, setting)
 
 
-def synthetic_runtime(wildcards):
-    """Wall-time request of a training job, from its work (memcap.cluster.costs)."""
-    stage = synthetic_settings.StageSettings.from_config(
-        config["synthetic"], config["seed"], config["engine"]
-    )
-    return job_runtime(
-        cluster_costs.synthetic_work(synthetic_job_spec(wildcards), stage)
-    )
-
-
 def synthetic_mem_mb(wildcards):
     """Memory of a training job: its largest batched model's data and activations."""
     return synthetic_groups.spec_memory_mb(

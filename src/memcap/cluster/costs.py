@@ -9,12 +9,10 @@ benchmarks/cluster_costs.py derives the rates from the committed measurements in
 
 Work per job:
 
-- **Paper A** (:func:`synthetic_work`): every batched model the protocol of
-  :mod:`memcap.synthetic.series` may train, an upper bound (every series climbs every rung,
-  every replica restarts ``ladder.restarts`` times, the convergence check walks from the
-  smallest T up the ladder, or trains once at the largest budget where the ladder cannot
-  grow): its steps, and steps × padded FLOPs per step (:mod:`memcap.synthetic.buckets`) by
-  context kind; every trained replica adds the FLOPs of two float64 SVDs of its Z (T × H·d).
+- **Paper A** (:func:`synthetic_work`): the batched models of passes that cost at least what
+  the protocol of :mod:`memcap.synthetic.series` may train: their steps, and steps × padded
+  FLOPs per step (:mod:`memcap.synthetic.buckets`) by context kind; every trained replica adds
+  the FLOPs of two float64 SVDs of its Z (T × H·d).
 - **Paper B** (:func:`aot_work`): every batched model's steps, and steps × replicas × rows.
 - **Checks** (:func:`checks_work`): :data:`SEARCHES` Kruskal searches per layer of its
   orderings, each weighted (d / :data:`ORDERING_D`)³ (a Cholesky's count), over the workers.
@@ -40,7 +38,7 @@ from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.series import next_T
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 
-COSTS_FILE = "benchmarks/results/cluster_costs.json"
+COSTS_FILE = "benchmarks/cluster_costs.json"
 MARGIN = 2.0  # request = start + MARGIN x the work's seconds (the rates' spread: cluster.md)
 FLOOR_MINUTES = 10  # no request below this: queueing, a cold file system, hub downloads
 ORDERING_D = 1280  # width at which one Kruskal ordering was timed
@@ -112,40 +110,54 @@ def svd_flops(rows: int, cols: int) -> float:
     return 4.0 * m * n * n - 4.0 * n**3 / 3.0
 
 
-def protocol_passes(spec: SweepSpec, stage: StageSettings) -> list[list[Replica]]:
-    """The training passes the protocol may run on ``spec``: an upper bound on its work."""
+def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
+    """Work of a job that trains and certifies ``spec`` (a sweep, or one of its settings): at
+    least what the protocol of :mod:`memcap.synthetic.series` may train, whatever the counts
+    memorized. The ladder: every series at every rung (grown ones too), ``ladder.restarts``
+    times again. The check's pass k (a walk's k-th step) holds each series at most once, at a
+    T k rungs or more up the T its walks can reach, so it costs at most one pass of every
+    series at all of those; without growth each series checks once, at its capacity T, whose
+    FLOPs are at most the largest T's (budgets and FLOPs grow with T)."""
     ladder = stage.ladder
     series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
-    rungs = list(spec.T)
-    while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
-        rungs.append(next_T(ladder, rungs[-1]))
+
+    def walk(T: int) -> list[int]:
+        rungs = [T]
+        while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
+            rungs.append(next_T(ladder, rungs[-1]))
+        return rungs
 
     def at(T: int, restart: int = 0, budget: int = 0) -> list[Replica]:
         return [Replica(s, seed, T, restart, budget) for s, seed in series]
 
+    rungs = list(dict.fromkeys([*spec.T, *walk(spec.T[-1])]))
     restarts = range(ladder.restarts + 1)
     if ladder.grow_at is None and not ladder.warm_start:  # the whole grid in one pass
-        passes = [[r for T in rungs for r in at(T, k)] for k in restarts]
+        work = passes_work(spec, stage, [[r for T in rungs for r in at(T, k)] for k in restarts])
     else:
-        passes = [at(T, k) for T in rungs for k in restarts]
+        work = passes_work(spec, stage, [at(T, k) for T in rungs for k in restarts])
     if not stage.convergence.enabled:
-        return passes
-
-    def budget(T: int) -> int:
-        cfg = stage.train_config(spec, T)
-        return stage.convergence.factor * cfg.steps * (1 + cfg.extra_budgets)
-
-    walk = [max(rungs, key=budget)] if ladder.grow_at is None else [spec.T[0]]
-    while ladder.grow_at is not None and next_T(ladder, walk[-1]) <= ladder.max_T:
-        walk.append(next_T(ladder, walk[-1]))
-    return passes + [at(T, budget=budget(T)) for T in walk]
+        return work
+    checked = sorted({T for start in rungs for T in walk(start)})
+    checks = [at(T, budget=_check_budget(spec, stage, T)) for T in checked]
+    if ladder.grow_at is not None:
+        walks = [[r for c in checks[k:] for r in c] for k in range(len(checks))]
+        return add(work, passes_work(spec, stage, walks))
+    steps = passes_work(spec, stage, [[r for c in checks for r in c]])["synthetic_step"]
+    return add(work, passes_work(spec, stage, checks[-1:]) | {"synthetic_step": steps})
 
 
-def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
-    """Work of a job that trains and certifies ``spec`` (a sweep, or one of its settings)."""
+def _check_budget(spec: SweepSpec, stage: StageSettings, T: int) -> int:
+    cfg = stage.train_config(spec, T)
+    return stage.convergence.factor * cfg.steps * (1 + cfg.extra_budgets)
+
+
+def passes_work(spec: SweepSpec, stage: StageSettings, passes: list[list[Replica]]) -> Work:
+    """Work of training and certifying ``passes`` of replicas, each split into its batched
+    models: their steps, their steps × padded FLOPs per step, and two SVDs a replica."""
     work = dict.fromkeys(("synthetic_step", "synthetic_shared_flop", "synthetic_random_flop"), 0.0)
     work["svd_flop"] = 0.0
-    for members in protocol_passes(spec, stage):
+    for members in passes:
         for group in replica_groups(spec, stage, members).values():
             budget = group[0].budget
             cfg = stage.train_config(spec, max(r.T for r in group), budget)

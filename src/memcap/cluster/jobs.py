@@ -1,0 +1,106 @@
+"""Each compute job's work and requests, by rule and wildcards: what the Snakefile's
+``runtime`` resources and the cluster plan (:mod:`memcap.cluster.plan`) both read.
+
+No torch import: the Snakefile sizes every job with this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memcap.aot.cut import sweep_settings
+from memcap.aot.settings import StageSettings as AotStage
+from memcap.cluster import costs
+from memcap.extract.layer_spec import layer_name
+from memcap.synthetic.cut import setting_spec
+from memcap.synthetic.settings import StageSettings, sweep_spec
+
+# Rules that run on the host whatever the device (no GPU route).
+HOST_RULES = ("certify_real_capacity",)
+
+
+@dataclass
+class JobCosts:
+    """The cost model applied to one config's jobs.
+
+    Attributes:
+        config: the validated config.
+        rates: the measured rates by device kind (:func:`memcap.cluster.costs.load_rates`).
+        entry: a model's typed entry with its layers resolved, by name.
+    """
+
+    config: Mapping[str, Any]
+    rates: Mapping[str, costs.Rates]
+    entry: Callable[[str], Any]
+
+    def kind(self, rule: str) -> str:
+        """The device kind a job of ``rule`` runs on: gpu where it asks for one."""
+        return "cpu" if self.config["device"] == "cpu" or rule in HOST_RULES else "gpu"
+
+    def work(self, rule: str, wildcards: Mapping[str, str], threads: int) -> costs.Work | None:
+        """The work of one job (None: a rule the cost model does not size)."""
+        if rule in ("run_synthetic_sweep", "run_synthetic_setting"):
+            return self._synthetic(wildcards)
+        if rule in ("train_aot", "train_aot_sweep", "train_aot_setting"):
+            return self._aot(wildcards)
+        if rule in ("check_assumptions", "check_assumption_layer"):
+            return self._checks(wildcards, threads)
+        if rule == "extract_model":
+            entry = self.entry(wildcards["model"])
+            examples, tokens, _ = costs.model_sizes(entry)
+            return costs.extract_work(examples, tokens, len(entry.layers))
+        if rule == "certify_real_capacity":
+            entry, section = self.entry(wildcards["model"]), self.config["capacity"]
+            examples, _, d = costs.model_sizes(entry)
+            used = min(examples, section["max_T"] or examples)
+            return costs.certify_work(used, section["max_H"], d, len(entry.detail_layers))
+        return None
+
+    def runtime(self, rule: str, wildcards: Mapping[str, str], threads: int) -> int:
+        """The job's wall-time request in minutes (:func:`memcap.cluster.costs.runtime_minutes`)."""
+        return costs.runtime_minutes(
+            self.work(rule, wildcards, threads), self.rates[self.kind(rule)]
+        )
+
+    def expected(self, rule: str, wildcards: Mapping[str, str], threads: int) -> float | None:
+        """The job's expected wall seconds, no margin (None: not sized)."""
+        work = self.work(rule, wildcards, threads)
+        return None if work is None else costs.expected_seconds(work, self.rates[self.kind(rule)])
+
+    def _synthetic(self, wildcards: Mapping[str, str]) -> costs.Work:
+        section = self.config["synthetic"]
+        spec = sweep_spec(section, wildcards["sweep"])
+        if wildcards.get("setting"):
+            spec = setting_spec(spec, wildcards["setting"])
+        stage = StageSettings.from_config(section, self.config["seed"], self.config["engine"])
+        return costs.synthetic_work(spec, stage)
+
+    def _aot(self, wildcards: Mapping[str, str]) -> costs.Work:
+        section = self.config["aot"]
+        stage = AotStage.from_config(section, self.config["seed"], self.config["engine"])
+        sweeps = [wildcards["sweep"]] if wildcards.get("sweep") else list(section["sweeps"])
+        works = []
+        for name in sweeps:
+            spec = section["sweeps"][name]
+            setting = wildcards.get("setting")
+            only = sweep_settings(name, spec)[setting] if setting else None
+            works.append(costs.aot_work(name, spec, stage, only))
+        return costs.add(*works)
+
+    def _checks(self, wildcards: Mapping[str, str], threads: int) -> costs.Work:
+        section = self.config["assumptions"]
+        entry = self.entry(wildcards["model"])
+        _, _, d = costs.model_sizes(entry)
+        detail = {layer_name(layer) for layer in entry.detail_layers}
+        every = [layer_name(layer) for layer in (*entry.detail_layers, *entry.depth_rows)]
+        layers = [wildcards["layer"]] if wildcards.get("layer") else every
+        samples = [
+            section["samples"] if la in detail else section["depth_samples"] for la in layers
+        ]
+        on_device = self.kind("check_assumptions") == "gpu" and section["kruskal_search"] in (
+            "device",
+            "auto",
+        )
+        return costs.checks_work([(s, d) for s in samples], threads, on_device)
