@@ -136,7 +136,7 @@ def plan(configfile: str, jobs: list[DryJob]) -> list[str]:
     for _, _, split in gpu:
         for kind, seconds in split.items():
             kinds[kind] = kinds.get(kind, 0.0) + seconds
-    rules = ", ".join(f"`{r}`" for r in dict.fromkeys(job.rule for job, _, _ in gpu))
+    rules = ", ".join(f"`{r}`" for r in sorted({job.rule for job, _, _ in gpu}))
     shares = "; ".join(f"{kind} {seconds / total:.0%}" for kind, seconds in
                        sorted(kinds.items(), key=lambda item: -item[1]))  # fmt: skip
     lines = [

@@ -137,7 +137,7 @@ def test_the_dry_run_gives_each_jobs_rule_wildcards_and_requests():
     ]  # fmt: skip
     assert jobs[1].wildcards == {"sweep": "heads", "setting": "H60_random"} and jobs[1].gpus == 1
     local = local_rules(["localrules:\n    merge_synthetic_settings,\n"])
-    rows = request_rows(jobs, {"run_synthetic_setting": 4}, local)
+    rows = request_rows(list(reversed(jobs)), {"run_synthetic_setting": 4}, local)
     assert rows == [
         {"rule": "run_synthetic_setting", "jobs": "2", "GPU": "1", "CPUs": "4",
          "runtime (min)": "12 – 27", "mem_mb": "1,641 – 5,806"},

@@ -31,6 +31,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from memcap.aot.cut import sweep_settings
+from memcap.config_schema import validate_schema
+from memcap.synthetic.cut import setting_ids
+from memcap.synthetic.settings import sweep_names, sweep_spec
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
@@ -317,8 +322,9 @@ class SnakemakeRun:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def finish(self, timeout_s: float) -> tuple[str, float]:
+    def finish(self, timeout_s: float, succeed: bool = True) -> tuple[str, float]:
         """Wait for the run under a hard timeout; its output and wall time in seconds.
+        ``succeed``: fail the test unless Snakemake exits with 0 (else: unless it fails).
 
         A Snakemake that waits for a job SLURM no longer reports ignores SIGTERM, so on
         timeout its whole process group gets SIGKILL.
@@ -329,7 +335,7 @@ class SnakemakeRun:
             self.kill()
         seconds = time.monotonic() - self.started
         text = self.log.read_text(errors="replace")
-        if self.proc.returncode != 0:
+        if (self.proc.returncode == 0) != succeed:
             pytest.fail(
                 f"snakemake {' '.join(self.args)} exited with {self.proc.returncode} after "
                 f"{seconds:.0f} s:\n{text[-6000:]}"
@@ -456,6 +462,32 @@ def _report_differences(local: Path, cluster: Path) -> list[str]:
     return [line[:300] for line in diff][:40]
 
 
+def _profile_args(config_args: tuple[str, ...]) -> list[str]:
+    """A run through the profile, with this cluster's partition file and a short status wait."""
+    return [
+        "--profile",
+        "profiles/slurm",
+        *config_args,
+        "--slurm-partition-config",
+        "profiles/slurm/partitions.example.yaml",
+        "--slurm-init-seconds-before-status-checks",
+        str(STATUS_WAIT_S),
+        "--seconds-between-status-checks",
+        str(STATUS_WAIT_S),
+    ]
+
+
+def _local_args() -> list[str]:
+    """A local run beside the cluster's. The local run fills the cores while the cluster run
+    waits on SLURM. Its jobs get the threads the SLURM jobs get (the profile's, at most the
+    node's CPUs, this machine's): a training's float reductions depend on its thread count, so
+    only equal threads make equal outputs."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    cpus = len(os.sched_getaffinity(0))
+    args = ["--cores", str(cpus), "--set-threads"]
+    return args + [f"{rule}={min(n, cpus)}" for rule, n in profile["set-threads"].items()]
+
+
 @pytest.mark.slurm
 def test_tiny_workflow_runs_through_slurm(
     slurm_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture
@@ -466,31 +498,9 @@ def test_tiny_workflow_runs_through_slurm(
     shutil.copytree(REPO, local, ignore=COPY_IGNORE)
     shutil.copytree(REPO, cluster, ignore=COPY_IGNORE)
 
-    # The local run fills the cores while the cluster run waits on SLURM. Its jobs get the
-    # threads the SLURM jobs get (the profile's, at most the node's CPUs, this machine's): a
-    # training's float reductions depend on its thread count, so only equal threads make
-    # equal outputs.
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    cpus = len(os.sched_getaffinity(0))
-    local_args = ["--cores", str(cpus), "--set-threads"]
-    local_args += [f"{rule}={min(n, cpus)}" for rule, n in profile["set-threads"].items()]
+    local_args = _local_args()
     local_run = SnakemakeRun([*local_args, *CONFIG_ARGS], local, env, tmp_path / "local.log")
-    cluster_run = SnakemakeRun(
-        [
-            "--profile",
-            "profiles/slurm",
-            *CONFIG_ARGS,
-            "--slurm-partition-config",
-            "profiles/slurm/partitions.example.yaml",
-            "--slurm-init-seconds-before-status-checks",
-            str(STATUS_WAIT_S),
-            "--seconds-between-status-checks",
-            str(STATUS_WAIT_S),
-        ],
-        cluster,
-        env,
-        tmp_path / "slurm.log",
-    )
+    cluster_run = SnakemakeRun(_profile_args(CONFIG_ARGS), cluster, env, tmp_path / "slurm.log")
     try:
         log, cluster_s = cluster_run.finish(RUN_TIMEOUT_S)
         _, local_s = local_run.finish(RUN_TIMEOUT_S)
@@ -536,3 +546,109 @@ def test_slurm_profile_comments_every_entry_and_names_real_rules() -> None:
     for section in ("set-threads", "set-resources"):
         unknown = set(profile.get(section, {})) - rules
         assert not unknown, f"{section} names rules the workflow does not have: {unknown}"
+
+
+# configs/test_paper.yaml: configs/paper.yaml's shape at tiny sizes, every stage in its fine cut.
+PAPER_ARGS = ("--configfile", "configs/test_paper.yaml", "--config", "device=auto")
+# The per-setting and per-layer outputs that the merges join (one folder per sweep or model).
+PART_FOLDERS = ("results/synthetic/*/", "results/aot/*/", "results/assumptions_layers/*/")
+
+
+def _first_submitted(log: Path, rule: str, timeout_s: float) -> tuple[str, str]:
+    """The first job of ``rule`` that a running Snakemake has submitted: (its output's
+    {setting}, its SLURM job id)."""
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        # Read while Snakemake writes: a block's last lines may not be there yet.
+        submitted = dict(re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", text))
+        for block in re.finditer(rf"^rule {rule}:\n((?:    .*\n)+)", text, re.MULTILINE):
+            fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(1), re.MULTILINE))
+            if fields.get("jobid") in submitted and "wildcards" in fields:
+                return fields["wildcards"], submitted[fields["jobid"]]
+        time.sleep(0.5)
+    raise AssertionError(f"no {rule} job was submitted in {timeout_s} s:\n{text[-3000:]}")
+
+
+def _parts(root: Path) -> dict[str, float]:
+    """Every part file of the fine cut under ``root`` with its modification time."""
+    return {
+        str(path.relative_to(root)): path.stat().st_mtime
+        for pattern in PART_FOLDERS
+        for folder in root.glob(pattern)
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+@pytest.mark.slurm
+def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
+    slurm_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The tiny paper-shaped config in its fine cuts: one SLURM job per paper A and paper B
+    setting and per checked layer, the merges on the submit host; a setting job cancelled with
+    scancel fails alone, and the same command run again submits that job alone (with what
+    reads its outputs), leaves every other part untouched, and ends with the local run's
+    tables."""
+    env = {**slurm_cluster.env, "CUDA_VISIBLE_DEVICES": ""}
+    local, cluster = tmp_path / "local", tmp_path / "slurm"
+    shutil.copytree(REPO, local, ignore=COPY_IGNORE)
+    shutil.copytree(REPO, cluster, ignore=COPY_IGNORE)
+    local_run = SnakemakeRun([*_local_args(), *PAPER_ARGS], local, env, tmp_path / "local.log")
+    first = SnakemakeRun(_profile_args(PAPER_ARGS), cluster, env, tmp_path / "first.log")
+    try:
+        wildcards, slurm_id = _first_submitted(tmp_path / "first.log", "run_synthetic_setting", 600)
+        slurm_cluster.run("scancel", slurm_id)
+        first_log, first_s = first.finish(RUN_TIMEOUT_S, succeed=False)
+        _, local_s = local_run.finish(RUN_TIMEOUT_S)
+    finally:
+        first.kill()
+        local_run.kill()
+    sweep, setting = re.fullmatch(r"sweep=(\w+), setting=(\w+)", wildcards).groups()
+    cancelled = f"results/synthetic/{sweep}/{setting}"
+
+    config = yaml.safe_load((REPO / "configs" / "test_paper.yaml").read_text())
+    validate_schema(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    jobs = _parse_jobs(first_log)
+    remote = [job for job in jobs.values() if not job.local]
+    assert all(job.slurm_id for job in remote), "every batch job went through SLURM"
+    merges = {"merge_synthetic_settings", "merge_aot_settings", "merge_assumption_layers"}
+    assert {job.rule for job in jobs.values() if job.local} <= {"all", *merges}
+    section, aot = config["synthetic"], config["aot"]["sweeps"]
+    settings = [s for name in sweep_names(section) for s in setting_ids(sweep_spec(section, name))]
+    fine = ("run_synthetic_setting", "train_aot_setting", "check_assumption_layer")
+    per_rule = {rule: [job for job in remote if job.rule == rule] for rule in fine}
+    assert len(per_rule["run_synthetic_setting"]) == len(settings) == 10
+    assert len(per_rule["train_aot_setting"]) == sum(
+        len(sweep_settings(n, s)) for n, s in aot.items()
+    )
+    assert len(per_rule["check_assumption_layer"]) == 4  # gpt2-tiny: 0, 1, 2, random_attention
+    assert not (cluster / f"{cancelled}.csv").exists()
+    assert not (cluster / "results" / "synthetic" / f"{sweep}.csv").exists()
+    for job in remote:
+        if job.slurm_id != slurm_id and job.rule != "all":
+            _check_slurm_job(job, _slurm_job(slurm_cluster, job.slurm_id))
+    assert _slurm_job(slurm_cluster, slurm_id)["JobState"] == "CANCELLED"
+
+    before = _parts(cluster)
+    second = SnakemakeRun(_profile_args(PAPER_ARGS), cluster, env, tmp_path / "second.log")
+    try:
+        second_log, second_s = second.finish(RUN_TIMEOUT_S)
+    finally:
+        second.kill()
+    with capsys.disabled():
+        print(f"\nfine cut: local {local_s:.0f} s, SLURM {first_s:.0f} s, rerun {second_s:.0f} s")
+    rerun = _parse_jobs(second_log).values()
+    trained = [job for job in rerun if job.rule in (*fine, "extract_model")]
+    assert [job.rule for job in trained] == ["run_synthetic_setting"], trained
+    readers = {"merge_synthetic_settings", "summarize_synthetic", "plot_synthetic"}
+    downstream = readers | {"render_report", "all", "run_synthetic_setting"}
+    assert {job.rule for job in rerun} <= downstream
+    after = _parts(cluster)
+    rebuilt = {path for path in after if after[path] != before.get(path)}
+    assert rebuilt == {
+        f"{cancelled}{end}" for end in (".csv", "_saturation.csv", "_provenance.json")
+    }
+    differences = _output_differences(local, cluster)
+    assert not differences, "\n".join(differences)

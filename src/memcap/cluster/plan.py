@@ -50,7 +50,7 @@ def request_rows(
 ) -> list[dict[str, str]]:
     """One row per rule of the batch jobs (``local`` rules and ``all`` left out): its job
     count, GPUs, CPUs (``threads``: the profile's set-threads) and the range of its runtime
-    and mem_mb requests, in the dry run's order of first appearance."""
+    and mem_mb requests; GPU rules first, each kind by name (a dry run's order varies)."""
     by_rule: dict[str, list[DryJob]] = {}
     for job in jobs:
         if job.rule not in local and job.rule != "all":
@@ -64,7 +64,7 @@ def request_rows(
             "runtime (min)": _span(int(j.resources["runtime"]) for j in group),
             "mem_mb": _span(int(j.resources["mem_mb"]) for j in group),
         }
-        for rule, group in by_rule.items()
+        for rule, group in sorted(by_rule.items(), key=lambda item: (-item[1][0].gpus, item[0]))
     ]
 
 
