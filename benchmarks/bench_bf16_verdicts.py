@@ -87,7 +87,7 @@ def run(raw: dict, precision: str, root: Path, samples: int, threads: int) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=int, default=256, help="GPT-2's n_embd (d)")
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--heads", dest="H", type=int, default=4)
     parser.add_argument("--layers", default="0-2", help="blocks (a range); + random_attention")
     parser.add_argument("--T", type=int, default=320)
     parser.add_argument("--n", type=int, default=64)
@@ -98,7 +98,7 @@ def main() -> None:
         "name": "bench",
         "family": "decoder",
         "model": "GPT2Config",
-        "model_kwargs": {"n_embd": args.width, "n_head": args.heads},
+        "model_kwargs": {"n_embd": args.width, "n_head": args.H},
         "tokenizer": "byte-bpe",
         "layers": [args.layers, "random_attention"],
         "n": args.n,

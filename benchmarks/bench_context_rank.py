@@ -43,16 +43,16 @@ def naive_ranks(contexts: np.ndarray, chunk: int, scaling: str = "none") -> np.n
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", help="a stored (T, n, d) contexts.npy; default: random")
-    parser.add_argument("--examples", type=int, default=256, help="contexts used")
+    parser.add_argument("--examples", dest="T", type=int, default=256, help="contexts used")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scaling", choices=SCALINGS, default="none", help="both rules' values")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.contexts:
-        contexts = np.load(args.contexts, mmap_mode="r")[: args.examples]
+        contexts = np.load(args.contexts, mmap_mode="r")[: args.T]
     else:  # DINOv2-S/14's shape; two tokens repeated (rank 256) in every fourth context
         rng = np.random.default_rng(0)
-        contexts = rng.standard_normal((args.examples, 257, 384)).astype(np.float32)
+        contexts = rng.standard_normal((args.T, 257, 384)).astype(np.float32)
         contexts[::4, -1] = contexts[::4, 0]
     contexts = np.ascontiguousarray(contexts)
     timings = {"ours": [], "naive": []}

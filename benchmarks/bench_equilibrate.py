@@ -57,17 +57,17 @@ def naive(block: torch.Tensor) -> tuple[torch.Tensor, np.ndarray, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", help="a stored (T, n, d) contexts.npy; default: random")
-    parser.add_argument("--examples", type=int, default=128, help="contexts used")
+    parser.add_argument("--examples", dest="T", type=int, default=128, help="contexts used")
     parser.add_argument("--chunk", type=int, default=32, help="contexts per chunk (extraction's)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
     threadpool_limits(1, user_api="blas")
     if args.contexts:
-        contexts = np.load(args.contexts, mmap_mode="r")[: args.examples]
+        contexts = np.load(args.contexts, mmap_mode="r")[: args.T]
     else:  # DINOv2-S/14's shape, a few massive coordinates and high-norm tokens
         rng = np.random.default_rng(0)
-        contexts = rng.standard_normal((args.examples, 257, 384))
+        contexts = rng.standard_normal((args.T, 257, 384))
         contexts[:, :, :4] *= 300.0
         contexts[:, :3] *= 30.0
     contexts = np.array(contexts, dtype=np.float32)  # a writable copy

@@ -43,13 +43,13 @@ def main() -> None:
     parser.add_argument(
         "--layer", type=int, default=1, help="block whose output is wanted (0: the embeddings)"
     )
-    parser.add_argument("--examples", type=int, default=32, help="images per run")
+    parser.add_argument("--examples", dest="T", type=int, default=32, help="images per run")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.examples}}
+    raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.T}}
     entry = model_entry(raw, 0, 0)
     loaded = create_model(entry)
     if not 0 <= args.layer <= loaded.depth:
@@ -68,14 +68,14 @@ def main() -> None:
         naive_s = time.perf_counter() - start
 
     same = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(truncated, full, strict=True))
-    print(f"model {args.model}: depth {loaded.depth}, layer {args.layer}, {args.examples} images")
-    print(f"truncated forward (ours): {ours_s:.2f} s, {args.examples / ours_s:.1f} images/s")
-    print(f"full-depth model (naive): {naive_s:.2f} s, {args.examples / naive_s:.1f} images/s")
+    print(f"model {args.model}: depth {loaded.depth}, layer {args.layer}, {args.T} images")
+    print(f"truncated forward (ours): {ours_s:.2f} s, {args.T / ours_s:.1f} images/s")
+    print(f"full-depth model (naive): {naive_s:.2f} s, {args.T / naive_s:.1f} images/s")
     print(f"outputs equal (allclose): {same}")
     record(
         __file__,
         f"a truncated forward to block {args.layer} vs the full-depth model with a hook "
-        f"({args.model}, {args.examples} images)",
+        f"({args.model}, {args.T} images)",
         naive_s / ours_s,
         ("truncated forward", ours_s, "s"),
         ("full-depth model", naive_s, "s"),

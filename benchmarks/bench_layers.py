@@ -26,13 +26,13 @@ from memcap.extract.registry import create_model
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="vit_small_patch16_224", help="timm ViT name")
-    parser.add_argument("--examples", type=int, default=16, help="images per run")
+    parser.add_argument("--examples", dest="T", type=int, default=16, help="images per run")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.examples}}
+    raw = {"name": "bench", "family": "vit", "model": args.model, "data": {"T": args.T}}
     entry = model_entry(raw, 0, 0)
     loaded = create_model(entry)
     batches = list(prepare_inputs(entry, loaded, loaded.max_tokens, args.batch_size).batches)
@@ -53,14 +53,14 @@ def main() -> None:
             torch.testing.assert_close(states[layer], expected)
 
     blocks = loaded.depth
-    print(f"model {args.model}: {blocks} blocks, layers 0..{blocks}, {args.examples} examples")
+    print(f"model {args.model}: {blocks} blocks, layers 0..{blocks}, {args.T} examples")
     print(f"one pass:  {ours_s:.2f} s ({blocks} blocks per batch)")
     print(f"per layer: {per_layer_s:.2f} s ({blocks * (blocks + 1) // 2} blocks per batch)")
     print(f"expected about (L+1)/2 = {(blocks + 1) / 2:.1f}")
     record(
         __file__,
         f"all layers of a model in one forward vs one truncated forward per layer "
-        f"({args.model}, {blocks} blocks, {args.examples} images)",
+        f"({args.model}, {blocks} blocks, {args.T} images)",
         per_layer_s / ours_s,
         ("one pass", ours_s, "s"),
         ("one truncated forward per layer", per_layer_s, "s"),

@@ -11,6 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def theory_bound(heads: int | np.ndarray, n: int | np.ndarray) -> int | np.ndarray:
+def theory_bound(H: int | np.ndarray, n: int | np.ndarray) -> int | np.ndarray:
     """Paper A's H(n−1)+1: the guaranteed count (Theorem 1) and the shared-context maximum."""
-    return heads * (n - 1) + 1
+    return H * (n - 1) + 1

@@ -23,9 +23,9 @@ def contexts_with_defects(t: int = 12, n: int = 6, d: int = 16, seed: int = 0) -
 
 def test_context_mechanisms():
     ranks = context_ranks(contexts_with_defects())
-    heads = [[5, 6, 7, 8]] * 12
-    heads[1] = [9, 9, 3, 4]
-    extraction = ADDITIVE_CAUSAL | {"example_tokens_head": heads}
+    token_heads = [[5, 6, 7, 8]] * 12
+    token_heads[1] = [9, 9, 3, 4]
+    extraction = ADDITIVE_CAUSAL | {"example_tokens_head": token_heads}
     assert mechanisms.context_mechanism(ranks, 1, extraction, "1") == (
         "repeated rows: identical leading tokens under causal attention",
         "1 repeated rows",

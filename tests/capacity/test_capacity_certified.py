@@ -17,33 +17,29 @@ from memcap.capacity.certified import (
 from memcap.theory import theory_bound
 
 
-def certified_capacity(queries, contexts, n_heads: int, head_dim: int, seed: int = 0) -> int:
+def certified_capacity(queries, contexts, H: int, d_h: int, seed: int = 0) -> int:
     """Certified capacity for one head count H (rank(Z), random attention)."""
-    return certified_capacity_curve(queries, contexts, [n_heads], head_dim, seed)[0].rank
+    return certified_capacity_curve(queries, contexts, [H], d_h, seed)[0].rank
 
 
-def _shared(examples: int, n: int, d: int, seed: int = 0):
+def _shared(T: int, n: int, d: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     context = rng.random((n, d))
-    return rng.random((examples, d)), np.broadcast_to(context, (examples, n, d))
+    return rng.random((T, d)), np.broadcast_to(context, (T, n, d))
 
 
-@pytest.mark.parametrize(
-    ("heads", "n", "d", "head_dim"), [(1, 4, 8, 4), (3, 4, 8, 6), (4, 6, 10, 6)]
-)
-def test_shared_context_reaches_exactly_the_bound_when_head_dim_covers_n(heads, n, d, head_dim):
-    bound = theory_bound(heads, n)
+@pytest.mark.parametrize(("H", "n", "d", "d_h"), [(1, 4, 8, 4), (3, 4, 8, 6), (4, 6, 10, 6)])
+def test_shared_context_reaches_exactly_the_bound_when_head_dim_covers_n(H, n, d, d_h):
+    bound = theory_bound(H, n)
     queries, contexts = _shared(bound + 15, n, d)
-    assert certified_capacity(queries, contexts, heads, head_dim, seed=1) == bound
+    assert certified_capacity(queries, contexts, H, d_h, seed=1) == bound
 
 
-@pytest.mark.parametrize("head_dim", [1, 2, 5, 12])
-def test_shared_context_never_exceeds_the_bound(head_dim):
+@pytest.mark.parametrize("d_h", [1, 2, 5, 12])
+def test_shared_context_never_exceeds_the_bound(d_h):
     queries, contexts = _shared(60, 5, 12, seed=3)
-    for heads in (1, 2, 5, 9):
-        assert certified_capacity(queries, contexts, heads, head_dim, seed=2) <= theory_bound(
-            heads, 5
-        )
+    for H in (1, 2, 5, 9):
+        assert certified_capacity(queries, contexts, H, d_h, seed=2) <= theory_bound(H, 5)
 
 
 def test_random_contexts_fill_every_column_or_example():
@@ -55,18 +51,18 @@ def test_random_contexts_fill_every_column_or_example():
 
 def test_curve_nests_heads_and_matches_single_calls():
     queries, contexts = _shared(40, 4, 8, seed=7)
-    curve = certified_capacity_curve(queries, contexts, [1, 2, 3, 5], head_dim=4, seed=9)
+    curve = certified_capacity_curve(queries, contexts, [1, 2, 3, 5], d_h=4, seed=9)
     singles = [certified_capacity(queries, contexts, h, 4, seed=9) for h in (1, 2, 3, 5)]
     assert [r.rank for r in curve] == singles == [4, 7, 10, 16]
     assert all(0 < r.last_kept <= 1 and r.first_dropped < 1e-10 for r in curve)
 
 
 def test_given_one_hot_attention_certifies_the_tokens_it_reaches():
-    n, d, examples = 5, 8, 20
-    context = torch.rand(n, d, dtype=torch.float64).expand(examples, n, d)
-    one_hot = torch.nn.functional.one_hot(torch.arange(examples) % 3, n).double()[:, None]
+    n, d, T = 5, 8, 20
+    context = torch.rand(n, d, dtype=torch.float64).expand(T, n, d)
+    one_hot = torch.nn.functional.one_hot(torch.arange(T) % 3, n).double()[:, None]
     assert certified_capacity_from_attention(one_hot, context) == 3
-    uniform = torch.full((examples, 2, n), 1.0 / n, dtype=torch.float64)
+    uniform = torch.full((T, 2, n), 1.0 / n, dtype=torch.float64)
     assert certified_capacity_from_attention(uniform, context) == 1
 
 
@@ -94,10 +90,10 @@ def test_saturation_counts_examples_with_a_near_one_hot_weight():
         saturation(attention, 0.3)
 
 
-def _direct_spectrum(queries, context, heads, head_dim, seed):
+def _direct_spectrum(queries, context, H, d_h, seed):
     """Z itself with every example's context set to ``context``: its singular values / σ_max."""
     contexts = np.broadcast_to(context, (len(queries), *context.shape))
-    features = own_context_features(queries, contexts, heads, head_dim, seed)
+    features = own_context_features(queries, contexts, H, d_h, seed)
     z = features.reshape(len(queries), -1).numpy()
     values = np.linalg.svd(z, compute_uv=False)
     return values / values[0]
@@ -110,10 +106,10 @@ def test_shared_spectra_are_those_of_z_itself_tall_and_wide(repeat):
     rng = np.random.default_rng(11)
     queries = np.repeat(rng.standard_normal((30, 9)), repeat, axis=0)
     context = rng.standard_normal((4, 9))
-    heads = [1, 2, 5, 7, 8, 9]
-    weights = random_attention_weights(9, max(heads), 4, seed=3)
-    spectra = shared_context_spectra(queries, context, heads, weights)
-    for h, spectrum in zip(heads, spectra, strict=True):
+    H_values = [1, 2, 5, 7, 8, 9]
+    weights = random_attention_weights(9, max(H_values), 4, seed=3)
+    spectra = shared_context_spectra(queries, context, H_values, weights)
+    for h, spectrum in zip(H_values, spectra, strict=True):
         direct = _direct_spectrum(queries, context, h, 4, seed=3)
         assert spectrum.shape == (len(queries), h * 9)
         assert len(spectrum.relative) == min(len(queries), h * 9)  # Z's zeros padded in
@@ -136,11 +132,11 @@ def test_identical_queries_give_rank_one_whatever_h():
 def test_own_features_hold_every_heads_block():
     rng = np.random.default_rng(13)
     queries, contexts = rng.random((20, 6)), rng.random((20, 3, 6))
-    features = own_context_features(queries, contexts, 4, head_dim=3, seed=5)
+    features = own_context_features(queries, contexts, 4, d_h=3, seed=5)
     assert tuple(features.shape) == (20, 4, 6)
     # the first H of H' heads agree: the block of two heads is the first two of four
     np.testing.assert_array_equal(
         own_context_features(queries, contexts, 2, 3, seed=5).numpy(), features[:, :2].numpy()
     )
-    with pytest.raises(ValueError, match="max_heads"):
+    with pytest.raises(ValueError, match="max_H"):
         own_context_features(queries, contexts, 0, 3)

@@ -23,7 +23,7 @@ def test_rows_follow_the_bound_and_the_ceiling_and_cap_the_bound_at_t():
     rng = np.random.default_rng(0)
     queries = rng.random((30, 8)).astype(np.float32)
     contexts = np.broadcast_to(rng.random((3, 8)), (30, 3, 8)).astype(np.float32)
-    both = real_capacity_rows(queries, contexts, max_heads=4, head_dim=None, max_examples=25,
+    both = real_capacity_rows(queries, contexts, max_H=4, d_h=None, max_T=25,
                               seed=1)  # fmt: skip
     rows, shared = _own(both), _first_shared(both)
     # these contexts are shared already: the reduced computation gives the same ranks
@@ -34,7 +34,7 @@ def test_rows_follow_the_bound_and_the_ceiling_and_cap_the_bound_at_t():
     assert [r["certified"] for r in rows] == [r["bound"] for r in rows] == [3, 5, 7, 9]
     assert [r["ceiling"] for r in rows] == [8, 16, 24, 25]
     assert not any(r["at_ceiling"] for r in rows)
-    narrow = _own(real_capacity_rows(queries, contexts, 2, head_dim=2, max_examples=None, seed=1))
+    narrow = _own(real_capacity_rows(queries, contexts, 2, d_h=2, max_T=None, seed=1))
     assert all(math.isnan(r["bound"]) for r in narrow)  # Theorem 1 needs d_h >= n
     # H(n−1)+1 beyond T: what the theorem grants on these examples is T
     few = real_capacity_rows(queries[:6], contexts[:6], 4, None, None, seed=1)
@@ -59,7 +59,7 @@ def test_shared_contexts_and_draws_take_the_spread_heads_after_the_first():
     rng = np.random.default_rng(15)
     queries, contexts = rng.random((50, 6)), rng.random((50, 4, 6))
     rows = real_capacity_rows(queries, contexts, 4, None, None, seed=3, draws=3,
-                              shared_contexts=2, spread_heads=[1, 4, 9])  # fmt: skip
+                              shared_contexts=2, spread_H=[1, 4, 9])  # fmt: skip
     shared = [r for r in rows if r["contexts"] == "shared"]
     runs = {(r["shared_context"], r["draw"]): [] for r in shared}
     for r in shared:
@@ -67,12 +67,12 @@ def test_shared_contexts_and_draws_take_the_spread_heads_after_the_first():
     assert runs.pop((0, 0)) == [1, 2, 3, 4]  # the first run takes every H
     assert len(runs) == 5 and all(h == [1, 4] for h in runs.values())
     # spread heads beyond max_H leave the first run alone
-    alone = real_capacity_rows(queries, contexts, 2, None, None, 3, 2, 2, spread_heads=[4])
+    alone = real_capacity_rows(queries, contexts, 2, None, None, 3, 2, 2, spread_H=[4])
     assert {(r["shared_context"], r["draw"]) for r in alone if r["contexts"] == "shared"} == {
         (0, 0)
     }
-    examples = {r["shared_context"]: r["shared_example"] for r in shared}
-    assert examples[0] == 0 and examples[1] != 0
+    shared_examples = {r["shared_context"]: r["shared_example"] for r in shared}
+    assert shared_examples[0] == 0 and shared_examples[1] != 0
     assert {r["draw"] for r in _own(rows)} == {0}
     # a draw is a different attention: the spectra differ, the bound does not
     h4 = {r["draw"]: r for r in shared if r["shared_context"] == 0 and r["H"] == 4}
@@ -155,10 +155,10 @@ def test_repeated_examples_keep_the_rank_below_its_ceiling():
     assert twice[1]["reading"].startswith("10 below its ceiling min(T, H·d) = 12, resolved")
 
 
-def _layer_norm(examples: int, n: int, d: int, affine: bool):
+def _layer_norm(T: int, n: int, d: int, affine: bool):
     """float32 contexts and queries like a LayerNorm's output: every token on one hyperplane."""
     rng = np.random.default_rng(8)
-    tokens = rng.standard_normal((examples, n + 1, d)).astype(np.float32)
+    tokens = rng.standard_normal((T, n + 1, d)).astype(np.float32)
     tokens = (tokens - tokens.mean(-1, keepdims=True)) / tokens.std(-1, keepdims=True)
     if affine:  # γ ⊙ z + β: Σ_i x_i / γ_i is the same constant for every token
         tokens = tokens * rng.uniform(0.5, 1.5, d) + rng.standard_normal(d)

@@ -14,7 +14,7 @@ def _layer(name: str, layer: str, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     queries, contexts = rng.standard_normal((40, 8)), rng.standard_normal((40, 3, 8))
     rows = real_capacity_rows(queries, contexts, 4, None, None, seed=seed, draws=2,
-                              shared_contexts=3, spread_heads=[1, 3])  # fmt: skip
+                              shared_contexts=3, spread_H=[1, 3])  # fmt: skip
     return pd.DataFrame(rows).assign(model=name, layer=layer)
 
 

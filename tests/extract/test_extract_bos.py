@@ -177,10 +177,10 @@ def test_provenance_of_a_tiny_llama_records_the_bos(bos, tmp_path):
     provenance = json.loads(outputs.provenance.read_text())
     assert provenance["bos_token_id"] == bos_id and provenance["n"] == 16
     assert provenance["bos_prepended"] is (bos == "auto")
-    heads = np.asarray(provenance["example_tokens_head"])
-    assert heads.shape == (20, 4) and ((heads[:, 0] == bos_id) == (bos == "auto")).all()
+    token_heads = np.asarray(provenance["example_tokens_head"])
+    assert token_heads.shape == (20, 4) and ((token_heads[:, 0] == bos_id) == (bos == "auto")).all()
     batch = next(prepare_inputs(llama, create_model(llama), 16, batch_size=20).batches)
-    np.testing.assert_array_equal(batch["input_ids"][:, :4].numpy(), heads)
+    np.testing.assert_array_equal(batch["input_ids"][:, :4].numpy(), token_heads)
     assert batch["input_ids"].shape == (20, 16)
     with torch.no_grad():
         own = create_model(llama).module(**batch, output_hidden_states=True).hidden_states[1]

@@ -81,7 +81,7 @@ def test_the_encoder_stack_is_the_model_and_its_layers_are_its_hidden_states(mod
     encoder = loaded.module
     assert type(encoder).__name__ == stack
     assert not any("decoder" in name for name, _ in encoder.named_modules())
-    assert loaded.depth == 2 and loaded.width == 32 and loaded.architecture.heads == 2
+    assert loaded.depth == 2 and loaded.width == 32 and loaded.architecture.H == 2
     ids = torch.randint(3, 400, (3, 10))
     extractor = MultiLayerExtractor(encoder, loaded.width, (0, 1, 2), seed=0).eval()
     # layer 2 is block 2's output before the stack's final norm (T5, mBART), which the model

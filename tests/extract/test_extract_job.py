@@ -249,7 +249,7 @@ NEW_FAMILIES = {
 
 
 @pytest.mark.parametrize(
-    ("family", "model", "kwargs", "heads", "head_dim"),
+    ("family", "model", "kwargs", "H", "d_h"),
     [
         ("vit", "vit_base_patch16_224", {"img_size": 32, "embed_dim": 24, "num_heads": 3}, 3, 8),
         ("bert", "BertConfig", {"hidden_size": 24, "num_attention_heads": 3}, 3, 8),
@@ -263,13 +263,13 @@ NEW_FAMILIES = {
         ),
     ],
 )
-def test_the_architecture_states_the_models_heads(family, model, kwargs, heads, head_dim):
+def test_the_architecture_states_the_models_heads(family, model, kwargs, H, d_h):
     """The heads the provenance records: the query heads of a block (not the depth, not the
     grouped key/value heads), and their dimension d_h (a config's head_dim, else d / heads)."""
     entry = model_entry({"name": "m", "family": family, "model": model, "model_kwargs": kwargs},
                         0, 0)  # fmt: skip
     resolved = architecture(entry)
-    assert (resolved.heads, resolved.head_dim) == (heads, head_dim)
+    assert (resolved.H, resolved.d_h) == (H, d_h)
 
 
 @pytest.mark.parametrize("name", NEW_FAMILIES)

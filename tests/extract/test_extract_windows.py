@@ -46,7 +46,7 @@ def test_layers_read_the_windows_of_the_next_block():
     assert [layer.stage for layer in layers] == [0, 0, 0, 1, 1]
     assert [layer.shift for layer in layers] == [(0, 0), (2, 2), (0, 0), (2, 2), (0, 0)]
     assert [layer.read_by for layer in layers] == [1, 2, None, 4, None]  # stage ends: no reader
-    assert [(layer.n, layer.width, layer.heads) for layer in layers] == [(16, 16, 1)] * 3 + [
+    assert [(layer.n, layer.width, layer.H) for layer in layers] == [(16, 16, 1)] * 3 + [
         (16, 32, 2)
     ] * 2
     assert [layer.grid for layer in layers] == [(16, 16)] * 3 + [(8, 8)] * 2

@@ -146,13 +146,13 @@ def test_paper_a_estimates_and_law_figures():
     from memcap.synthetic.figures import plot_sweep
     from memcap.synthetic.summary import estimate_table
 
-    heads = _capacity(
+    heads_sweep = _capacity(
         "heads", [1, 2, 3, 4], [[30, 61, 90, 121], [32, 59, 92, 119], [31, 60, 95, 120]]
     )
-    head_dim = _capacity(
+    head_dim_sweep = _capacity(
         "head_dim", [2, 4, 8, 16], [[50, 90, 150, 151], [54, 86, 154, 155], [52, 88, 152, 150]]
     )
-    capacity = pd.DataFrame(heads + head_dim)
+    capacity = pd.DataFrame(heads_sweep + head_dim_sweep)
     estimates = estimate_table(capacity).set_index(["sweep", "value"])
     h3 = estimates.loc[("heads", 3)]
     assert (h3["seeds"], h3["capacity_seeds"], h3["capacity_best"]) == (3, "90 92 95", 95)

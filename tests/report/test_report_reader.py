@@ -56,9 +56,9 @@ def test_without_a_recorded_head_count_no_number_is_granted(stored):
     context, _ = stored
     model = next(m for m in context.models if m.name == "bert-base-random")
     ev = _layer(context, "bert-base-random", "1").verdicts.evidence
-    value, words = grant_words(replace(model, heads=None), ev)
+    value, words = grant_words(replace(model, H=None), ev)
     assert value == "—" and "no head count" in words
-    answers = model_answers(context.layers, [replace(m, heads=None) for m in context.models])
+    answers = model_answers(context.layers, [replace(m, H=None) for m in context.models])
     assert {a.granted for a in answers} == {"—"}
 
 
@@ -154,7 +154,7 @@ def test_a_page_without_the_new_columns_still_renders(stored, tmp_path):
     context, _ = stored
     old = replace(
         context,
-        models=[replace(m, heads=None, head_dim=None) for m in context.models],
+        models=[replace(m, H=None, d_h=None) for m in context.models],
         layers=[
             replace(s, verdicts=replace(s.verdicts, evidence=replace(
                 s.verdicts.evidence, error_estimate=None, error_estimate_clear=None)))

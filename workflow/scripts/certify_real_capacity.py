@@ -32,13 +32,13 @@ for layer in snakemake.params.layers:
     rows = real_capacity_rows(
         np.load(files.queries, mmap_mode="r"),
         np.load(files.contexts, mmap_mode="r"),
-        max_heads=section["max_H"],
-        head_dim=section["d_h"],
-        max_examples=section["max_T"],
+        max_H=section["max_H"],
+        d_h=section["d_h"],
+        max_T=section["max_T"],
         seed=snakemake.params.seed,
         draws=section["draws"],
         shared_contexts=section["shared_contexts"],
-        spread_heads=section["spread_H"],
+        spread_H=section["spread_H"],
         delta=forward_error(extraction),
         repeat_cause=repeat_cause(extraction.get("positions"), layer),
     )

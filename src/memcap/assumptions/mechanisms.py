@@ -97,9 +97,9 @@ def structural(extraction: Mapping[str, Any], layer: str) -> str | None:
 def _repeat_cause(example: int, extraction: Mapping[str, Any], layer: str) -> str:
     if structural(extraction, layer) is not None:
         return f"repeated tokens ({inside_attention(extraction.get('positions'))})"
-    heads = extraction.get("example_tokens_head")
-    if extraction.get("causal") and heads and len(heads[example]) > 1:
-        head = heads[example]
+    token_heads = extraction.get("example_tokens_head")
+    if extraction.get("causal") and token_heads and len(token_heads[example]) > 1:
+        head = token_heads[example]
         if head[0] == head[1]:
             return "identical leading tokens under causal attention"
     return "identical token states"

@@ -16,10 +16,10 @@ CONTEXT_MAX_ND = 512 * 1024
 MB = 2**20
 
 
-def check_memory_mb(examples: int, context_chunk: int) -> int:
+def check_memory_mb(T: int, context_chunk: int) -> int:
     """MB for one model × layer: the larger of the Kruskal search (its batch buffers with
     slack, and three T × T float64 Gram-sized matrices) and the context-rank check (three
     float64 copies of one chunk of contexts); the two checks run one after the other."""
-    kruskal = KRUSKAL_BATCH_MB + 3 * examples * examples * 8 // MB
+    kruskal = KRUSKAL_BATCH_MB + 3 * T * T * 8 // MB
     contexts = 3 * context_chunk * CONTEXT_MAX_ND * 8 // MB
     return BASE_MB + max(kruskal, contexts)

@@ -42,11 +42,11 @@ def layer_scales(extraction: Mapping[str, Any], scaling: str) -> LayerScales:
         unit = max(dtype_eps(getattr(torch, precision, torch.float32)) / 2, floor)
         source = f"not measured: the {precision} rounding of the forward pass"
         return LayerScales(ErrorScale(unit, source), ErrorScale(unit, source), False)
-    examples, precision = record["examples"], record["precision"]
+    compared, precision = record["examples"], record["precision"]
     measured = record["queries"][scaling]
     queries, aligned = float(measured["vector_worst"]), float(measured["matrix"])
     contexts = float(record["contexts"][scaling]["matrix_worst"])
-    how = f"{precision} against float64 on {examples} examples"
+    how = f"{precision} against float64 on {compared} examples"
     return LayerScales(
         ErrorScale(
             max(queries, floor), f"measured ({how}): worst relative error of a query", aligned

@@ -51,9 +51,9 @@ class TheoremReading:
     n_applicable: int | None
     text: str
 
-    def bound(self, heads: int) -> int | None:
+    def bound(self, H: int) -> int | None:
         """Theorem 1's lower bound H(n−1)+1 at ``n_applicable`` (None when it does not apply)."""
-        return None if self.n_applicable is None else heads * (self.n_applicable - 1) + 1
+        return None if self.n_applicable is None else H * (self.n_applicable - 1) + 1
 
 
 @dataclass(frozen=True)

@@ -19,19 +19,19 @@ AT_CEILING = "at the ceiling: says nothing about the embeddings"
 NOT_RESOLVED = "not resolved at float32: no decade gap above the floor"
 
 
-def ceiling(examples: int, heads: int, d: int) -> int:
+def ceiling(T: int, H: int, d: int) -> int:
     """The largest rank a T × H·d matrix Z can have: min(T, H·d)."""
-    return min(examples, heads * d)
+    return min(T, H * d)
 
 
-def at_ceiling(certified: int, examples: int, heads: int, d: int) -> bool:
+def at_ceiling(certified: int, T: int, H: int, d: int) -> bool:
     """Whether the certified capacity equals its ceiling min(T, H·d)."""
-    return certified >= ceiling(examples, heads, d)
+    return certified >= ceiling(T, H, d)
 
 
-def granted(examples: int, heads: int, n: int) -> int:
+def granted(T: int, H: int, n: int) -> int:
     """What Theorem 1 grants on T examples: min(T, H(n−1)+1)."""
-    return min(examples, heads * (n - 1) + 1)
+    return min(T, H * (n - 1) + 1)
 
 
 def rank_text(rank_low: int, rank_high: int) -> str:
@@ -58,46 +58,46 @@ def gap_text(last_kept: float, first_dropped: float, floor: float) -> str:
     )
 
 
-def own_reading(rank_low: int, rank_high: int, examples: int, heads: int, d: int) -> str:
+def own_reading(rank_low: int, rank_high: int, T: int, H: int, d: int) -> str:
     """One own-context row in words: at its ceiling min(T, H·d), a measurement, or a range."""
-    top = ceiling(examples, heads, d)
+    top = ceiling(T, H, d)
     if rank_high >= top:
         return AT_CEILING
     return _below(rank_low, rank_high, f"its ceiling min(T, H·d) = {top}")
 
 
-def shared_reading(rank_low: int, rank_high: int, examples: int, heads: int, n: int,
+def shared_reading(rank_low: int, rank_high: int, T: int, H: int, n: int,
                    d: int, distinct: int | None = None,
                    cause: str | None = None) -> str:  # fmt: skip
     """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it;
     led by what repeated rows imply where the shared context has ``distinct`` < n rows
     (``cause``: why it repeats them, e.g. positions that enter inside attention)."""
-    reading = _shared(rank_low, rank_high, examples, heads, n, d)
+    reading = _shared(rank_low, rank_high, T, H, n, d)
     if distinct is None or not 0 < distinct < n:
         return reading
     why = f" ({cause})" if cause else ""
     return (
         f"the shared context has {distinct} distinct rows of n = {n}{why}: Assumption 2 fails "
-        f"on it, and rank(Z) ≤ H(m−1)+1 = {repeated_bound(examples, heads, distinct)} with m = "
+        f"on it, and rank(Z) ≤ H(m−1)+1 = {repeated_bound(T, H, distinct)} with m = "
         f"{distinct}, whatever the attention. {reading}"
     )
 
 
-def repeated_bound(examples: int, heads: int, distinct: int) -> int:
+def repeated_bound(T: int, H: int, distinct: int) -> int:
     """The largest rank of Z with one shared context of m distinct rows: min(T, H(m−1)+1)."""
-    return granted(examples, heads, distinct)
+    return granted(T, H, distinct)
 
 
-def _shared(rank_low: int, rank_high: int, examples: int, heads: int, n: int, d: int) -> str:
-    if rank_high >= ceiling(examples, heads, d):
+def _shared(rank_low: int, rank_high: int, T: int, H: int, n: int, d: int) -> str:
+    if rank_high >= ceiling(T, H, d):
         return AT_CEILING
-    bound = heads * (n - 1) + 1
+    bound = H * (n - 1) + 1
     if rank_low == rank_high == bound:
         return (
             f"reaches H(n−1)+1 = {bound} below both ceilings, resolved: Theorem 1's bound is "
             "tight on these embeddings"
         )
-    return _below(rank_low, rank_high, f"min(T, H(n−1)+1) = {granted(examples, heads, n)}")
+    return _below(rank_low, rank_high, f"min(T, H(n−1)+1) = {granted(T, H, n)}")
 
 
 def _below(rank_low: int, rank_high: int, top: str) -> str:

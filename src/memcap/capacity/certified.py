@@ -82,10 +82,10 @@ def attention_features(attention: Tensor, contexts: Tensor) -> Tensor:
     return mixed.reshape(mixed.shape[0], -1)
 
 
-def random_attention_weights(d: int, n_heads: int, head_dim: int, seed: int) -> Tensor:
+def random_attention_weights(d: int, H: int, d_h: int, seed: int) -> Tensor:
     """(H, 2, d, d_h) query and key weights, N(0, 1/d); the first H of H' > H heads agree."""
     # NumPy fills in order, so a draw for fewer heads is a prefix of a draw for more.
-    draw = np.random.default_rng(int(seed)).standard_normal((n_heads, 2, d, head_dim))
+    draw = np.random.default_rng(int(seed)).standard_normal((H, 2, d, d_h))
     return torch.from_numpy(draw / d**0.5)
 
 
@@ -97,76 +97,76 @@ def random_attention(queries: Tensor, contexts: Tensor, weights: Tensor) -> Tens
         contexts: (T, n, d), float64.
         weights: (H, 2, d, d_h) from :func:`random_attention_weights`.
     """
-    head_dim = weights.shape[-1]
+    d_h = weights.shape[-1]
     q = torch.einsum("td,hde->the", queries, weights[:, 0])  # (T, H, d_h)
     qk = torch.einsum("the,hde->thd", q, weights[:, 1])  # (T, H, d): W_K W_Qᵀ x
-    scores = torch.einsum("thd,tnd->thn", qk, contexts) / head_dim**0.5
+    scores = torch.einsum("thd,tnd->thn", qk, contexts) / d_h**0.5
     return torch.softmax(scores, dim=-1)
 
 
 def certified_capacity_curve(
     queries: ArrayLike,
     contexts: ArrayLike,
-    heads: Sequence[int],
-    head_dim: int,
+    H_values: Sequence[int],
+    d_h: int,
     seed: int = 0,
     device: torch.device | None = None,
     input_eps: float = 0.0,
 ) -> list[Rank]:
-    """Certified capacity for each head count in ``heads``, the heads nested (one draw).
+    """Certified capacity for each head count in ``H_values``, the heads nested (one draw).
 
     Nested heads make the rank non-decreasing in H and it cannot exceed T: once it reaches T,
     larger H get rank T without another SVD (their ``last_kept`` is NaN). ``input_eps`` is the
     inputs' relative precision (:func:`input_precision`; 0 treats them as exact), see
     :func:`numerical_rank`.
     """
-    if not heads or min(heads) < 1:
+    if not H_values or min(H_values) < 1:
         raise ValueError("need at least one head count, all ≥ 1")
-    features = own_context_features(queries, contexts, max(heads), head_dim, seed, device)
-    examples, _, d = features.shape
+    features = own_context_features(queries, contexts, max(H_values), d_h, seed, device)
+    T, _, d = features.shape
     ranks: dict[int, Rank] = {}
-    for h in sorted(set(heads)):
-        if ranks and max(r.rank for r in ranks.values()) == examples:
-            ranks[h] = Rank(examples, float("nan"), 0.0)
+    for h in sorted(set(H_values)):
+        if ranks and max(r.rank for r in ranks.values()) == T:
+            ranks[h] = Rank(T, float("nan"), 0.0)
         else:
-            z = features[:, :h].reshape(examples, h * d)
+            z = features[:, :h].reshape(T, h * d)
             ranks[h] = numerical_rank(z, input_eps=input_eps)
-    return [ranks[h] for h in heads]
+    return [ranks[h] for h in H_values]
 
 
 def own_context_features(
     queries: ArrayLike,
     contexts: ArrayLike,
-    max_heads: int,
-    head_dim: int,
+    max_H: int,
+    d_h: int,
     seed: int = 0,
     device: torch.device | None = None,
 ) -> Tensor:
-    """Every head's block of Z, (T, max_heads, d) float64, each example with its own context.
+    """Every head's block of Z, (T, max_H, d) float64, each example with its own context.
 
     Z for the first H heads is ``features[:, :H].reshape(T, H·d)``. Built in example chunks,
     so ``contexts`` may be a memory-mapped array too large for memory in float64; ``device``
     (default CPU) computes it there.
     """
-    if max_heads < 1 or head_dim < 1:
-        raise ValueError("need max_heads ≥ 1 and head_dim ≥ 1")
-    examples, _, d = contexts.shape
-    if tuple(queries.shape) != (examples, d):
+    if max_H < 1 or d_h < 1:
+        raise ValueError("need max_H ≥ 1 and d_h ≥ 1")
+    T, _, d = contexts.shape
+    if tuple(queries.shape) != (T, d):
         raise ValueError(f"queries {tuple(queries.shape)} do not match contexts {contexts.shape}")
-    weights = random_attention_weights(d, max_heads, head_dim, seed).to(device)
+    weights = random_attention_weights(d, max_H, d_h, seed).to(device)
     scale = _rms(contexts)
     blocks = []
-    for start in range(0, examples, CHUNK):
-        stop = min(examples, start + CHUNK)
+    for start in range(0, T, CHUNK):
+        stop = min(T, start + CHUNK)
         x = _float64(queries[start:stop]).to(device) / scale
         e = _float64(contexts[start:stop]).to(device) / scale
         attn = random_attention(x, e, weights)
-        blocks.append(attention_features(attn, e).view(stop - start, max_heads, d))
+        blocks.append(attention_features(attn, e).view(stop - start, max_H, d))
     return torch.cat(blocks)  # (T, H_max, d)
 
 
 def shared_context_spectra(
-    queries: ArrayLike, context: ArrayLike, heads: Sequence[int], weights: Tensor
+    queries: ArrayLike, context: ArrayLike, H_values: Sequence[int], weights: Tensor
 ) -> list[Spectrum]:
     """Singular values of Z with one context E (n × d) shared by every example, for each H.
 
@@ -180,38 +180,38 @@ def shared_context_spectra(
     where H·r is at most W's rows, one QR of W for the largest such H gives every smaller H's
     singular values from the leading block of its R. The attention is that of
     :func:`own_context_features` (same scaling) with every context set to ``context``, under
-    ``weights`` from :func:`random_attention_weights` for at least max(heads) heads.
+    ``weights`` from :func:`random_attention_weights` for at least max(H_values) heads.
     """
-    if not heads or min(heads) < 1 or max(heads) > len(weights):
+    if not H_values or min(H_values) < 1 or max(H_values) > len(weights):
         raise ValueError("need at least one head count, all ≥ 1 and at most the weights' heads")
     x, e = _float64(queries), _float64(context)
-    examples, d = x.shape
+    T, d = x.shape
     if e.ndim != 2 or e.shape[1] != d:
         raise ValueError(f"context {tuple(e.shape)} does not match queries {tuple(x.shape)}")
     scale = _rms(e[None])
     distinct, counts = torch.unique(x, dim=0, return_counts=True)
     x, e = distinct / scale, e / scale
-    head_dim = weights.shape[-1]
+    d_h = weights.shape[-1]
     left = torch.linalg.qr(e.T, mode="r").R.T  # Eᵀ = Q R: E = Rᵀ Qᵀ, L = Rᵀ (n × r)
     keys = torch.einsum("nd,hde->hne", e, weights[:, 1])  # (H, n, d_h): E W_K, once
     q = torch.einsum("td,hde->the", x, weights[:, 0])  # (U, H, d_h)
-    attention = torch.softmax(torch.einsum("the,hne->thn", q, keys) / head_dim**0.5, dim=-1)
+    attention = torch.softmax(torch.einsum("the,hne->thn", q, keys) / d_h**0.5, dim=-1)
     reduced = torch.einsum("thn,nr->thr", attention, left)  # (U, H, r)
     reduced *= counts.to(torch.float64).sqrt()[:, None, None]
-    singular = _nested_singular_values(reduced, heads)
-    return [Spectrum.of(singular[h].numpy(), (examples, h * d)) for h in heads]
+    singular = _nested_singular_values(reduced, H_values)
+    return [Spectrum.of(singular[h].numpy(), (T, h * d)) for h in H_values]
 
 
-def _nested_singular_values(blocks: Tensor, heads: Sequence[int]) -> dict[int, Tensor]:
+def _nested_singular_values(blocks: Tensor, H_values: Sequence[int]) -> dict[int, Tensor]:
     """Singular values of ``blocks[:, :h].reshape(rows, -1)`` for each h (nested columns)."""
     rows, _, width = blocks.shape
-    tall = sorted({h for h in heads if h * width <= rows})
+    tall = sorted({h for h in H_values if h * width <= rows})
     singular = {}
     if tall:
         upper = torch.linalg.qr(blocks[:, : tall[-1]].reshape(rows, -1), mode="r").R
         for h in tall:
             singular[h] = torch.linalg.svdvals(upper[: h * width, : h * width])
-    for h in set(heads) - set(tall):  # wide: the R of Wᵀ = Q R is square (rows × rows)
+    for h in set(H_values) - set(tall):  # wide: the R of Wᵀ = Q R is square (rows × rows)
         square = torch.linalg.qr(blocks[:, :h].reshape(rows, -1).T, mode="r").R
         singular[h] = torch.linalg.svdvals(square)
     return singular

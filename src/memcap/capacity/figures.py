@@ -69,12 +69,12 @@ def plot_real_capacity(real: pd.DataFrame, spread: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def _line(ax: plt.Axes, heads: pd.Series, values: pd.Series, resolved: pd.Series,
+def _line(ax: plt.Axes, H_values: pd.Series, values: pd.Series, resolved: pd.Series,
           style: dict) -> None:  # fmt: skip
     """One model × layer: a line, filled markers where resolved, open ones elsewhere."""
-    ax.plot(heads, values, color=style["color"], linewidth=1.2, alpha=0.8)
+    ax.plot(H_values, values, color=style["color"], linewidth=1.2, alpha=0.8)
     mask = resolved.fillna(False).astype(bool).to_numpy()
-    x, y = np.asarray(heads), np.asarray(values)
+    x, y = np.asarray(H_values), np.asarray(values)
     ax.plot(x[mask], y[mask], linestyle="", **MARKER, **style)
     ax.plot(x[~mask], y[~mask], linestyle="", markerfacecolor="none", **MARKER, **style)
 
@@ -82,10 +82,10 @@ def _line(ax: plt.Axes, heads: pd.Series, values: pd.Series, resolved: pd.Series
 def _bounds(ax: plt.Axes, shared: pd.DataFrame) -> None:
     """min(T, H(n−1)+1) for every context size and T, dashed and labelled at the right end."""
     for (n, t), group in shared.groupby(["n", "T"]):
-        heads = np.sort(group["H"].unique())
-        top = np.minimum(t, heads * (n - 1) + 1)
-        ax.plot(heads, top, "k--", linewidth=0.8)
-        ax.annotate(f"n = {n}, T = {t}", (heads[-1], top[-1]), fontsize=6, xytext=(-2, 3),
+        H_values = np.sort(group["H"].unique())
+        top = np.minimum(t, H_values * (n - 1) + 1)
+        ax.plot(H_values, top, "k--", linewidth=0.8)
+        ax.annotate(f"n = {n}, T = {t}", (H_values[-1], top[-1]), fontsize=6, xytext=(-2, 3),
                     textcoords="offset points", ha="right")  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """Certified capacity of real embeddings: random attention on an extracted model × layer.
 
-The capacity stage's computation: for H = 1 … max_heads (nested heads) the singular values of Z
+The capacity stage's computation: for H = 1 … max_H (nested heads) the singular values of Z
 (:mod:`memcap.capacity.certified`) on the queries and contexts one extraction job wrote, read
 against the floor the layer's measured forward error sets (:mod:`memcap.capacity.spectrum`:
 the rank, its gap, whether it is one number), beside what Theorem 1 grants, min(T, H(n−1)+1),
@@ -46,29 +46,29 @@ from memcap.training.seeds import derive_seed
 def real_capacity_rows(
     queries: ArrayLike,
     contexts: ArrayLike,
-    max_heads: int,
-    head_dim: int | None,
-    max_examples: int | None,
+    max_H: int,
+    d_h: int | None,
+    max_T: int | None,
     seed: int,
     draws: int = 1,
     shared_contexts: int = 1,
-    spread_heads: Sequence[int] | None = None,
+    spread_H: Sequence[int] | None = None,
     delta: float | None = None,
     repeat_cause: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Certified capacity of real embeddings for H = 1 … ``max_heads`` (nested heads).
+    """Certified capacity of real embeddings for H = 1 … ``max_H`` (nested heads).
 
     Args:
         queries: (T, d), e.g. a memory-mapped ``queries.npy``.
         contexts: (T, n, d).
-        max_heads: the largest H.
-        head_dim: d_h of the random attention; None uses d_h = n, Theorem 1's regime.
-        max_examples: use a seeded random subset of at most this many examples.
+        max_H: the largest H.
+        d_h: the head dimension of the random attention; None uses d_h = n, Theorem 1's regime.
+        max_T: use a seeded random subset of at most this many examples.
         seed: seed of the subset, of the shared contexts and of the attention draws.
         draws: attention draws per shared context (the own contexts take the first).
         shared_contexts: contexts shared in turn by every example; the first is the first
             example's, the others a seeded choice.
-        spread_heads: the H (at most ``max_heads``) of every shared context and draw after
+        spread_H: the H (at most ``max_H``) of every shared context and draw after
             the first, which takes every H; None: every H.
         delta: the layer's measured forward error (:func:`~memcap.capacity.spectrum.
             forward_error`); None reads the ranks against the stored dtype's rounding alone.
@@ -84,33 +84,33 @@ def real_capacity_rows(
         ``shared_context`` (0 for the first example's context, −1 for own).
     """
     total, n, d = contexts.shape
-    index = subsample(total, max_examples, seed)
+    index = subsample(total, max_T, seed)
     if len(index) < total:
         queries, contexts = np.asarray(queries[index]), np.asarray(contexts[index])
-    examples, dh = len(index), n if head_dim is None else head_dim
+    T, d_h = len(index), n if d_h is None else d_h
     # The embeddings are rounded to their stored dtype (float32) and carry the forward pass's
     # error: Z's singular values at that level could be the error alone and do not count.
     eps = input_precision(queries, contexts)
-    layer = _Layer(examples, total, n, d, dh, eps, delta, repeat_cause or "")
-    heads = list(range(1, max_heads + 1))
+    layer = _Layer(T, total, n, d, d_h, eps, delta, repeat_cause or "")
+    H_values = list(range(1, max_H + 1))
     seeds = draw_seeds(seed, draws)
-    features = own_context_features(queries, contexts, max_heads, dh, seeds[0])
+    features = own_context_features(queries, contexts, max_H, d_h, seeds[0])
     rows, reached = [], None
-    for h in heads:
+    for h in H_values:
         if reached is None:
-            z = features[:, :h].reshape(examples, h * d)
-            reading = layer.read(Spectrum.of(torch.linalg.svdvals(z).numpy(), (examples, h * d)))
-            reached = reading if reading.rank_high == examples else None
+            z = features[:, :h].reshape(T, h * d)
+            reading = layer.read(Spectrum.of(torch.linalg.svdvals(z).numpy(), (T, h * d)))
+            reached = reading if reading.rank_high == T else None
         else:  # nested heads keep rank T once reached: no SVD, no edge
-            reading = RankReading(examples, reached.rank_low, math.nan, math.nan, math.nan)
+            reading = RankReading(T, reached.rank_low, math.nan, math.nan, math.nan)
         rows.append(layer.row(h, reading, "own", -1, -1, 0, -1))
     del features
-    spread = heads if spread_heads is None else sorted(set(spread_heads) & set(heads))
-    positions = shared_positions(examples, shared_contexts, seed)
+    spread = H_values if spread_H is None else sorted(set(spread_H) & set(H_values))
+    positions = shared_positions(T, shared_contexts, seed)
     for draw, draw_seed in enumerate(seeds):
-        weights = random_attention_weights(d, max_heads, dh, draw_seed)
+        weights = random_attention_weights(d, max_H, d_h, draw_seed)
         for context, position in enumerate(positions):
-            some = heads if context == draw == 0 else spread
+            some = H_values if context == draw == 0 else spread
             if not some:
                 continue
             shared = np.asarray(contexts[position])  # (n, d)
@@ -127,7 +127,7 @@ def real_capacity_rows(
 class _Layer:
     """The sizes of one layer's capacity run and the error its ranks are read against."""
 
-    examples: int
+    T: int
     total: int
     n: int
     d: int
@@ -143,7 +143,7 @@ class _Layer:
             draw: int, distinct: int) -> dict[str, Any]:  # fmt: skip
         """One table row: own (``example`` = ``context`` = ``distinct`` = −1) or a shared
         context's run (``distinct``: its distinct rows)."""
-        t, n, d = self.examples, self.n, self.d
+        t, n, d = self.T, self.n, self.d
         low, high = reading.rank_low, reading.rank_high
         words = (
             own_reading(low, high, t, h, d)
@@ -184,11 +184,11 @@ def draw_seeds(seed: int, draws: int) -> list[int]:
     return [derive_seed(seed, "capacity draw", k) for k in range(draws)]
 
 
-def shared_positions(examples: int, count: int, seed: int) -> list[int]:
+def shared_positions(T: int, count: int, seed: int) -> list[int]:
     """Which of the examples used share their context in turn: the first, then a seeded choice
     of ``count − 1`` others (all of them when there are fewer)."""
     others = np.random.default_rng(derive_seed(seed, "capacity contexts")).permutation(
-        np.arange(1, examples)
+        np.arange(1, T)
     )
     return [0, *(int(p) for p in others[: max(count - 1, 0)])]
 

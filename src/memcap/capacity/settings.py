@@ -30,12 +30,12 @@ def certify_memory_mb(section: Mapping[str, Any], model: Mapping[str, Any]) -> i
         section: the validated ``capacity`` section.
         model: the model's validated ``extract.models`` entry (its data.T, n and family).
     """
-    examples = model["data"]["T"]
+    T = model["data"]["T"]
     if section["max_T"] is not None:
-        examples = min(examples, section["max_T"])
+        T = min(T, section["max_T"])
     n = model["n"] or (VIT_FULL_N if model["family"] == "vit" else TEXT_FULL_N)
     kwargs = model.get("model_kwargs") or {}
     d = max([MAX_D] + [int(kwargs[key]) for key in _WIDTH_KEYS if key in kwargs])
-    contexts = examples * n * d * 4
-    features = 4 * examples * section["max_H"] * d * 8
+    contexts = T * n * d * 4
+    features = 4 * T * section["max_H"] * d * 8
     return BASE_MB + (contexts + features) // 2**20

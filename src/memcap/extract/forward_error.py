@@ -3,7 +3,7 @@ precision, compared at every extracted layer.
 
 The assumption checks decide whether a set of stored vectors is independent; the honest
 scale for "dependent" is how far the stored values sit from exact arithmetic on the same
-inputs. On the first ``examples`` inputs of the job the extractor runs twice — as it ran
+inputs. On the first ``error_examples`` inputs of the job the extractor runs twice — as it ran
 (float32, or bfloat16 where configured) and as a float64 copy (the same weights, widened
 exactly) — and each layer records, on the stored values and on the equilibrated scale the
 checks decide on (:mod:`memcap.numerics.equilibrate`):
@@ -83,7 +83,7 @@ def measure_forward_error(
     query_index: int,
     run_dtype: torch.dtype,
     device: torch.device,
-    examples: int,
+    error_examples: int,
     queries: Mapping[Layer, Path],
 ) -> dict[Layer, dict[str, Any]]:
     """Each layer's relative error of the run-precision forward against float64.
@@ -95,12 +95,12 @@ def measure_forward_error(
             query_index: the query token.
         run_dtype: the precision the job ran its forward in.
         device: where it ran.
-        examples: how many of the batch's examples to compare (at most the batch).
+        error_examples: how many of the batch's examples to compare (at most the batch).
         queries: per layer, the stored (T, d) queries (their column balance scales the
             examples' queries as the checks see them).
     """
     started = time.perf_counter()
-    count = min(examples, _length(batch))
+    count = min(error_examples, _length(batch))
     reference = copy.deepcopy(extractor).to(torch.float64)
     rows: dict[Layer, list[tuple[torch.Tensor, torch.Tensor]]] = {}
     contexts: dict[Layer, list[dict[str, torch.Tensor]]] = {}

@@ -227,13 +227,13 @@ def extract_layers(
 def _layer_sizes(arch: Architecture, layer: Layer, n: int, d: int) -> dict[str, Any]:
     """A layer's n, d and heads, and in a windowed model the windows it reads."""
     if not arch.windows:
-        return {"n": n, "d": d, "heads": arch.heads, "head_dim": arch.head_dim, "window": None}
+        return {"n": n, "d": d, "heads": arch.H, "head_dim": arch.d_h, "window": None}
     window = arch.windows[blocks_needed(layer)]
     return {
         "n": n,
         "d": d,
-        "heads": window.heads,
-        "head_dim": window.head_dim,
+        "heads": window.H,
+        "head_dim": window.d_h,
         "window": window.record(),
     }
 

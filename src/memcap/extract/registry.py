@@ -46,8 +46,8 @@ class Architecture:
     prefix_tokens: int = 1  # vit: class (+ register / distillation) tokens before the patches
     vocab_size: int | None = None  # text models only
     config: Any = None  # the transformers config (None for timm)
-    heads: int | None = None  # attention heads per block (None: the config states none)
-    head_dim: int | None = None  # d_h, the query/key dimension of one head
+    H: int | None = None  # attention heads per block (None: the config states none)
+    d_h: int | None = None  # the query/key dimension of one head
     windows: tuple[WindowLayer, ...] = ()  # windowed attention: layers 0 ... depth (Swin)
 
     def sizes(self, layer: Layer, n: int) -> tuple[int, int]:
@@ -132,8 +132,8 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             max_tokens=1 + registers + patches,
             prefix_tokens=1 + registers,
             config=config,
-            heads=attention_heads(vision),
-            head_dim=head_dimension(vision),
+            H=attention_heads(vision),
+            d_h=head_dimension(vision),
         )
     text = config.get_text_config()
     positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
@@ -144,8 +144,8 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
         max_tokens=int(positions) if positions else None,
         vocab_size=text.vocab_size,
         config=config,
-        heads=attention_heads(text),
-        head_dim=head_dimension(text),
+        H=attention_heads(text),
+        d_h=head_dimension(text),
     )
 
 
@@ -171,8 +171,8 @@ def _timm_architecture(entry: ModelEntry) -> Architecture:
         width=model.embed_dim,
         max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
         prefix_tokens=model.num_prefix_tokens,
-        heads=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
-        head_dim=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
+        H=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
+        d_h=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
     )
 
 
@@ -196,8 +196,8 @@ def _windowed(
         max_tokens=first.n,
         prefix_tokens=0,
         config=config,
-        heads=first.heads,
-        head_dim=first.head_dim,
+        H=first.H,
+        d_h=first.d_h,
         windows=layers,
     )
 
@@ -219,8 +219,8 @@ def head_dimension(config: Any) -> int | None:
         stated = getattr(config, name, None)
         if isinstance(stated, int):
             return stated
-    heads = attention_heads(config)
-    return config.hidden_size // heads if heads else None
+    H = attention_heads(config)
+    return config.hidden_size // H if H else None
 
 
 def _names_transformers_model(entry: ModelEntry) -> bool:

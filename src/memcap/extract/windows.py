@@ -40,7 +40,7 @@ class WindowLayer:
     window: tuple[int, int]  # window (M_h, M_w) in tokens
     shift: tuple[int, int]  # cyclic shift of the reading block (0, 0: regular windows)
     width: int  # d, the stage's hidden size
-    heads: int | None  # attention heads of the stage's blocks
+    H: int | None  # attention heads of the stage's blocks
     read_by: int | None  # 1-based block whose attention reads these windows (None: stage end)
 
     @property
@@ -49,14 +49,14 @@ class WindowLayer:
         return self.window[0] * self.window[1]
 
     @property
-    def head_dim(self) -> int | None:
+    def d_h(self) -> int | None:
         """d_h of the stage's heads."""
-        return self.width // self.heads if self.heads else None
+        return self.width // self.H if self.H else None
 
     def record(self) -> dict[str, Any]:
-        """The provenance record of the layer's windows."""
+        """The provenance record of the layer's windows (H under its output key "heads")."""
         return {
-            **asdict(self),
+            **{("heads" if key == "H" else key): value for key, value in asdict(self).items()},
             "n": self.n,
             "shifted": any(self.shift),
             "first_token": list(self.shift),  # grid position of window 0's first token
@@ -126,7 +126,7 @@ def window_layers(model: nn.Module) -> tuple[WindowLayer, ...]:
                 window=window,
                 shift=shift,
                 width=_width(block),
-                heads=_heads(block),
+                H=_heads(block),
                 read_by=layer + 1 if reader is not None else None,
             )
         )
@@ -146,7 +146,7 @@ def stage_records(layers: tuple[WindowLayer, ...]) -> list[dict[str, Any]]:
                 "window": list(layer.window),
                 "n": layer.n,
                 "d": layer.width,
-                "heads": layer.heads,
+                "heads": layer.H,
             },
         )
         record["blocks"].append(k)

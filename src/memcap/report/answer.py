@@ -23,24 +23,24 @@ from memcap.theory import theory_bound
 LEVEL = 0.95  # the confidence of the bound on dependent n-subsets
 
 
-def granted(examples: int, heads: int, n: int) -> int:
+def granted(T: int, H: int, n: int) -> int:
     """Theorem 1's min(T, H(n−1)+1)."""
-    return min(examples, int(theory_bound(heads, n)))
+    return min(T, int(theory_bound(H, n)))
 
 
 def grant_words(model: ModelInfo | None, ev: LayerEvidence) -> tuple[str, str]:
     """The bound at the model's own H: (the number, how it is computed with its cap T and the
     d_h ≥ n condition)."""
-    if model is None or model.heads is None:
+    if model is None or model.H is None:
         return "—", "the extraction recorded no head count for this model (rerun it)"
-    heads, n, examples = model.heads, ev.n, ev.T
-    value = granted(examples, heads, n)
-    text = f"of {examples} examples: H = {heads} heads, min({examples}, {heads}·{n - 1} + 1)"
-    if value == examples:
-        text += f"; H(n−1)+1 = {int(theory_bound(heads, n)):,} > T: capped by the examples used"
-    if model.head_dim is not None and model.head_dim < n:
+    H, n, T = model.H, ev.n, ev.T
+    value = granted(T, H, n)
+    text = f"of {T} examples: H = {H} heads, min({T}, {H}·{n - 1} + 1)"
+    if value == T:
+        text += f"; H(n−1)+1 = {int(theory_bound(H, n)):,} > T: capped by the examples used"
+    if model.d_h is not None and model.d_h < n:
         text += (
-            f"; for heads with d_h ≥ {n} (the model's own have d_h = {model.head_dim}, where "
+            f"; for heads with d_h ≥ {n} (the model's own have d_h = {model.d_h}, where "
             "Theorem 1 gives only Ω(H·d_h))"
         )
     return f"{value:,}", text

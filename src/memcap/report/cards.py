@@ -100,12 +100,12 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     shared = shared.sort_values("H")
     if own.empty:
         return
-    heads = own["H"].to_numpy()
-    examples = own["T"].to_numpy() if "T" in own else np.full(len(own), ev.T)
+    H_values = own["H"].to_numpy()
+    T_values = own["T"].to_numpy() if "T" in own else np.full(len(own), ev.T)
     read = {"rank_low", "rank_high", "floor", "T", "n", "d"} <= set(rows.columns)
-    table = pd.DataFrame({"H": heads, "examples used": examples})
+    table = pd.DataFrame({"H": H_values, "examples used": T_values})
     table["own contexts"] = _ranks(own, read)
-    section.capacity_saturated = bool((own["certified"].to_numpy() >= examples).all())
+    section.capacity_saturated = bool((own["certified"].to_numpy() >= T_values).all())
     if read:
         table["own: gap"] = [_gap(r) for r in own.itertuples()]
         table["own: reading"] = [
@@ -126,12 +126,12 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
                 _spread(r) for r in shared.itertuples()
             ]
     table[f"min(T, H(n−1)+1), n = {ev.n}"] = [
-        granted(int(t), int(h), ev.n) for t, h in zip(examples, heads, strict=True)
+        granted(int(t), int(h), ev.n) for t, h in zip(T_values, H_values, strict=True)
     ]
     table["bound Theorem 1 grants here"] = [
         None if section.verdicts.theorem.n_applicable is None
         else granted(int(t), int(h), section.verdicts.theorem.n_applicable)
-        for t, h in zip(examples, heads, strict=True)
+        for t, h in zip(T_values, H_values, strict=True)
     ]  # fmt: skip
     section.capacity = Table.from_frame(table)
 

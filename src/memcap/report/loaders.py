@@ -40,8 +40,8 @@ class ModelInfo:
     weights_origin: str | None = None  # package, version, file checksum; precision
     input_audit: str = ""  # one line from the extraction's input-level duplicate audit
     input_audit_passed: bool = True  # no two inputs coincide (or no audit recorded)
-    heads: int | None = None  # attention heads per block (None: not recorded by the extraction)
-    head_dim: int | None = None  # d_h of those heads
+    H: int | None = None  # attention heads per block (None: not recorded by the extraction)
+    d_h: int | None = None  # the head dimension of those heads
 
     @property
     def layer_ranges(self) -> str:
@@ -120,8 +120,8 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 input_audit_passed=audit_passed(head["input_audit"])
                 if head.get("input_audit")
                 else True,
-                heads=_optional_int(head, "heads"),
-                head_dim=_optional_int(head, "head_dim"),
+                H=_optional_int(head, "heads"),
+                d_h=_optional_int(head, "head_dim"),
             )
         )
     return models
