@@ -5,23 +5,28 @@ Every sweep of ``config.yaml``'s ``aot`` section runs in its own process, one th
 one-off costs; imports are not counted: the rule ``train_aot`` imports once for every sweep,
 docs/aot.md times the jobs themselves). ``--before PATH`` runs the same resolved config
 through the package of another checkout (``PATH/src``, e.g. ``git worktree add /tmp/aot_before
-f88e9b3``), sweep by sweep, and compares the per-setting accuracies of the two. Prints one line
-per sweep, the totals, the largest accuracy difference, the machine's single-thread float32
-1024² matmul GFLOP/s, and ``RATIO before/ours`` of the stage's CPU seconds.
+main``). The two trees alternate sweep by sweep, ``--repeats`` times (the machine may be
+shared: interleaved repeats see the same load), and each sweep's median is kept. Prints one
+line per sweep, the totals, the per-setting accuracies of the two trees compared (largest
+difference), the machine's single-thread float32 1024² matmul GFLOP/s, and ``RATIO
+before/ours`` of the stage's median CPU seconds.
 
-    .venv/bin/python benchmarks/bench_aot_stage.py --before /tmp/aot_before
+    .venv/bin/python benchmarks/bench_aot_stage.py --before /tmp/aot_before --repeats 3
     .venv/bin/python benchmarks/bench_aot_stage.py --sweeps heads low_dim   # ours only
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from _results import record
-from _stage import time_stage
+from _stage import ROOT, matmul_gflops, resolve, resolve_before, run_tree
 
 KEYS = ["sweep", "model", "N", "d", "d_h", "H", "width", "seed"]
 
@@ -37,8 +42,7 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     config = json.loads(Path(config_json).read_text())
     section = config["aot"]
     stage_section = {k: v for k, v in section.items() if k != "sweeps"}
-    engine = (config["engine"],) if "engine" in config else ()  # none before issue 35's
-    stage = StageSettings.from_config(stage_section, config["seed"], *engine)
+    stage = StageSettings.from_config(stage_section, config["seed"], config["engine"])
     start = time.process_time()
     result = run_sweep(sweep, section["sweeps"][sweep], stage, torch.device("cpu"))
     cpu = time.process_time() - start
@@ -72,11 +76,42 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(*sys.argv[2:5])
         return
-    timings = time_stage(__file__, "aot", __doc__.splitlines()[0])
-    if timings is None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    parser.add_argument("--before", type=Path, help="another checkout to compare against")
+    parser.add_argument("--sweeps", nargs="*", help="default: every sweep of the config")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved runs of each tree")
+    parser.add_argument("--keep", type=Path, help="keep the tables and timings here")
+    args = parser.parse_args()
+    config = resolve(args.config)
+    sweeps = args.sweeps or list(config["aot"]["sweeps"])
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench_aot_stage_"))
+    work.mkdir(parents=True, exist_ok=True)
+    trees = {"ours": (ROOT / "src", work / "config.json")}
+    trees["ours"][1].write_text(json.dumps(config))
+    if args.before is not None:
+        trees["before"] = (args.before / "src", work / "before_config.json")
+        trees["before"][1].write_text(json.dumps(resolve_before(args.config, args.before)))
+    gflops = [matmul_gflops()]
+    print(f"single-thread float32 1024^2 matmul: {gflops[0]:.0f} GFLOP/s", flush=True)
+    runs: dict[str, dict[str, list[float]]] = {tag: {s: [] for s in sweeps} for tag in trees}
+    for _ in range(args.repeats):
+        for sweep in sweeps:
+            for tag in sorted(trees):  # "before" first
+                src, config_json = trees[tag]
+                cpu = run_tree(__file__, src, config_json, [sweep], work, tag)
+                runs[tag][sweep].append(cpu[sweep])
+        gflops.append(matmul_gflops())
+    (work / "cpu.json").write_text(json.dumps(runs))
+    median = {tag: {s: statistics.median(v) for s, v in runs[tag].items()} for tag in runs}
+    flops = statistics.median(gflops)
+    print(f"matmul over the run: median {flops:.0f} GFLOP/s ({min(gflops):.0f}-{max(gflops):.0f})")
+    ours = median["ours"]
+    if "before" not in median:
+        print(f"total {sum(ours.values()):.1f} s CPU (median of {args.repeats})")
         return
-    before, ours, sweeps, work = timings.before, timings.ours, timings.sweeps, timings.work
-    print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}")
+    before = median["before"]
+    print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}  (medians of {args.repeats})")
     for sweep in sweeps:
         ratio = before[sweep] / ours[sweep]
         print(f"{sweep:<12} {before[sweep]:9.1f} {ours[sweep]:8.1f} {ratio:6.2f}")
@@ -87,13 +122,13 @@ def main() -> None:
     record(
         __file__,
         "the whole default AoT stage, sweep by sweep (run_sweep, imports excluded), vs another "
-        "tree; accuracies compared",
+        "tree, interleaved repeats; accuracies compared",
         total_before / total_ours,
         ("this tree", total_ours, "s CPU"),
         ("--before tree", total_before, "s CPU"),
-        ratio_is="before CPU seconds / ours (the stage's total)",
-        repeats=1,
-        settings={"sweeps": sweeps},
+        ratio_is="before CPU seconds / ours (sum of the sweeps' medians)",
+        repeats=args.repeats,
+        settings={"sweeps": sweeps, "matmul_gflops_median": round(flops, 1)},
         other_ratios={f"{s} before/ours": before[s] / ours[s] for s in sweeps},
         summary=f"largest accuracy difference {gap:.4f}",
     )
