@@ -2,9 +2,10 @@
 
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
-(see :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains
-alone. Every group trains through :func:`memcap.training.loop.train_replicas`, with the fast
-step of :mod:`memcap.aot.engine` unless the config says ``engine: reference``.
+(see :mod:`memcap.aot.model`); a sweep's facets train apart (:func:`group_replicas`). With
+``pad_replicas = False`` every distinct shape trains alone. Every group trains through
+:func:`memcap.training.loop.train_replicas` with :class:`memcap.aot.step.AoTStep`: the
+model's forward and autograd's backward.
 
 Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
 them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
