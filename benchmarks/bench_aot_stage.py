@@ -8,8 +8,10 @@ through the package of another checkout (``PATH/src``, e.g. ``git worktree add /
 main``). The two trees alternate sweep by sweep, ``--repeats`` times (the machine may be
 shared: interleaved repeats see the same load), and each sweep's median is kept. Prints one
 line per sweep, the totals, the per-setting accuracies of the two trees compared (largest
-difference), the machine's single-thread float32 1024² matmul GFLOP/s, and ``RATIO
-before/ours`` of the stage's median CPU seconds.
+difference), paper B's findings (``memcap.aot.laws``) on both trees' tables with every
+changed outcome, each setting's seed mean against today's seeds' standard error, the
+machine's single-thread float32 1024² matmul GFLOP/s, and ``RATIO before/ours`` of the
+stage's median CPU seconds.
 
     .venv/bin/python benchmarks/bench_aot_stage.py --before /tmp/aot_before --repeats 3
     .venv/bin/python benchmarks/bench_aot_stage.py --sweeps heads low_dim   # ours only
@@ -72,6 +74,48 @@ def largest_difference(work: Path, sweeps: list[str]) -> tuple[float, str]:
     return worst, where
 
 
+def compare_findings(work: Path, sweeps: list[str]) -> list[str]:
+    """Paper B's findings (:func:`memcap.aot.laws.law_table`) on both trees' tables, and each
+    setting's seed mean accuracy against today's seeds' standard error; lines to print."""
+    import pandas as pd
+
+    from memcap.aot.laws import law_table
+    from memcap.aot.summary import summarize
+
+    tables = {
+        tag: summarize(pd.read_csv(work / f"{tag}_{s}.csv") for s in sweeps)
+        for tag in ("before", "ours")
+    }
+    laws = {tag: law_table(table) for tag, table in tables.items()}
+    keys = ["law", "sweep", "curve"]
+    both = laws["ours"].merge(laws["before"], on=keys, suffixes=("", "_before"), how="outer")
+    changed = both[both["outcome"] != both["outcome_before"]]
+    lines = [f"findings: {len(both)} rows, {len(changed)} with another outcome"]
+    lines += [
+        f"  {r.law} {r.sweep} {r.curve}: {r.outcome_before} (p {r.p_value_before:.3g}, "
+        f"{r.measured_before}) -> {r.outcome} (p {r.p_value:.3g}, {r.measured})"
+        for r in changed.itertuples()
+    ]
+    setting = [k for k in KEYS if k != "seed"]
+    stats = {
+        tag: t.groupby(setting)["accuracy"].agg(["mean", "sem", "count"])
+        for tag, t in tables.items()
+    }
+    paired = stats["ours"].join(stats["before"], rsuffix="_before")
+    paired["gap_in_se"] = (paired["mean"] - paired["mean_before"]).abs() / paired["sem_before"]
+    outside = paired[paired["gap_in_se"] > 1]
+    lines.append(
+        f"settings: {len(paired)}; seed mean within one standard error of today's seeds: "
+        f"{len(paired) - len(outside)}; largest gap {paired['gap_in_se'].max():.2f} SE"
+    )
+    lines += [
+        f"  outside: {' '.join(f'{k}={v}' for k, v in zip(setting, idx, strict=True))} "
+        f"{r.mean_before:.4f} -> {r.mean:.4f} (SE {r.sem_before:.4f}, {r.gap_in_se:.2f} SE)"
+        for idx, r in zip(outside.index, outside.itertuples(), strict=True)
+    ]
+    return lines
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(*sys.argv[2:5])
@@ -119,6 +163,8 @@ def main() -> None:
     print(f"{'total':<12} {total_before:9.1f} {total_ours:8.1f}")
     gap, where = largest_difference(work, sweeps)
     print(f"largest accuracy difference: {gap:.4f} ({where})")
+    findings = compare_findings(work, sweeps)
+    print("\n".join(findings))
     record(
         __file__,
         "the whole default AoT stage, sweep by sweep (run_sweep, imports excluded), vs another "
@@ -130,7 +176,7 @@ def main() -> None:
         repeats=args.repeats,
         settings={"sweeps": sweeps, "matmul_gflops_median": round(flops, 1)},
         other_ratios={f"{s} before/ours": before[s] / ours[s] for s in sweeps},
-        summary=f"largest accuracy difference {gap:.4f}",
+        summary=f"largest accuracy difference {gap:.4f}; {findings[0]}; {findings[-1]}",
     )
     print(f"RATIO {total_before / total_ours:.2f}")
 
