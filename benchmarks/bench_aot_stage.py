@@ -101,7 +101,9 @@ def compare_findings(work: Path, sweeps: list[str]) -> list[str]:
         tag: t.groupby(setting)["accuracy"].agg(["mean", "sem", "count"])
         for tag, t in tables.items()
     }
-    paired = stats["ours"].join(stats["before"], rsuffix="_before")
+    paired = stats["ours"].merge(
+        stats["before"], left_index=True, right_index=True, suffixes=("", "_before")
+    )
     paired["gap_in_se"] = (paired["mean"] - paired["mean_before"]).abs() / paired["sem_before"]
     outside = paired[paired["gap_in_se"] > 1]
     lines.append(

@@ -23,10 +23,11 @@ sum to one and δ's constant coordinate is 0, so the layer adds
 
     Σ_h M_h x̃_t + Σ_h b_O + Σ_{s<t} (Σ_h a_sh M_h[:, :D]) δ_s
 
-to the residual: per example and earlier position, one product of the heads' A_h (H × D·D')
-with the pairs δ_s ⊗ x̃_t and one of the mixed matrix Σ_h a_sh M_h (D·D × H) with δ_s, both
-swept with the examples along the last axis (tensors (R, D, ..., B)). Autograd differentiates
-it. The per-head textbook forward is the tests' oracle (``tests/aot/oracle.py``).
+to the residual (b_O rides on the constant column of Σ_h M_h where x̃ has one): per example
+and earlier position, one product of the heads' A_h (H × D·D') with the pairs δ_s ⊗ x̃_t and
+one of the mixed matrix Σ_h a_sh M_h (D·D × H) with δ_s, both swept with the examples along
+the last axis (tensors (R, D, ..., B)). Autograd differentiates it. The per-head textbook
+forward is the tests' oracle (``tests/helpers/aot_oracle.py``).
 
 Replicas of different shapes (H, d_h, d, w) share one model: each replica is initialised at
 its own shape and zero-padded to the largest one. Padded entries never touch the output and
@@ -223,12 +224,15 @@ class ReplicaTransformer(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
         w = self.weights()
+        heads = list(zip(*(m.unbind(1) for m in self.merged_heads(w)), strict=True))
         x = self.residuals(tokens, w)  # (R, D, S, B)
         for layer in range(self.depth - 1):  # every position attends to its prefix
-            x = torch.stack([self.attend(x[:, :, : t + 1], w, layer) for t in range(self.S)], 2)
+            x = torch.stack(
+                [self.attend(x[:, :, : t + 1], *heads[layer]) for t in range(self.S)], 2
+            )
             if self.has_mlp:
                 x = self.mlp(x.flatten(2), w, layer).view(x.shape)
-        x = self.attend(x, w, self.depth - 1)  # (R, D, B): the last position only
+        x = self.attend(x, *heads[-1])  # (R, D, B): the last position only
         if self.has_mlp:
             x = self.mlp(x, w, self.depth - 1)
         return self.read_out(x, w).transpose(1, 2)
@@ -243,42 +247,43 @@ class ReplicaTransformer(nn.Module):
         columns = columns.reshape(R, 1, S * B).expand(-1, table.shape[1], -1)
         return torch.gather(table, 2, columns).view(R, -1, S, B)
 
-    def attend(self, x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """The residual (R, D, B) of the last position of ``x`` (R, D, S, B) after the heads
-        of ``layer`` (merged: the module's docstring)."""
-        R, D, S, B = x.shape
-        score, values, total = self.merged_heads(w, layer)
-        query = x[:, :, -1]  # (R, D, B)
-        if "b_q" in w:  # the biases ride on x̃'s constant coordinate
+    @classmethod
+    def attend(cls, x: Tensor, score: Tensor, values: Tensor, total: Tensor) -> Tensor:
+        """The residual (R, D, B) of the last position of ``x`` (R, D, S, B) after one layer's
+        heads, merged (:meth:`merged_heads`; the module's docstring)."""
+        R, d_res, S, B = x.shape
+        earlier, last = x.split([S - 1, 1], 2)
+        query = last.squeeze(2)  # (R, D, B)
+        if total.shape[-1] > d_res:  # the biases ride on x̃'s constant coordinate
             query = torch.cat([query, query.new_ones(R, 1, B)], 1)  # x̃ (R, D', B)
-        out = torch.baddbmm(x[:, :, -1], total, query)  # x + Σ_h (M_h x̃ + b_O)
+        out = torch.baddbmm(last.squeeze(2), total, query)  # x + Σ_h (M_h x̃ + b_O)
         if S == 1:
             return out
-        delta = x[:, :, :-1] - x[:, :, -1:]  # δ_s (R, D, S-1, B)
+        delta = earlier - last  # δ_s (R, D, S-1, B)
         pairs = delta[:, :, None] * query[:, None, :, None]  # δ_s ⊗ x̃ (R, D, D', S-1, B)
         above = torch.bmm(score.flatten(2), pairs.view(R, -1, (S - 1) * B))  # (R, H, (S-1)·B)
-        attn = self.weigh(above.view(R, -1, S - 1, B))  # a_sh (R, H, S-1, B)
+        attn = cls.weigh(above.view(R, -1, S - 1, B))  # a_sh (R, H, S-1, B)
         # Σ_h a_sh M_h[:, :D] (R, D·D, (S-1)·B), then applied to δ_s
         mix = torch.bmm(values.flatten(2).mT, attn.reshape(R, -1, (S - 1) * B))
-        return out + (mix.view(R, D, D, S - 1, B) * delta[:, None]).sum((2, 3))
+        return out + (mix.view(R, d_res, d_res, S - 1, B) * delta[:, None]).sum((2, 3))
 
-    def merged_heads(self, w: dict[str, Tensor], layer: int) -> tuple[Tensor, Tensor, Tensor]:
-        """The merged matrices of ``layer``: A_h (R, H, D, D'), W_O W_V (R, H, D, D) and the
-        sum over heads of M_h with b_O added to its constant column (R, D, D')."""
-        R, _, H, _, D = w["w_q"].shape  # (R, L, H, d_h, D)
+    def merged_heads(self, w: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """The merged matrices of every layer: A_h (R, L, H, D, D'), W_O W_V (R, L, H, D, D)
+        and the sum over heads of M_h with b_O added to its constant column (R, L, D, D')."""
+        R, L, H, _, d_res = w["w_q"].shape
 
         def heads(name: str) -> Tensor:
-            return w[name][:, layer].flatten(0, 1)  # (R·H, ...)
+            return w[name].flatten(0, 2)  # (R·L·H, ...)
 
         w_q, w_o = heads("w_q"), heads("w_o")
-        values = torch.bmm(w_o, heads("w_v")).view(R, H, D, D)
-        total = values.sum(1)
+        values = torch.bmm(w_o, heads("w_v")).view(R, L, H, d_res, d_res)
+        total = values.sum(2)
         if "b_q" in w:
             w_q = torch.cat([w_q, heads("b_q")[..., None]], -1)  # (W_Q | b_Q)
             bias = torch.baddbmm(heads("b_o")[..., None], w_o, heads("b_v")[..., None])
-            total = torch.cat([total, bias.view(R, H, D).sum(1)[..., None]], -1)  # W_O b_V + b_O
-        score = torch.bmm(heads("w_k").mT, w_q).view(R, H, D, -1)
-        return score * self.scale.view(R, 1, 1, 1), values, total
+            total = torch.cat([total, bias.view(R, L, H, d_res).sum(2)[..., None]], -1)
+        score = torch.bmm(heads("w_k").mT, w_q).view(R, L, H, d_res, -1)
+        return score * self.scale.view(R, 1, 1, 1, 1), values, total
 
     @staticmethod
     def weigh(above: Tensor) -> Tensor:

@@ -33,4 +33,4 @@ class AoTStep(AutogradStep):
             return super().loss(model, inputs, targets, weights, objective)
         outputs = widened(self.outputs(model, inputs))  # (R, B, N)
         picked = torch.log_softmax(outputs.mT, 1).gather(1, targets[:, None])  # (R, 1, B)
-        return -(picked[:, 0] * weights).sum(1), outputs
+        return -(picked.squeeze(1) * weights).sum(1), outputs
