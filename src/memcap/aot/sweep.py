@@ -25,12 +25,11 @@ import pandas as pd
 import torch
 
 from memcap.aot import bounds
-from memcap.aot.engine import FastStep
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
 from memcap.training.data import ReplicaData
-from memcap.training.engine import Step, choose_step
+from memcap.training.engine import AutogradStep, Step
 from memcap.training.loop import train_replicas
 from memcap.training.seeds import derive_seed
 
@@ -159,7 +158,7 @@ def _train_group(
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
     cfg = stage.train_config(spec, first.T0, first.task, first.model)
-    step = choose_step(cfg, model, objective, device, fast=FastStep)
+    step = AutogradStep(cfg, device)
     result = train_replicas(model, data, objective, cfg, seeds, step=step)
     table_right = _table_correct(step, model, tasks)
     rows = []
