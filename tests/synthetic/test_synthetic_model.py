@@ -98,7 +98,9 @@ def test_outputs_losses_and_gradients_are_the_textbook_models(seed, padded, stac
     want_loss, want_outputs = _oracle_step(model, inputs, targets, weights, objective)
     torch.testing.assert_close(outputs, want_outputs, rtol=0, atol=1e-10)
     torch.testing.assert_close(loss, want_loss, rtol=1e-10, atol=1e-10)
-    for (name, p), got, want in zip(model.named_parameters(), grads, _gradients(model), strict=True):
+    for (name, p), got, want in zip(
+        model.named_parameters(), grads, _gradients(model), strict=True
+    ):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=name)
         if padded:  # padding: exactly zero gradient
             mask = torch.zeros_like(p, dtype=torch.bool)
@@ -248,7 +250,9 @@ def test_the_model_runs_on_cuda_in_bf16_within_its_rounding(stacked):
     fast = ReplicaMHA(model.shapes, [0] * model.replicas).to(cuda)
     fast.load_state_dict(model.state_dict())
     fast = fast.to(torch.bfloat16)
-    cast = tuple(x.to(cuda, torch.bfloat16) if x.is_floating_point() else x.to(cuda) for x in inputs)
+    cast = tuple(
+        x.to(cuda, torch.bfloat16) if x.is_floating_point() else x.to(cuda) for x in inputs
+    )
     want = textbook_forward(model, *inputs)
     got = fast(*cast).double().cpu()
     assert (got - want).abs().max() <= 8 * 2**-8 * want.abs().max()

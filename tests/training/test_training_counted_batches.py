@@ -34,11 +34,11 @@ def test_counted_batch_has_the_drawn_batchs_loss_gradients_and_accuracy():
     assert counted is not None and counted.distinct <= 9  # N^S = 9 inputs
     index = torch.randint(64, (2, batch), generator=torch.Generator().manual_seed(1))
     model = _model()
-    step = AutogradStep(train_config(), torch.device("cpu"))
+    autograd = AutogradStep(train_config(), torch.device("cpu"))
 
     def step(inputs, targets, weights):
         model.zero_grad(set_to_none=True)
-        per_replica, logits = step.loss(model, inputs, targets, weights, "classification")
+        per_replica, logits = autograd.loss(model, inputs, targets, weights, "classification")
         per_replica.sum().backward()
         right = example_correct(logits.detach(), targets, "classification", None)
         grads = {

@@ -149,7 +149,9 @@ class ReplicaMHA(nn.Module):
         scale = [1.0 / math.sqrt(s.d if s.xavier else s.d_h) for s in shapes]
         self.register_buffer("score_scale", torch.tensor(scale))
         beyond = torch.arange(self.max_n)[None, :] >= torch.tensor([s.n for s in shapes])[:, None]
-        self.register_buffer("position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf))
+        self.register_buffer(
+            "position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf)
+        )
         self.padded_context = any(s.n < self.max_n for s in shapes)
 
     @property
@@ -282,7 +284,9 @@ class ReplicaMHA(nn.Module):
         if slots is None:
             return per_slot.flatten(2)
         G, B, S, k = per_slot.shape
-        flat = torch.cat([per_slot.transpose(0, 1).reshape(B, G * S, k), per_slot.new_zeros(B, 1, k)], 1)
+        flat = torch.cat(
+            [per_slot.transpose(0, 1).reshape(B, G * S, k), per_slot.new_zeros(B, 1, k)], 1
+        )
         return flat.index_select(1, slots.scatter).view(B, self.replicas, -1).transpose(0, 1)
 
     def select_replicas(self, index: Tensor) -> None:
