@@ -282,15 +282,15 @@ def test_the_authors_recipe_steps_grow_with_t():
 def test_the_engine_section_reaches_both_recipes_train_configs():
     config = _config()
     default = StageSettings.from_config(config["synthetic"], 0, config["engine"])
-    assert (default.step, default.precision, default.compile) == ("fast", "float32", False)
-    config["engine"] |= {"step": "reference", "precision": "bf16", "compile": True}
+    assert (default.precision, default.compile) == ("float32", False)
+    config["engine"] |= {"precision": "bf16", "compile": True}
     config["engine"]["synthetic"] |= {"leave_when_fit": True, "group_by": ["shape"]}
     section = config["synthetic"]
     stage = StageSettings.from_config(section, 0, config["engine"])
     assert stage.group_by == ("shape",) and stage.max_padding is None
     for name in ("heads", "head_dim"):  # ours and the authors' recipe in configs/test.yaml
         cfg = stage.train_config(sweep_spec(section, name), 16)
-        assert (cfg.engine, cfg.precision) == ("reference", "bf16")
+        assert cfg.precision == "bf16"
         assert cfg.compile and cfg.leave_when_fit
 
 
@@ -324,8 +324,8 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(
 ):
     """Sweeps store each distinct dataset once (full batches: every replica's heads stacked
     on it) and analyse trained attention a block of replicas at a time: the rows are those of
-    one copy per replica analysed at once (counts exactly; loss trajectories to float32
-    rounding, the products' shapes differing)."""
+    one copy per replica analysed at once (counts exactly; losses to float32 rounding,
+    amplified by training where the heads are stacked: the products' shapes differ)."""
     import memcap.synthetic.batched as batched
     import memcap.synthetic.sweep as sweep_module
 
@@ -342,9 +342,12 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(
     monkeypatch.setattr(batched, "_stack", lambda *args: _own_copies(stack(*args)))
     monkeypatch.setattr(sweep_module, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
-    pd.testing.assert_frame_equal(shared, copies, check_exact=False, rtol=1e-4)
     counts = ["memorized", "certified", "certified_trained", "fit_step", "steps_run"]
     pd.testing.assert_frame_equal(shared[counts], copies[counts])
+    if batches:  # every replica reads its own rows either way
+        pd.testing.assert_frame_equal(shared, copies, check_exact=False, rtol=1e-4)
+    else:
+        np.testing.assert_allclose(shared["loss"], copies["loss"], rtol=1e-3, atol=1e-4)
 
 
 def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):

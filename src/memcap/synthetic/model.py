@@ -11,27 +11,29 @@ residual connection: the query reaches the output only through its attention wei
 **The forward is folded.** The layer is linear before and after the softmax, so products of
 weight matrices are formed once per step and applied to the raw tokens; no context token is
 embedded. With M_h = W_q,h W_k,hᵀ / √d_h (/ √d for Xavier), A = [W_e; o_0] the map of the
-query with a 1 appended, q̂ = [q, 1], and K = [W_e; o_1; …; o_n]:
+query with a 1 appended, q̂ = [q, 1], and O = [o_1; …; o_n]:
 
 - score of head h on position i: x M_h e_iᵀ = q̂ A M_h W_eᵀ c_iᵀ + q̂ A M_h o_iᵀ = u_h·c_i + w_hi,
-  every head's u_h and w_h from one product of q̂ with the maps P_h = A M_h Kᵀ, (d + 1) × (d + n);
-- value of head h: Σ_i a_hi e_i W_v,h = Σ_i a_hi (c_i W_e W_v,h + o_i W_v,h), the maps
-  V_h = K W_v,h, (d + n) × d_v;
+  every head's u_h (d) and w_h (n) from two products of q̂ with the maps A M_h W_eᵀ and
+  A M_h Oᵀ, (d + 1) × d and (d + 1) × n;
+- value of head h: Σ_i a_hi e_i W_v,h = Σ_i a_hi (c_i W_e W_v,h + o_i W_v,h): every position's
+  value from one product of the context rows with W_e W_v,h, plus O W_v,h;
 - logits: Σ_h v_h (W_o,h W_dec) + (b_o W_dec + b_dec).
 
-Per example: two matmuls of q̂ (u, w), one product with the n context rows (scores), one of
-the rows with the value maps, the softmax and the weighted sum over positions; gradients
-come from autograd. Scores, weights and values are laid out (n, S) per example, position
-first, so the softmax and the weighted sum run over contiguous blocks of S heads.
+Per example: two products of q̂ (u, w), one of the n context rows with every head's u (the
+scores, (n, S) for S heads), one of the rows with the value maps, the softmax and the
+weighted sum over positions; gradients come from autograd. The softmax runs with the
+positions as the leading axis of (n, B, S) blocks: long contiguous rows whatever S (over
+(n, S) blocks it is several times slower unless S is a multiple of the vector width).
 
 **Replicas and their heads.** Replicas may differ in H, d_h and n: parameters are drawn at
 each replica's own shape (from its own seed) and zero-padded to the largest; padded context
-positions get score -inf. Every replica's real heads sit in the *slots* of the input set
-it reads (:func:`head_slots`): replicas that read one set (``source``: paired datasets in
-full batches) have their heads stacked as the rows of one per-example product, so each
-example's context is read once for all of them; without ``source`` every replica reads its
-own rows and its slots are its own heads. Padded heads sit in no slot and padded slots read
-zero maps, so padded weights get gradient exactly zero and stay zero.
+positions get score -inf. Replicas that read one input set (``source``: a paired dataset in
+full batches) have their real heads stacked as the *slots* of that set (:func:`head_slots`),
+the rows of one per-example product, so each example's context is read once for all of
+them; without ``source`` every replica reads its own rows and its slots are its H_max heads.
+Padded weights are zero and get gradient exactly zero (a padded head's maps and values are
+zero; stacked, it sits in no slot), so they stay zero.
 """
 
 from __future__ import annotations
