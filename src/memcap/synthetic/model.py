@@ -155,6 +155,7 @@ class ReplicaMHA(nn.Module):
             "position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf)
         )
         self.padded_context = any(s.n < self.max_n for s in shapes)
+        self._slots_of: tuple[Tensor, Slots] | None = None
 
     @property
     def replicas(self) -> int:
@@ -222,8 +223,13 @@ class ReplicaMHA(nn.Module):
         return self._from_slots(weights, slots).unflatten(2, (self.max_H, -1))
 
     def slots(self, source: Tensor) -> Slots:
-        """The slots of the input sets that replica r reads at ``source[r]``."""
-        return head_slots(source.tolist(), [s.H for s in self.shapes], self.max_H, source.device)
+        """The slots of the input sets that replica r reads at ``source[r]``, kept for the
+        last ``source`` tensor (a full batch passes the same one every step, so the step reads
+        nothing on the host after the first: a CUDA graph can capture it)."""
+        if self._slots_of is None or self._slots_of[0] is not source:
+            H = [s.H for s in self.shapes]
+            self._slots_of = (source, head_slots(source.tolist(), H, self.max_H, source.device))
+        return self._slots_of[1]
 
     def _maps(self, n: int, slots: Slots | None) -> tuple[Tensor, ...]:
         """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
@@ -298,6 +304,7 @@ class ReplicaMHA(nn.Module):
         self.position_bias = self.position_bias.index_select(0, index)
         self.shapes = tuple(self.shapes[i] for i in index.tolist())
         self.padded_context = any(s.n < self.max_n for s in self.shapes)
+        self._slots_of = None
 
 
 def _gather_heads(per_head: Tensor, slots: Slots) -> Tensor:
