@@ -119,7 +119,7 @@ def test_paper_grid_buckets_merge_t_of_one_step_count_and_keep_the_bound():
 
 
 _STAGE_ENGINE = ("group_by", "max_padding", "leave_when_fit")  # engine.synthetic's keys
-_ENGINE = ("step", "precision", "compile")  # engine's own keys
+_ENGINE = ("precision", "compile")  # engine's own keys
 
 
 def _tiny_section(**overrides) -> tuple[dict, dict]:
