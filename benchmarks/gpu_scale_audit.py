@@ -44,11 +44,10 @@ STAGES["capacity"] = "certify_real_capacity"
 
 
 def audit_targets(models: list[str], stage: str = "audit") -> list[str]:
-    """The Snakemake targets of each model's audit: its depth table (every layer checked), or
-    for ``extract`` one layer's files (the one extraction job writes every layer)."""
-    if stage == "extract":
-        return [f"results/extract/{model}/0/context_ranks.npz" for model in models]
-    return [f"results/assumptions/{model}/depth.csv" for model in models]
+    """The Snakemake targets of each model's audit: its assumptions folder (every layer
+    checked, the depth table), or for ``extract`` its extraction folder (every layer)."""
+    folder = "extract" if stage == "extract" else "assumptions"
+    return [f"results/{folder}/{model}" for model in models]
 
 
 def snakemake_command(

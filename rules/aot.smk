@@ -78,7 +78,7 @@ rule plot_aot:
     input:
         summary="results/aot/summary.csv",
     output:
-        figures=figure_report("aot_sweep"),
+        figures=folder_report("results/aot/figures"),
     log:
         "logs/plot_aot/plot_aot.log",
     conda:

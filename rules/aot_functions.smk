@@ -8,11 +8,24 @@ def aot_sweeps():
     return aot_settings.sweep_names(config["aot"])
 
 
+def aot_jobs():
+    """The stage's job list (memcap.report.layout.JOB_LISTS): its sweeps, none when it is off."""
+    sweeps = aot_sweeps() if stage_enabled("aot") else []
+    return {"aot": [{"sweep": s} for s in sweeps]}
+
+
 def aot_targets():
-    """Final outputs of the aot stage: summary, fits and the figures folder (one per sweep)."""
+    """Final outputs of the aot stage: summary, fits, laws, the figures folder (one per sweep)
+    and each sweep's provenance."""
     if not stage_enabled("aot"):
         return []
-    return ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/figures"]
+    sweeps = [job["sweep"] for job in aot_jobs()["aot"]]
+    tables = ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/laws.csv"]
+    return (
+        tables
+        + ["results/aot/figures"]
+        + expand("results/aot/{sweep}_provenance.json", sweep=sweeps)
+    )
 
 
 def aot_stage(wildcards):

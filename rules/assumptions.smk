@@ -2,10 +2,11 @@
 general position) of every layer of a model, then one summary table.
 
 One check_assumptions job per model (one interpreter start: importing torch, SciPy, pandas and
-Matplotlib costs more CPU than a layer's checks on the default data) checks its detail layers
-in full and its depth rows with fewer orderings, into a temporary folder; take_layer_checks and
-take_depth_profile move each layer's files and the depth profile to their paths under
-results/assumptions/{model}/ (no copy, no interpreter start). Functions:
+Matplotlib costs more CPU than a layer's checks on the default data) reads the model's
+extraction folder, checks its detail layers in full and its depth rows with fewer orderings,
+and writes the model's folder results/assumptions/{model}/ (memcap.assumptions.job): per
+detail layer {layer}/ with its tables, summaries and figures, and the depth profile beside
+them. summarize_assumptions reads the summaries inside the folders. Functions:
 rules/assumptions_functions.smk and rules/common.smk.
 """
 
@@ -20,12 +21,9 @@ NULL_TABLE = "results/assumptions/null"
 
 rule check_assumptions:
     input:
-        queries=extract_layer_files("queries.npy", checked_layers),
-        context_ranks=extract_layer_files("context_ranks.npz", checked_layers),
-        provenance=extract_layer_files("provenance.json", checked_layers),
-        contexts=extract_layer_files("contexts.npy", model_detail_layers),
+        extraction="results/extract/{model}",
     output:
-        checks=temp(directory("results/assumptions/{model}/checks")),
+        checks=folder_report("results/assumptions/{model}"),
     log:
         "logs/check_assumptions/{model}.log",
     benchmark:
@@ -49,48 +47,9 @@ rule check_assumptions:
         "../workflow/scripts/check_assumptions.py"
 
 
-rule take_layer_checks:
-    input:
-        checks="results/assumptions/{model}/checks",
-    output:
-        context_table="results/assumptions/{model}/{layer}/context_rank.csv",
-        context_summary="results/assumptions/{model}/{layer}/context_rank.json",
-        context_figure=figure_report("context_rank"),
-        profile_table="results/assumptions/{model}/{layer}/kruskal_profile.csv",
-        profile_summary="results/assumptions/{model}/{layer}/kruskal.json",
-        profile_figure=figure_report("kruskal_profile"),
-        failures="results/assumptions/{model}/{layer}/failures.csv",
-    log:
-        "logs/take_layer_checks/{model}/{layer}.log",
-    wildcard_constraints:
-        model=extract_model_pattern(),
-        layer=LAYER_PATTERN,
-    localrule: True
-    run:
-        take_layer(input.checks, wildcards.layer, output)
-
-
-rule take_depth_profile:
-    input:
-        checks="results/assumptions/{model}/checks",
-    output:
-        table="results/assumptions/{model}/depth.csv",
-        profiles="results/assumptions/{model}/depth_profiles.csv",
-        figure=figure_report("depth_profile"),
-    log:
-        "logs/take_depth_profile/{model}.log",
-    wildcard_constraints:
-        model=extract_model_pattern(),
-    localrule: True
-    run:
-        take_layer(input.checks, "depth", output)
-
-
 rule summarize_assumptions:
     input:
-        kruskal=assumptions_kruskal_jsons,
-        contexts=assumptions_context_jsons,
-        depth=assumptions_depth_tables,
+        checks=assumptions_folders,
     output:
         summary=report(
             "results/assumptions/summary.csv",
@@ -106,5 +65,9 @@ rule summarize_assumptions:
     threads: 1
     resources:
         mem_mb=1000,
+    params:
+        kruskal=assumptions_kruskal_jsons,
+        contexts=assumptions_context_jsons,
+        depth=assumptions_depth_tables,
     script:
         "../workflow/scripts/summarize_assumptions.py"

@@ -2,49 +2,34 @@
 
 from memcap.assumptions.memory import check_memory_mb
 
-# What check_assumptions leaves per detail layer under results/assumptions/{model}/{layer}/.
-LAYER_CHECK_FILES = (
-    "context_rank.csv",
-    "context_rank.json",
-    "context_rank.png",
-    "kruskal_profile.csv",
-    "kruskal.json",
-    "kruskal_profile.png",
-    "failures.csv",
-)
+
+def assumptions_jobs():
+    """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: every
+    detail (model, layer), the models with a depth profile and the models checked."""
+    if not stage_enabled("assumptions"):
+        return {"detail": [], "depth": [], "assumption_models": []}
+    return {
+        "detail": [
+            {"model": m, "layer": layer}
+            for m in extract_models()
+            for layer in model_detail_layers(m)
+        ],
+        "depth": [{"model": m} for m in depth_models()],
+        "assumption_models": [{"model": m} for m in audited_models()],
+    }
 
 
-def assumptions_outputs(pattern):
-    """``pattern`` expanded over every detail (model, layer) pair, in config order."""
-    return [
-        pattern.format(model=name, layer=layer)
-        for name in extract_models()
-        for layer in model_detail_layers(name)
-    ]
-
-
-def assumptions_depth_outputs(pattern):
-    """``pattern`` expanded over every model with a depth profile."""
-    return [pattern.format(model=name) for name in depth_models()]
+def assumptions_outputs(pattern, jobs="detail"):
+    """``pattern`` filled in for each job of one of the stage's lists, in config order."""
+    return [pattern.format(**job) for job in assumptions_jobs()[jobs]]
 
 
 def assumptions_targets():
-    """Final outputs of the assumptions stage: summary table, per detail layer checks and
-    figures, per model depth profiles."""
+    """Final outputs of the assumptions stage: the summary table and each checked model's
+    folder (its detail layers' checks and figures, its depth profile)."""
     if not stage_enabled("assumptions"):
         return []
-    return (
-        ["results/assumptions/summary.csv"]
-        + [
-            path
-            for name in LAYER_CHECK_FILES
-            for path in assumptions_outputs(
-                f"results/assumptions/{{model}}/{{layer}}/{name}"
-            )
-        ]
-        + assumptions_depth_outputs("results/assumptions/{model}/depth_profiles.csv")
-        + assumptions_depth_outputs("results/assumptions/{model}/depth.png")
-    )
+    return ["results/assumptions/summary.csv"] + assumptions_folders(None)
 
 
 def checked_layers(model):
@@ -78,16 +63,21 @@ def assumptions_mem_mb(wildcards):
     )
 
 
+def assumptions_folders(wildcards):
+    """Every checked model's folder, in config order."""
+    return assumptions_outputs("results/assumptions/{model}", "assumption_models")
+
+
 def assumptions_kruskal_jsons(wildcards):
-    """Every (model, layer) Kruskal summary, in config order."""
+    """Every detail (model, layer) Kruskal summary, in config order."""
     return assumptions_outputs("results/assumptions/{model}/{layer}/kruskal.json")
 
 
 def assumptions_context_jsons(wildcards):
-    """Every (model, layer) context-rank summary, in config order."""
+    """Every detail (model, layer) context-rank summary, in config order."""
     return assumptions_outputs("results/assumptions/{model}/{layer}/context_rank.json")
 
 
 def assumptions_depth_tables(wildcards):
     """Every model's depth table (its depth rows' summaries), in config order."""
-    return assumptions_depth_outputs("results/assumptions/{model}/depth.csv")
+    return assumptions_outputs("results/assumptions/{model}/depth.csv", "depth")

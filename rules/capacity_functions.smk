@@ -8,15 +8,30 @@ def capacity_models():
     return [m for m in extract_models() if model_detail_layers(m)]
 
 
+def capacity_jobs():
+    """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: the
+    certified models and their detail (model, layer) pairs."""
+    models = capacity_models() if capacity_enabled() else []
+    return {
+        "capacity_models": [{"model": m} for m in models],
+        "capacity": [
+            {"model": m, "layer": layer}
+            for m in models
+            for layer in model_detail_layers(m)
+        ],
+    }
+
+
 def capacity_targets():
-    """Final outputs of the capacity stage: the merged table and its figure."""
+    """Final outputs of the capacity stage: the merged tables, their figure and each certified
+    model's folder (a table and its provenance per detail layer)."""
     if not capacity_enabled():
         return []
     return [
         "results/capacity/real.csv",
         "results/capacity/shared_spread.csv",
         "results/capacity/real.png",
-    ]
+    ] + capacity_folders(None)
 
 
 def capacity_section(wildcards):
@@ -24,12 +39,19 @@ def capacity_section(wildcards):
     return config["capacity"]
 
 
-def capacity_tables(wildcards):
-    """One certified-capacity table per detail layer."""
+def capacity_folders(wildcards):
+    """Every certified model's folder, in config order."""
     return [
-        f"results/capacity/{model}/{layer}.csv"
-        for model in capacity_models()
-        for layer in model_detail_layers(model)
+        "results/capacity/{model}".format(**job)
+        for job in capacity_jobs()["capacity_models"]
+    ]
+
+
+def capacity_tables(wildcards):
+    """One certified-capacity table per detail layer, in its model's folder."""
+    return [
+        "results/capacity/{model}/{layer}.csv".format(**job)
+        for job in capacity_jobs()["capacity"]
     ]
 
 

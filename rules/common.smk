@@ -20,8 +20,7 @@ from memcap.errors import ConfigError
 from memcap.extract.depth import with_layers
 from memcap.extract.entries import model_entry as typed_model_entry
 from memcap.extract.layer_spec import layer_name
-from memcap.extract.store import take_layer
-from memcap.report.layout import layout_table
+from memcap.report.layout import figure_labels, folder_flag, layout_table
 from memcap.validation import check_config, check_old_keys
 
 # Keys of an older config shape first (the schema would only call them unknown), then the
@@ -35,7 +34,6 @@ try:
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
-LAYER_PATTERN = r"[0-9]+|random_attention"
 REPORT_CAPTIONS = "../workflow/report/"
 
 
@@ -49,16 +47,20 @@ def capacity_enabled():
     return stage_enabled("capacity") and stage_enabled("extract")
 
 
-def all_targets(wildcards):
-    """Every final output of the enabled stages, ending in the report."""
+def stage_targets():
+    """Every final output of the enabled stages but the report (its inputs)."""
     return (
         extract_targets()
         + assumptions_targets()
         + synthetic_targets()
         + capacity_targets()
         + aot_targets()
-        + report_targets()
     )
+
+
+def all_targets(wildcards):
+    """Every final output of the enabled stages, ending in the report."""
+    return stage_targets() + report_targets()
 
 
 def gpu_request(wildcards=None):
@@ -119,18 +121,6 @@ def model_depth_rows(name):
     return [layer_name(layer) for layer in resolved_entry(name).depth_rows]
 
 
-def extract_layer_files(filename, layers):
-    """Input function: ``filename`` of each layer ``layers(model)`` names, for the job's model."""
-
-    def files(wildcards):
-        return [
-            f"results/extract/{wildcards.model}/{layer}/{filename}"
-            for layer in layers(wildcards.model)
-        ]
-
-    return files
-
-
 def detail_layers_param(wildcards):
     """The job's model's detail layers, in the order of its inputs."""
     return model_detail_layers(wildcards.model)
@@ -151,19 +141,34 @@ def audited_models():
 
 
 def figure_report(kind, **wildcards):
-    """The report() flag of a figure kind: its file pattern (filled in when ``wildcards`` are
-    given, for a rule that writes every file of the kind), or its folder and file pattern.
-    """
+    """The report() flag of a figure kind written file by file: its file pattern (filled in
+    when ``wildcards`` are given, for a rule that writes every file of the kind)."""
     entry = layout_table()["figures"][kind]
-    folder = entry.get("folder")
     fill = (lambda text: text.format(**wildcards)) if wildcards else (lambda text: text)
     return report(
-        directory(folder) if folder else fill(entry["pattern"]),
-        patterns=[str(Path(entry["pattern"]).relative_to(folder))] if folder else [],
+        fill(entry["pattern"]),
         caption=f"{REPORT_CAPTIONS}{entry['caption']}",
         category=entry["category"],
         subcategory=entry["subcategory"],
         labels={key: fill(value) for key, value in entry["labels"].items()},
+    )
+
+
+def folder_report(folder):
+    """The report() flag of an output folder a job writes whole: every figure kind the layout
+    table puts in it, found by pattern, each file with its kind's labels."""
+    flag = folder_flag(folder)
+
+    def labels(wildcards):
+        return figure_labels(folder, dict(wildcards.items()))
+
+    return report(
+        directory(folder),
+        patterns=flag["patterns"],
+        caption=f"{REPORT_CAPTIONS}{flag['caption']}",
+        category=flag["category"],
+        subcategory=flag["subcategory"],
+        labels=labels,
     )
 
 

@@ -1,11 +1,11 @@
 """Extract stage: token embeddings (queries, contexts) of real vision / encoder / decoder models.
 
 One job per model (extract_model) writes every requested layer from one forward pass per batch
-into a temporary folder; extract_embeddings moves each layer's queries, provenance and context
-ranks to results/extract/{model}/{layer}/, extract_contexts the contexts of a detail layer
-(depth rows store none). Models whose weights are an ONNX graph get their backbone
-converted once first. Moving a file starts no interpreter (run:, in Snakemake's own process).
-Functions: rules/extract_functions.smk and, shared with other stages, rules/common.smk.
+into the model's folder results/extract/{model}/: per layer {layer}/queries.npy,
+provenance.json, context_ranks.npz and, for a detail layer, contexts.npy (depth rows store
+none). Later stages take the folder as input. Models whose weights are an ONNX graph get their
+backbone converted once first. Functions: rules/extract_functions.smk and, shared with other
+stages, rules/common.smk.
 """
 
 
@@ -42,7 +42,7 @@ rule extract_model:
     input:
         checkpoint=converted_checkpoint_input,
     output:
-        layers=temp(directory("results/extract/{model}/one_pass")),
+        model=directory("results/extract/{model}"),
     log:
         "logs/extract_model/{model}.log",
     benchmark:
@@ -68,38 +68,3 @@ rule extract_model:
         context_rtol=config["assumptions"]["context_rtol"],
     script:
         "../workflow/scripts/extract_embeddings.py"
-
-
-# Moves one layer's files out of the model's one-pass folder (no copy): downstream rules and
-# users keep addressing results/extract/{model}/{layer}/ as one (model, layer) output.
-rule extract_embeddings:
-    input:
-        layers="results/extract/{model}/one_pass",
-    output:
-        queries="results/extract/{model}/{layer}/queries.npy",
-        provenance="results/extract/{model}/{layer}/provenance.json",
-        context_ranks="results/extract/{model}/{layer}/context_ranks.npz",
-    log:
-        "logs/extract_embeddings/{model}/{layer}.log",
-    wildcard_constraints:
-        model=extract_model_pattern(),
-        layer=LAYER_PATTERN,
-    localrule: True
-    run:
-        take_layer(input.layers, wildcards.layer, output)
-
-
-# The contexts of a detail layer, moved apart: only detail layers' one-pass folders hold them.
-rule extract_contexts:
-    input:
-        layers="results/extract/{model}/one_pass",
-    output:
-        contexts="results/extract/{model}/{layer}/contexts.npy",
-    log:
-        "logs/extract_contexts/{model}/{layer}.log",
-    wildcard_constraints:
-        model=extract_model_pattern(),
-        layer=LAYER_PATTERN,
-    localrule: True
-    run:
-        take_layer(input.layers, wildcards.layer, output)

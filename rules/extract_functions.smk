@@ -3,26 +3,23 @@
 from memcap.extract.memory import extract_memory_mb, convert_memory_mb
 from memcap.extract.weights import weights_path, weights_route
 
-# What extraction writes under results/extract/{model}/{layer}/ for every layer; the detail
-# layers add contexts.npy (extract_contexts), depth rows do not store their contexts.
-EXTRACT_FILES = ("queries.npy", "provenance.json", "context_ranks.npz")
+
+def extract_jobs():
+    """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: its
+    models, those converted from ONNX first, and every (model, layer) they extract."""
+    models = extract_models() if stage_enabled("extract") else []
+    return {
+        "models": [{"model": m} for m in models],
+        "onnx_models": [{"model": m} for m in models if m in onnx_models()],
+        "layers": [
+            {"model": m, "layer": layer} for m in models for layer in model_layers(m)
+        ],
+    }
 
 
 def extract_targets():
-    """Final outputs of the extract stage: three files per (model, layer), and the contexts
-    of every detail layer."""
-    if not stage_enabled("extract"):
-        return []
-    return [
-        f"results/extract/{name}/{layer}/{filename}"
-        for name in extract_models()
-        for layer in model_layers(name)
-        for filename in EXTRACT_FILES
-    ] + [
-        f"results/extract/{name}/{layer}/contexts.npy"
-        for name in extract_models()
-        for layer in model_detail_layers(name)
-    ]
+    """Final outputs of the extract stage: each model's folder, one subfolder per layer."""
+    return [f"results/extract/{job['model']}" for job in extract_jobs()["models"]]
 
 
 def extract_entry_param(wildcards):

@@ -1,8 +1,10 @@
 """Report stage: one self-contained HTML page from every enabled stage's outputs.
 
-Its input functions live in rules/report_functions.smk: every file the page reads is named
-from the layout table (src/memcap/report/layout.yaml) and the jobs the config asks for, never
-found by walking rules or paths.
+Its inputs are the other stages' final outputs (stage_targets, rules/common.smk) and their
+jobs' benchmark files; every file the page reads is named from the layout table
+(src/memcap/report/layout.yaml) and the stages' job lists (<stage>_jobs), never found by
+walking rules or paths, and lies in one of those targets. Functions:
+rules/report_functions.smk.
 """
 
 

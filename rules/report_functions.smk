@@ -1,46 +1,27 @@
-"""Functions of the report stage's rule: the page's files from the layout table and the jobs
-the config asks for (memcap.report.layout)."""
+"""Functions of the report stage's rule: its inputs are the other stages' targets; the files
+the page reads come from the layout table and the stages' job lists (memcap.report.layout).
+"""
 
-from memcap.report.layout import JOB_LISTS, benchmark_files, files_read, report_layout
+from memcap.report.layout import (
+    JOB_LISTS,
+    benchmark_files,
+    files_read,
+    report_layout,
+    unlisted,
+)
 
 REPORT_HTML = "reports/report.html"
 REPORT_STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
 
 def report_jobs():
-    """Every job list the layout table names, each empty when its stage is off."""
-    extract, assumptions = stage_enabled("extract"), stage_enabled("assumptions")
-    capacity = capacity_enabled()
-    models = extract_models() if extract else []
+    """Every job list the layout table names, from the stages that run them."""
     jobs = {
-        "layers": [
-            {"model": m, "layer": layer} for m in models for layer in model_layers(m)
-        ],
-        "detail": [
-            {"model": m, "layer": layer}
-            for m in (models if assumptions else [])
-            for layer in model_detail_layers(m)
-        ],
-        "depth": [{"model": m} for m in depth_models()] if assumptions else [],
-        "models": [{"model": m} for m in models],
-        "onnx_models": [{"model": m} for m in onnx_models()] if extract else [],
-        "assumption_models": (
-            [{"model": m} for m in audited_models()] if assumptions else []
-        ),
-        "capacity_models": (
-            [{"model": m} for m in capacity_models()] if capacity else []
-        ),
-        "capacity": [
-            {"model": m, "layer": layer}
-            for m in (capacity_models() if capacity else [])
-            for layer in model_detail_layers(m)
-        ],
-        "synthetic": (
-            [{"sweep": s} for s in synthetic_sweeps()]
-            if stage_enabled("synthetic")
-            else []
-        ),
-        "aot": [{"sweep": s} for s in aot_sweeps()] if stage_enabled("aot") else [],
+        **extract_jobs(),
+        **assumptions_jobs(),
+        **capacity_jobs(),
+        **synthetic_jobs(),
+        **aot_jobs(),
     }
     assert set(jobs) == set(JOB_LISTS)
     return jobs
@@ -60,8 +41,12 @@ def report_layout_param(wildcards=None):
 
 
 def report_stage_files(wildcards):
-    """The stage outputs the page reads (tables, figures, provenance), for the rule's inputs."""
-    return files_read(report_layout_param())
+    """The stages' targets: every file the page reads is one of them or lies in one."""
+    targets = stage_targets()
+    missing = unlisted(files_read(report_layout_param()), targets)
+    if missing:
+        raise WorkflowError(f"the report reads files no stage target holds: {missing}")
+    return targets
 
 
 def report_benchmarks(wildcards):

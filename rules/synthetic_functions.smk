@@ -19,13 +19,24 @@ def synthetic_figures():
     return [figure_report("synthetic_memorized", sweep=s) for s in synthetic_sweeps()]
 
 
+def synthetic_jobs():
+    """The stage's job list (memcap.report.layout.JOB_LISTS): its sweeps, none when it is off."""
+    sweeps = synthetic_sweeps() if stage_enabled("synthetic") else []
+    return {"synthetic": [{"sweep": s} for s in sweeps]}
+
+
 def synthetic_targets():
-    """Final outputs of the synthetic stage: tables and figures."""
+    """Final outputs of the synthetic stage: the merged tables, the figures and each sweep's
+    provenance."""
     if not stage_enabled("synthetic"):
         return []
-    targets = ["results/synthetic/summary.csv", "results/synthetic/saturation.png"]
-    return targets + expand(
-        "results/synthetic/memorized_{sweep}.png", sweep=synthetic_sweeps()
+    sweeps = [job["sweep"] for job in synthetic_jobs()["synthetic"]]
+    tables = ("summary", "capacity", "estimates", "fits", "laws", "saturation")
+    return (
+        [f"results/synthetic/{name}.csv" for name in tables]
+        + ["results/synthetic/saturation.png"]
+        + expand("results/synthetic/memorized_{sweep}.png", sweep=sweeps)
+        + expand("results/synthetic/{sweep}_provenance.json", sweep=sweeps)
     )
 
 

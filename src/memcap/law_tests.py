@@ -192,6 +192,8 @@ def decide_grows(x, y, seed: int = 0, power: bool = True) -> LawTest:
     groups = [y[x == level] for level in levels]
     if len(levels) < 2:
         return untestable("grows", f"{len(levels)} value")
+    if min(len(g) for g in groups) < 2:  # the permutation reference needs replicates
+        return no_test("grows", "fewer than two seeds at some value")
     result = stats.permutation_test(
         groups,
         law_power.jonckheere,

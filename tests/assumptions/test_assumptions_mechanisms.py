@@ -8,6 +8,7 @@ from memcap.assumptions.settings import AssumptionsSettings
 from memcap.numerics import Outcome, context_ranks
 
 ROTARY = {"positions": "rotary", "causal": True}
+RELATIVE = {"positions": "relative_bias", "causal": False}  # T5's encoder, Swin
 ADDITIVE_CAUSAL = {"positions": "additive", "causal": True}
 
 
@@ -41,7 +42,14 @@ def test_context_mechanisms():
     unstored = mechanisms.context_mechanism(ranks, 3, extraction, "1")[0]
     assert unstored.startswith("near-dependent tokens")
     rotary = mechanisms.context_mechanism(ranks, 1, ROTARY, "0")[0]
-    assert rotary == "repeated rows: repeated tokens in a model without additive positions"
+    assert rotary == (
+        "repeated rows: repeated tokens (positions enter inside attention, as a rotation of "
+        "queries and keys)"
+    )
+    relative = mechanisms.context_mechanism(ranks, 1, RELATIVE, "0")[0]
+    assert relative == (
+        "repeated rows: repeated tokens (positions enter inside attention, as a relative bias)"
+    )
 
 
 def test_structural_only_where_the_architecture_forces_it():
@@ -49,6 +57,10 @@ def test_structural_only_where_the_architecture_forces_it():
     assert mechanisms.structural(ROTARY, "random_attention")
     assert mechanisms.structural(ROTARY, "1") is None
     assert mechanisms.structural(ADDITIVE_CAUSAL, "0") is None
+    assert mechanisms.structural(RELATIVE, "1") is None
+    relative = mechanisms.structural(RELATIVE, "0")
+    assert relative.startswith("positions enter inside attention, as a relative bias")
+    assert "rank falls below n" in relative and ";" not in relative  # one clause of a list
 
 
 def test_query_failures_name_duplicates_and_the_class_token_case():

@@ -141,9 +141,8 @@ def test_a_run_cut_by_the_timeout_is_stopped_and_recorded_as_partial(tmp_path):
     tsv.parent.mkdir(parents=True)
     tsv.write_text("s\th:m:s\n12.5\t0:00:12\n")
     assert gpu_scale_audit.model_timings(tmp_path, "m", 5000)["status"] == "extracted"
-    assert gpu_scale_audit.audit_targets(["m"], "extract") == [
-        "results/extract/m/0/context_ranks.npz"
-    ]
+    assert gpu_scale_audit.audit_targets(["m"], "extract") == ["results/extract/m"]
+    assert gpu_scale_audit.audit_targets(["m"]) == ["results/assumptions/m"]
 
 
 def test_a_measured_model_joins_the_models_measured_before(tmp_path):

@@ -197,3 +197,27 @@ def test_a_shared_context_binds_the_capacity_at_h_n_minus_1_plus_1():
     direct = certified_capacity_curve(queries, np.broadcast_to(contexts[0], contexts.shape),
                                       [1, 2, 3, 4], 5, seed=draw_seeds(0, 1)[0])  # fmt: skip
     assert [r.rank for r in direct] == [r["certified"] for r in shared]
+
+
+def test_a_shared_context_with_repeated_rows_binds_the_capacity_at_h_m_minus_1_plus_1():
+    # paper A's Assumption 2 fails on a context with m < n distinct rows (a token repeated at
+    # layer 0 of a model whose positions enter inside attention): rank(Z) ≤ H(m−1)+1, reached
+    rng = np.random.default_rng(9)
+    queries, contexts = rng.standard_normal((120, 16)), rng.standard_normal((120, 5, 16))
+    contexts[0, 3:] = contexts[0, :2]  # 3 distinct rows of n = 5
+    cause = "positions enter inside attention, as a relative bias: a repeated token ..."
+    rows = real_capacity_rows(queries, contexts, 4, None, None, seed=0, repeat_cause=cause)
+    shared = _first_shared(rows)
+    assert [r["shared_distinct_rows"] for r in shared] == [3] * 4
+    assert [r["certified"] for r in shared] == [3, 5, 7, 9]  # H·2 + 1, not H·4 + 1
+    assert [r["distinct_bound"] for r in shared] == [3, 5, 7, 9]
+    assert all(r["resolved"] for r in shared)
+    assert all(
+        r["reading"].startswith(f"the shared context has 3 distinct rows of n = 5 ({cause})")
+        and "Assumption 2 fails on it" in r["reading"]
+        for r in shared
+    )
+    own = _own(rows)
+    assert all(r["shared_distinct_rows"] == -1 and math.isnan(r["distinct_bound"]) for r in own)
+    clean = _first_shared(real_capacity_rows(queries[1:], contexts[1:], 2, None, None, seed=0))
+    assert all(r["shared_distinct_rows"] == 5 and "distinct" not in r["reading"] for r in clean)

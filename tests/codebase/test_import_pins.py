@@ -29,6 +29,8 @@ PINS = {
     "memcap.aot.sweep": PLOTTING + ZOOS + PAGE + STATS,
     # Extraction builds a timm model only for a timm architecture (imported there).
     "memcap.extract.job": PLOTTING + ZOOS + PAGE + STATS + ("pandas",),
+    # The page reads tables and figures: no torch (seconds of CPU), no numerics' SciPy.
+    "memcap.report.assemble": ("torch", "scipy.linalg") + ZOOS + STATS,
 }
 # Imported by the Snakefile (config checks, job sizes, layout): no torch, no pandas.
 SNAKEFILE = (

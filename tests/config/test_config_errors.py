@@ -166,14 +166,24 @@ def test_a_missing_required_key_is_named_with_what_it_may_be():
     assert "one of 'vit', 'encoder'" in str(excinfo.value)
 
 
-@pytest.mark.parametrize("configfile", ["config.yaml", "configs/test.yaml", "configs/paper.yaml"])
+@pytest.mark.parametrize(
+    "configfile",
+    [
+        "config.yaml",
+        "configs/test.yaml",
+        "configs/paper.yaml",
+        "configs/families.yaml",
+        "configs/test_families.yaml",
+    ],
+)
 def test_defaults_are_filled_in_as_snakemake_validate_fills_them(configfile):
     ours = yaml.safe_load((ROOT / configfile).read_text())
+    given = (ours.get("synthetic") or {}).get("enabled")  # the families configs switch it off
     theirs = copy.deepcopy(ours)
     validate_schema(ours, SCHEMA)
     validate(theirs, str(SCHEMA))
     assert ours == theirs
-    assert ours["synthetic"]["enabled"] is True  # a section absent from the file is filled
+    assert ours["synthetic"]["enabled"] is (True if given is None else given)  # absent: filled
 
 
 def test_defaults_are_copies_not_shared_objects():
@@ -249,6 +259,13 @@ OLD = [
         "bf16",
         "config key 'synthetic.precision': moved to engine.precision. "
         "Fix: use engine.precision instead",
+    ),
+    (
+        "key removed",
+        ["engine", "step"],
+        "fast",
+        "config key 'engine.step': removed (one training step remains: each model's forward "
+        "and autograd's backward). Fix: delete engine.step",
     ),
     (
         "value renamed",

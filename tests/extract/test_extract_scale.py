@@ -13,7 +13,9 @@ import torch
 import yaml
 
 from memcap.errors import ConfigError
+from memcap.extract.depth import with_layers
 from memcap.extract.entries import model_entries, model_entry
+from memcap.extract.layer_spec import layer_name
 from memcap.extract.registry import architecture, create_model, parameter_checksum
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,18 +82,20 @@ def test_dry_run_of_scale_config_plans_every_block_of_every_model():
         timeout=300,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    stats = result.stdout.split("Job stats:", 1)[1]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+    assert counts["extract_model"] == counts["check_assumptions"] == 3  # every layer in each
+    config = yaml.safe_load((ROOT / "configs" / "scale.yaml").read_text())
     for name, blocks in (
         ("gpt2-large-random", 36),
         ("llama-7b-random", 32),
         ("vit-l16-random", 24),
     ):
-        planned = set(re.findall(rf"results/extract/{name}/(\w+)/queries\.npy", result.stdout))
+        assert f"output: results/extract/{name}\n" in result.stdout, name
+        entry = with_layers(next(e for e in model_entries(config) if e.name == name))
+        planned = {layer_name(layer) for layer in entry.layers}
         assert planned == {str(k) for k in range(blocks + 1)} | {"random_attention"}, name
-    stats = result.stdout.split("Job stats:", 1)[1]
-    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
-    assert counts["extract_model"] == counts["check_assumptions"] == 3
-    assert counts["extract_embeddings"] == 37 + 33 + 25 + 3
-    assert counts["extract_contexts"] == 9  # contexts of the detail layers only
+        assert len(entry.detail_layers) == 3  # contexts of the detail layers only
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])

@@ -10,10 +10,6 @@ from pathlib import Path
 
 import yaml
 
-from memcap.extract.depth import with_layers
-from memcap.extract.entries import model_entries
-from memcap.extract.layer_spec import layer_name
-
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
@@ -30,18 +26,17 @@ def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None):
     )
 
 
-def test_dry_run_plans_one_job_per_model_and_layer(tmp_path):
+def test_dry_run_plans_one_job_per_model_writing_its_folder(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(ROOT / "configs" / "test.yaml"))
     assert result.returncode == 0, result.stderr + result.stdout
-    planned = set(re.findall(r"wildcards: model=([\w.-]+), layer=(\w+)", result.stdout))
+    jobs = re.findall(r"rule extract_model:\n((?:    .*\n)+)", result.stdout)
+    folders = [re.search(r"output: (\S+)", job).group(1) for job in jobs]
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
-    entries = [with_layers(entry) for entry in model_entries(config)]  # "all" resolved
-    expected = {(entry.name, layer_name(layer)) for entry in entries for layer in entry.layers}
-    assert expected <= planned
-    extract_jobs = re.search(r"extract_embeddings\s+(\d+)", result.stdout)
-    assert extract_jobs and int(extract_jobs.group(1)) == len(expected)
-    passes = re.search(r"extract_model\s+(\d+)", result.stdout)  # one pass per model
-    assert passes and int(passes.group(1)) == len(config["extract"]["models"])
+    assert sorted(folders) == sorted(
+        f"results/extract/{m['name']}" for m in config["extract"]["models"]
+    )
+    # Its readers take the folder: no job for a single layer.
+    assert "layer=" not in result.stdout
 
 
 def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
@@ -63,7 +58,7 @@ def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
     (tmp_path / "offline.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "hf").mkdir()
     offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    target = "results/extract/bert-hub/0/provenance.json"
+    target = "results/extract/bert-hub"
     result = snakemake(
         tmp_path,
         target,
@@ -83,4 +78,4 @@ def test_unreachable_pretrained_weights_give_one_clear_line(tmp_path):
     assert "Traceback" not in output
     log = (tmp_path / "logs" / "extract_model" / "bert-hub.log").read_text()
     assert "cannot load 'bert-base-uncased'" in log and "Traceback" not in log
-    assert not (tmp_path / "results" / "extract" / "bert-hub" / "0" / "contexts.npy").exists()
+    assert not (tmp_path / "results" / "extract" / "bert-hub").exists()

@@ -1,5 +1,6 @@
 """`snakemake -n` lists the jobs each shipped config implies."""
 
+import os
 import re
 import subprocess
 import sys
@@ -37,27 +38,18 @@ def _job_counts(configfile: str) -> dict[str, int]:
 def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     config = yaml.safe_load((ROOT / configfile).read_text())
     entries = [with_layers(entry) for entry in model_entries(config)]
-    model_layers = sum(len(entry.layers) for entry in entries)
-    detail_layers = sum(len(entry.detail_layers) for entry in entries)
-    profiled = sum(
-        bool(entry.depth_rows) or sum(isinstance(x, int) for x in entry.layers) >= 3
-        for entry in entries
-    )
     counts = _job_counts(configfile)
-    assert counts["extract_embeddings"] == model_layers
-    # Contexts, full checks and certified capacity: the detail layers only.
-    assert counts["extract_contexts"] == detail_layers < model_layers
-    assert counts.get("take_depth_profile", 0) == profiled > 0
+    # Jobs per model, per sweep or once: each writes the files its rule declares, every
+    # layer of a model into the model's folder.
     assert counts["extract_model"] == len(config["extract"]["models"])  # one pass per model
     onnx_models = [m for m in config["extract"]["models"] if m.get("weights", "").endswith(".onnx")]
     assert counts.get("convert_onnx_weights", 0) == len(onnx_models)  # once per model
-    # One check job and one certification job per model; moving a layer's files is local.
     assert counts["check_assumptions"] == len(entries)
+    # Certified capacity: the models with a detail layer (depth rows store no contexts).
     assert counts["certify_real_capacity"] == sum(bool(e.detail_layers) for e in entries)
-    assert counts["take_layer_checks"] == counts["take_layer_capacity"] == detail_layers
     assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
     assert counts["train_aot"] == 1  # every sweep in one process
-    for rule in (
+    once = (
         "summarize_assumptions",
         "summarize_synthetic",
         "summarize_real_capacity",
@@ -66,5 +58,40 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
         "plot_aot",
         "render_report",
         "all",
-    ):
+    )
+    for rule in once:
         assert counts[rule] == 1, rule
+    counted = ("extract_model", "convert_onnx_weights", "check_assumptions")
+    counted += ("certify_real_capacity", "run_synthetic_sweep", "train_aot")
+    assert set(counts) <= set(once + counted)  # no job per layer
+
+
+@pytest.mark.parametrize("configfile", ["configs/families.yaml", "configs/test_families.yaml"])
+def test_dry_run_of_the_families_configs_plans_their_chain_offline(configfile, tmp_path):
+    """Flan-T5's encoder and Swin (hub ids, not cached) and their tiny stand-ins: one job per
+    model and stage, without the network (an empty Hugging Face cache, offline)."""
+    (tmp_path / "hf").mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    env["MEMCAP_CACHE_DIR"] = str(tmp_path / "memcap")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "snakemake"), "-n", "--forceall"]
+        + ["--configfile", configfile],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    table = result.stdout.split("Job stats:", 1)[1].split("total", 1)[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+    config = yaml.safe_load((ROOT / configfile).read_text())
+    models = [m["name"] for m in config["extract"]["models"]]
+    per_model = ("extract_model", "check_assumptions", "certify_real_capacity")
+    assert {rule: counts.get(rule) for rule in per_model} == dict.fromkeys(per_model, 2)
+    assert "run_synthetic_sweep" not in counts and "train_aot" not in counts  # switched off
+    assert counts["render_report"] == 1
+    for name in models:
+        assert f"output: results/extract/{name}\n" in result.stdout, name
+    families = {m["model"]: m["family"] for m in config["extract"]["models"]}
+    assert set(families.values()) == {"encoder", "vit"}

@@ -1,6 +1,6 @@
 # ruff: noqa: F821 - `snakemake` is injected by Snakemake
-"""Snakemake adapter: extract every requested layer of one model, from one pass per batch
-(contexts of the detail layers only)."""
+"""Snakemake adapter: extract every requested layer of one model, from one pass per batch,
+into the model's folder (one subfolder per layer; contexts of the detail layers only)."""
 
 import sys
 from pathlib import Path
@@ -12,21 +12,18 @@ log = setup_logging(snakemake.log[0])
 from memcap.errors import ConfigError  # noqa: E402
 from memcap.extract.config import ExtractSettings  # noqa: E402
 from memcap.extract.entries import model_entry  # noqa: E402
-from memcap.extract.job import ExtractOutputs, extract_layers  # noqa: E402
+from memcap.extract.job import extract_layers  # noqa: E402
 from memcap.extract.layer_spec import parse_layer  # noqa: E402
-from memcap.extract.store import layer_folder  # noqa: E402
+from memcap.extract.store import ExtractOutputs  # noqa: E402
 
 params = snakemake.params
 entry = model_entry(params.entry, params.index, params.seed)
-outputs = {}
-for layer in params.layers:
-    folder = layer_folder(snakemake.output.layers, layer)
-    outputs[parse_layer(layer)] = ExtractOutputs(
-        queries=folder / "queries.npy",
-        contexts=folder / "contexts.npy" if layer in params.detail_layers else None,
-        provenance=folder / "provenance.json",
-        context_ranks=folder / "context_ranks.npz",
+outputs = {
+    parse_layer(layer): ExtractOutputs.in_folder(
+        snakemake.output.model, layer, contexts=layer in params.detail_layers
     )
+    for layer in params.layers
+}
 settings = ExtractSettings(
     batch_size=params.batch_size,
     device=params.device,

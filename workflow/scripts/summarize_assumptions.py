@@ -2,7 +2,7 @@
 """Snakemake adapter: one row per audited model × layer in results/assumptions/summary.csv.
 
 A model with a depth profile takes its rows (detail and depth) from its depth.csv; the others
-from their detail layers' summaries.
+from their detail layers' summaries (files in the models' folders, named in params).
 """
 
 import json
@@ -17,13 +17,13 @@ log = setup_logging(snakemake.log[0])
 from memcap.assumptions import depth, summary  # noqa: E402
 
 profiled = {}
-for path in snakemake.input.depth:
+for path in snakemake.params.depth:
     table = pd.read_csv(path, dtype={"layer": str})
     if len(table):
         profiled[str(table["model"].iloc[0])] = depth.summary_rows(table)
 rows, done = [], set()
 for kruskal_path, context_path in zip(
-    snakemake.input.kruskal, snakemake.input.contexts, strict=True
+    snakemake.params.kruskal, snakemake.params.contexts, strict=True
 ):
     kruskal = json.loads(Path(kruskal_path).read_text())
     model = kruskal["model"]

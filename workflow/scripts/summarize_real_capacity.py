@@ -11,7 +11,7 @@ from memcap.capacity.figures import plot_real_capacity  # noqa: E402
 from memcap.capacity.summary import first_runs, merge, shared_spread  # noqa: E402
 from memcap.plotting import save_figure  # noqa: E402
 
-table = merge(pd.read_csv(path) for path in snakemake.input.tables)
+table = merge(pd.read_csv(path) for path in snakemake.params.tables)
 spread = shared_spread(table)
 real = first_runs(table, spread)
 real.to_csv(snakemake.output.table, index=False)

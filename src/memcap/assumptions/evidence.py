@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memcap.numerics import Outcome
+from memcap.numerics.outcome import Outcome
+
+# Fewer random orderings than this cannot support "applies" (3/S would exceed 10%).
+MIN_SUBSETS = 30
 
 
 @dataclass(frozen=True)

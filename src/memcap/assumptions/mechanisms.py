@@ -3,12 +3,13 @@
 A context fails (does not apply) on an exact proof — a row repeated or zero, n > d — or on a
 small singular value, named from the stored context where the layer keeps it: a shared token
 component (the mean token's share of the energy) or a concentrated span (the directions that
-hold 90% of the centred energy). A repeated row has a cause the extraction records:
-in a model without additive position embeddings (rotary) a repeated token gives a repeated row
-at layer 0 and in an attention layer fed by it, by construction; under causal attention equal
-leading tokens keep equal states at every layer. A query fails Assumption 1 when it repeats
-another query (the class token at layer 0 is the same vector for every input), is zero, or the
-queries span fewer than n dimensions.
+hold 90% of the centred energy). A repeated row has a cause the extraction records
+(``positions``, :mod:`memcap.extract.positions`): where positions enter inside attention (a
+relative bias: T5, Swin; a rotation: Llama) and not the residual stream, a repeated token gives
+a repeated row at layer 0 and in an attention layer fed by it, by construction; under causal
+attention equal leading tokens keep equal states at every layer. A query fails Assumption 1
+when it repeats another query (the class token at layer 0 is the same vector for every input),
+is zero, or the queries span fewer than n dimensions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from memcap.extract.positions import inside_attention, repeated_rows
 from memcap.numerics import ContextRanks, Outcome
 
 # A coordinate (or a vector) whose RMS (norm) is at least this many times the median one is
@@ -89,19 +91,12 @@ def structural(extraction: Mapping[str, Any], layer: str) -> str | None:
     """Why the contexts of this layer cannot have rank n for every input, by construction, or
     None. A model without additive positions maps a repeated token to a repeated row at layer
     0, and the random attention layer keeps it (it reads the layer-0 embeddings)."""
-    positions = extraction.get("positions")
-    if positions in (None, "additive") or layer not in ("0", "random_attention"):
-        return None
-    return (
-        f"a {positions}-position model adds no position to its residual stream, so at layer "
-        f"{layer} a token repeated in a window gives a repeated row of its context"
-    )
+    return repeated_rows(extraction.get("positions"), layer)
 
 
 def _repeat_cause(example: int, extraction: Mapping[str, Any], layer: str) -> str:
-    why = structural(extraction, layer)
-    if why is not None:
-        return "repeated tokens in a model without additive positions"
+    if structural(extraction, layer) is not None:
+        return f"repeated tokens ({inside_attention(extraction.get('positions'))})"
     heads = extraction.get("example_tokens_head")
     if extraction.get("causal") and heads and len(heads[example]) > 1:
         head = heads[example]

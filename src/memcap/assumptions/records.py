@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memcap.assumptions.evidence import MIN_SUBSETS
 from memcap.numerics import (
     BAND_DECADES,
     ContextRanks,
@@ -24,9 +25,6 @@ from memcap.numerics import (
     rank_histogram,
 )
 from memcap.numerics.error import CLEAR_DECADES, ErrorScale
-
-# Fewer random orderings than this cannot support "applies" (3/S would exceed 10%).
-MIN_SUBSETS = 30
 
 
 def profile_table(profile: KruskalProfile, level: float = 0.95) -> pd.DataFrame:

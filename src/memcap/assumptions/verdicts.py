@@ -19,12 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.assumptions.checks import MIN_SUBSETS
-from memcap.assumptions.evidence import LayerEvidence
+from memcap.assumptions.evidence import MIN_SUBSETS, LayerEvidence
 from memcap.assumptions.evidence import evidence_from_row as evidence_from_row  # re-exported
 from memcap.assumptions.wording import error_words, query_words
-from memcap.numerics import Outcome
 from memcap.numerics.error import CLEAR_DECADES
+from memcap.numerics.outcome import Outcome
 
 
 @dataclass(frozen=True)

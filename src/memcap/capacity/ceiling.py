@@ -3,7 +3,9 @@
 rank(Z) of a T × H·d matrix cannot exceed min(T, H·d) whatever the embeddings are, so a rank at
 that ceiling reports the sizes; only a rank below it can measure the embeddings. With one context
 shared by every example the rank cannot exceed H(n−1)+1 either: reaching it below both ceilings
-shows Theorem 1's bound tight on these embeddings. Either claim needs a *resolved* rank
+shows Theorem 1's bound tight on these embeddings. A shared context with only m < n distinct rows
+fails Assumption 2 (rank < n) and caps the rank lower still: every head's output is a convex
+combination of its m distinct rows, so rank(Z) ≤ H(m−1)+1. Either claim needs a *resolved* rank
 (:mod:`memcap.capacity.spectrum`): a decade of gap at the floor the inputs' error sets. An
 unresolved rank is a range (``rank_low``–``rank_high``), or not resolved at all. No torch
 import: the report reads the capacity tables with these functions.
@@ -65,8 +67,28 @@ def own_reading(rank_low: int, rank_high: int, examples: int, heads: int, d: int
 
 
 def shared_reading(rank_low: int, rank_high: int, examples: int, heads: int, n: int,
-                   d: int) -> str:  # fmt: skip
-    """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it."""
+                   d: int, distinct: int | None = None,
+                   cause: str | None = None) -> str:  # fmt: skip
+    """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it;
+    led by what repeated rows imply where the shared context has ``distinct`` < n rows
+    (``cause``: why it repeats them, e.g. positions that enter inside attention)."""
+    reading = _shared(rank_low, rank_high, examples, heads, n, d)
+    if distinct is None or not 0 < distinct < n:
+        return reading
+    why = f" ({cause})" if cause else ""
+    return (
+        f"the shared context has {distinct} distinct rows of n = {n}{why}: Assumption 2 fails "
+        f"on it, and rank(Z) ≤ H(m−1)+1 = {repeated_bound(examples, heads, distinct)} with m = "
+        f"{distinct}, whatever the attention. {reading}"
+    )
+
+
+def repeated_bound(examples: int, heads: int, distinct: int) -> int:
+    """The largest rank of Z with one shared context of m distinct rows: min(T, H(m−1)+1)."""
+    return granted(examples, heads, distinct)
+
+
+def _shared(rank_low: int, rank_high: int, examples: int, heads: int, n: int, d: int) -> str:
     if rank_high >= ceiling(examples, heads, d):
         return AT_CEILING
     bound = heads * (n - 1) + 1

@@ -8,7 +8,9 @@ and the ceiling min(T, H·d), which no embeddings can exceed (:mod:`memcap.capac
 Two configurations: every example with its own context (``contexts: own``, one draw of the
 attention), which sits at min(T, H·d) for generic embeddings since d > n, and every example
 with one example's context (``contexts: shared``), where rank(Z) ≤ H(n−1)+1: the capacity there
-depends on n, and a resolved rank below it measures the embeddings. The shared configuration is
+depends on n, and a resolved rank below it measures the embeddings; a shared context with only
+m < n distinct rows (Assumption 2 failing on it, e.g. a repeated token at layer 0 of a model
+whose positions enter inside attention) caps it at H(m−1)+1. The shared configuration is
 repeated over ``shared_contexts`` contexts × ``draws`` attention draws.
 """
 
@@ -22,7 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from memcap.capacity.ceiling import at_ceiling, ceiling, granted, own_reading, shared_reading
+from memcap.capacity.ceiling import (
+    at_ceiling,
+    ceiling,
+    granted,
+    own_reading,
+    repeated_bound,
+    shared_reading,
+)
 from memcap.capacity.certified import (
     ArrayLike,
     input_precision,
@@ -45,6 +54,7 @@ def real_capacity_rows(
     shared_contexts: int = 1,
     spread_heads: Sequence[int] | None = None,
     delta: float | None = None,
+    repeat_cause: str | None = None,
 ) -> list[dict[str, Any]]:
     """Certified capacity of real embeddings for H = 1 … ``max_heads`` (nested heads).
 
@@ -62,6 +72,8 @@ def real_capacity_rows(
             the first, which takes every H; None: every H.
         delta: the layer's measured forward error (:func:`~memcap.capacity.spectrum.
             forward_error`); None reads the ranks against the stored dtype's rounding alone.
+        repeat_cause: why the layer's contexts can repeat rows by construction
+            (:func:`memcap.extract.positions.repeated_rows`), named in the shared readings.
 
     Returns:
         One record per configuration, shared context, draw and H: the sizes, what Theorem 1
@@ -78,7 +90,8 @@ def real_capacity_rows(
     examples, dh = len(index), n if head_dim is None else head_dim
     # The embeddings are rounded to their stored dtype (float32) and carry the forward pass's
     # error: Z's singular values at that level could be the error alone and do not count.
-    layer = _Layer(examples, total, n, d, dh, input_precision(queries, contexts), delta)
+    eps = input_precision(queries, contexts)
+    layer = _Layer(examples, total, n, d, dh, eps, delta, repeat_cause or "")
     heads = list(range(1, max_heads + 1))
     seeds = draw_seeds(seed, draws)
     features = own_context_features(queries, contexts, max_heads, dh, seeds[0])
@@ -90,7 +103,7 @@ def real_capacity_rows(
             reached = reading if reading.rank_high == examples else None
         else:  # nested heads keep rank T once reached: no SVD, no edge
             reading = RankReading(examples, reached.rank_low, math.nan, math.nan, math.nan)
-        rows.append(layer.row(h, reading, "own", -1, -1, 0))
+        rows.append(layer.row(h, reading, "own", -1, -1, 0, -1))
     del features
     spread = heads if spread_heads is None else sorted(set(spread_heads) & set(heads))
     positions = shared_positions(examples, shared_contexts, seed)
@@ -100,10 +113,13 @@ def real_capacity_rows(
             some = heads if context == draw == 0 else spread
             if not some:
                 continue
-            spectra = shared_context_spectra(queries, contexts[position], some, weights)
+            shared = np.asarray(contexts[position])  # (n, d)
+            distinct = len(np.unique(shared, axis=0))  # bitwise: equal rows prove rank < n
+            spectra = shared_context_spectra(queries, shared, some, weights)
             for h, spectrum in zip(some, spectra, strict=True):
                 reading = layer.read(spectrum)
-                rows.append(layer.row(h, reading, "shared", int(index[position]), context, draw))
+                example = int(index[position])
+                rows.append(layer.row(h, reading, "shared", example, context, draw, distinct))
     return rows
 
 
@@ -118,19 +134,21 @@ class _Layer:
     d_h: int
     input_eps: float
     delta: float | None
+    repeat_cause: str
 
     def read(self, spectrum: Spectrum) -> RankReading:
         return read_rank(spectrum, error_floor(spectrum, self.input_eps, self.delta))
 
     def row(self, h: int, reading: RankReading, which: str, example: int, context: int,
-            draw: int) -> dict[str, Any]:  # fmt: skip
-        """One table row: own (``example`` = ``context`` = −1) or a shared context's run."""
+            draw: int, distinct: int) -> dict[str, Any]:  # fmt: skip
+        """One table row: own (``example`` = ``context`` = ``distinct`` = −1) or a shared
+        context's run (``distinct``: its distinct rows)."""
         t, n, d = self.examples, self.n, self.d
         low, high = reading.rank_low, reading.rank_high
         words = (
             own_reading(low, high, t, h, d)
             if which == "own"
-            else shared_reading(low, high, t, h, n, d)
+            else shared_reading(low, high, t, h, n, d, distinct, self.repeat_cause)
         )
         theorem = self.d_h >= n and n <= d
         edge = reading.record()
@@ -155,6 +173,9 @@ class _Layer:
             "delta": math.nan if self.delta is None else self.delta,
             "input_eps": self.input_eps,
             "reading": words,
+            "shared_distinct_rows": distinct,
+            "distinct_bound": repeated_bound(t, h, distinct) if distinct > 0 else math.nan,
+            "repeat_cause": self.repeat_cause,
         }
 
 

@@ -1,5 +1,10 @@
 """transformers models of every family: encoders, causal decoders and vision encoders.
 
+The encoder-decoders' (T5, BART, mBART) encoder stack is the model of family ``encoder``:
+T5-style configs build their ``*EncoderModel`` class (the decoder is neither built nor
+loaded), the others the whole model, of which only ``get_encoder()`` is kept; the decoder is
+never run.
+
 Random weights come from the library's initialisation of a config (a config class such as
 ``LlamaConfig`` with ``model_kwargs``, or a hub id's / directory's config); pretrained, local
 and GGUF weights through ``AutoModel.from_pretrained`` (safetensors, or ``.bin`` files that
@@ -8,6 +13,7 @@ transformers reads with ``weights_only``); repository code only with ``trust_rem
 
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import logging
@@ -102,9 +108,10 @@ def create_hf_model(
     """(base model in eval mode, weights description, warnings) of the entry.
 
     The base model (``AutoModel``: no LM / classification head); for CLIP-style configs with a
-    vision part, the vision tower. Random weights are drawn on ``device`` at ``dtype``
-    directly: a 7B model in bfloat16 never exists as a float32 copy, nor on the host when
-    ``device`` is a GPU. Pretrained weights load on the host and the job moves them.
+    vision part, the vision tower; for an encoder-decoder, its encoder stack. Random weights
+    are drawn on ``device`` at ``dtype`` directly: a 7B model in bfloat16 never exists as a
+    float32 copy, nor on the host when ``device`` is a GPU. Pretrained weights load on the
+    host and the job moves them.
     """
     from transformers import AutoModel
 
@@ -120,10 +127,12 @@ def create_hf_model(
     if entry.device_map is not None:
         extra["device_map"] = entry.device_map
     vision = _vision_class(config)
-    model_class, config = (vision, config.vision_config) if vision else (AutoModel, config)
+    model_class, given = (
+        (vision, config.vision_config) if vision else (_encoder_class(config) or AutoModel, config)
+    )
     try:
         model, info = model_class.from_pretrained(
-            origin, config=config, dtype=dtype, output_loading_info=True, **extra
+            origin, config=copy.deepcopy(given), dtype=dtype, output_loading_info=True, **extra
         )
     except OSError as err:
         raise unreachable(entry, origin, err) from None
@@ -136,7 +145,13 @@ def create_hf_model(
         "pretrained": f"pretrained {entry.model} (Hugging Face hub / cache)",
         "gguf": f"GGUF file {extra.get('gguf_file')} (quantized weights dequantized to {dtype})",
     }.get(route, f"pretrained from {entry.weights}")
-    return model, source, warnings
+    return _encoder_stack(model, config), source, warnings
+
+
+def meta_model(config: Any, entry: ModelEntry) -> Any:
+    """The entry's model on the meta device: its modules without memory or initialisation."""
+    with torch.device("meta"):
+        return _from_config(config, entry, torch.float32)
 
 
 def _from_config(config: Any, entry: ModelEntry, dtype: torch.dtype) -> Any:
@@ -145,7 +160,28 @@ def _from_config(config: Any, entry: ModelEntry, dtype: torch.dtype) -> Any:
     vision = _vision_class(config)
     if vision is not None:
         return vision._from_config(config.vision_config, dtype=dtype)
-    return AutoModel.from_config(config, dtype=dtype, trust_remote_code=entry.trust_remote_code)
+    encoder = _encoder_class(config)
+    if encoder is not None:  # (its __init__ rewrites the config it is given: a copy)
+        return _encoder_stack(encoder._from_config(copy.deepcopy(config), dtype=dtype), config)
+    model = AutoModel.from_config(config, dtype=dtype, trust_remote_code=entry.trust_remote_code)
+    return _encoder_stack(model, config)
+
+
+def _encoder_class(config: Any) -> Any:
+    """T5-style encoder-decoders: their encoder-only model class (T5EncoderModel, ...)."""
+    if not getattr(config, "is_encoder_decoder", False):
+        return None
+    import transformers
+
+    return getattr(
+        transformers, type(config).__name__.removesuffix("Config") + "EncoderModel", None
+    )
+
+
+def _encoder_stack(model: Any, config: Any) -> Any:
+    """The encoder stack (embeddings and encoder blocks) of a model of an encoder-decoder's
+    ``config`` (T5EncoderModel's own config no longer says so); any other model itself."""
+    return model.get_encoder() if getattr(config, "is_encoder_decoder", False) else model
 
 
 def _vision_class(config: Any) -> Any:

@@ -1,4 +1,5 @@
-"""timm VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens)."""
+"""timm models: VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens) and
+Swin Transformers (windowed attention)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract._hf_models import unreachable
-from memcap.extract.config import SUPPORTED, ModelEntry
+from memcap.extract.config import ModelEntry
 from memcap.extract.weights import weights_path, weights_route
 
 _CHECKPOINT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -24,26 +25,17 @@ def is_timm_model(entry: ModelEntry) -> bool:
 
 
 def timm_architecture(entry: ModelEntry) -> Any:
-    """The entry's VisionTransformer on the meta device: sizes without weights or init."""
+    """The entry's timm model on the meta device: sizes without weights or init."""
     import timm
-    from timm.models.vision_transformer import VisionTransformer
 
     with torch.device("meta"):
-        model = timm.create_model(entry.model, pretrained=False, **entry.model_kwargs)
-    if not isinstance(model, VisionTransformer):
-        raise ConfigError(
-            f"{entry.key}.model",
-            f"'{entry.model}' is a timm {type(model).__name__}, not a VisionTransformer",
-            f"the extraction reads one stack of global-attention blocks; as vit use "
-            f"{SUPPORTED['vit']}",
-        )
-    return model
+        return timm.create_model(entry.model, pretrained=False, **entry.model_kwargs)
 
 
 def create_timm_model(
     entry: ModelEntry, checkpoint: Path | None, device: torch.device
 ) -> tuple[Any, str]:
-    """(VisionTransformer with its weights, weights description).
+    """(the timm model with its weights, weights description).
 
     Args:
         entry: the config entry.

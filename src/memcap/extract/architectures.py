@@ -4,11 +4,11 @@
 (:func:`memcap.extract.registry.architecture`: timm's registry on the meta device, the
 transformers config of a config class, a local or package directory, the Hugging Face cache
 or a GGUF header), without weights and without the network, and raises
-:class:`~memcap.errors.ConfigError` naming the key, the class and what the extraction
-reads (:data:`memcap.extract.config.SUPPORTED`): an encoder-decoder (T5), windowed attention
-(Swin), a timm model that is no VisionTransformer, or a config without the sizes the
-extraction uses. An entry whose config is only on the hub (not in the cache) is resolved at
-its job's start, before weights load.
+:class:`~memcap.errors.ConfigError` naming the key, the class and why
+(:mod:`memcap.extract.families`): a model without attention (ConvNeXt, MLP-Mixer), a
+state-space model (Mamba), or a config without the sizes the extraction uses. An entry whose
+config is only on the hub (not in the cache) is resolved at its job's start, before weights
+load.
 
 Resolving imports torch and timm / transformers, seconds of CPU per Snakemake invocation.
 The outcome is kept in a small JSON file (``$MEMCAP_CACHE_DIR``, else the user's cache
@@ -32,7 +32,15 @@ from memcap.extract.weights import gguf_location, weights_path
 
 _CACHE_FILE = "architectures.json"
 # The code whose rules decide an outcome: a change to any of them resolves anew.
-_RULES = ("architectures.py", "registry.py", "_hf_models.py", "_timm_models.py", "config.py")
+_RULES = (
+    "architectures.py",
+    "registry.py",
+    "_hf_models.py",
+    "_timm_models.py",
+    "config.py",
+    "families.py",
+    "windows.py",
+)
 _LIBRARIES = ("timm", "transformers", "gguf", "torch")
 _SEEN: dict[str, dict] = {}  # outcomes of this process, by fingerprint
 
@@ -42,8 +50,9 @@ class Resolved:
     """An entry's architecture as resolved without weights."""
 
     depth: int  # transformer blocks
-    width: int  # d
-    max_tokens: int  # vit: tokens per image; text: positions
+    width: int  # d (of layer 0)
+    max_tokens: int | None  # vit: tokens per image; text: positions (None: no limit)
+    window_n: int | None = None  # windowed attention: layer 0's n (its window's area)
 
 
 def check_architecture(entry: ModelEntry) -> Resolved | None:
@@ -89,7 +98,8 @@ def _resolve(entry: ModelEntry) -> dict:
             "problem": f"cannot resolve '{entry.model}' ({type(err).__name__}: {first})",
             "fix": "check model and model_kwargs (the job builds the architecture the same way)",
         }
-    return asdict(Resolved(arch.depth, arch.width, arch.max_tokens))
+    window_n = arch.windows[0].n if arch.windows else None
+    return asdict(Resolved(arch.depth, arch.width, arch.max_tokens, window_n))
 
 
 def _local_files(entry: ModelEntry) -> list[Path] | None:

@@ -65,7 +65,19 @@ def _check_entry(entry: ModelEntry) -> None:
     _check_tokenizer(entry)
     _check_context(entry)
     _check_data(entry)
-    check_architecture(entry)
+    resolved = check_architecture(entry)
+    if resolved is not None and resolved.window_n is not None and entry.n is not None:
+        raise windowed_n(entry, resolved.window_n)
+
+
+def windowed_n(entry: ModelEntry, window_n: int) -> ConfigError:
+    """The error of ``n`` set for a windowed model, whose contexts are whole windows."""
+    return ConfigError(
+        f"{entry.key}.n",
+        f"n = {entry.n} is set, but '{entry.model}' attends within windows: each context is "
+        f"one whole window (n = {window_n} at layer 0)",
+        "remove n: a windowed model's n is its window's area, recorded per stage",
+    )
 
 
 def _check_weights(entry: ModelEntry) -> None:

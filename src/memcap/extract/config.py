@@ -35,12 +35,13 @@ TEXT_SOURCES = ("wikipedia", "pydocs", "files", "hub")
 # `builtin` keeps naming the offline default of earlier versions: the Python docs for text.
 TEXT_ALIASES = {"builtin": "pydocs"}
 DEFAULT_SOURCES = {"vit": "builtin", "encoder": "wikipedia", "decoder": "wikipedia"}
-# What the extraction reads: one stack of transformer blocks over the whole token sequence
-# (global attention), the hidden states between blocks of one width.
+# What the extraction reads per family kind: a stack of attention blocks over the whole token
+# sequence, an encoder-decoder's encoder stack, or windowed attention (memcap.extract.families).
 SUPPORTED = {
-    "vit": "timm VisionTransformer models (vit_*, deit_*, DINOv2) and transformers ViT, DINOv2 "
-    "and CLIP / SigLIP vision encoders",
-    "encoder": "encoder-only transformers models (BERT, RoBERTa, MiniLM, ...)",
+    "vit": "timm VisionTransformer (vit_*, deit_*, DINOv2) and Swin (swin_*, swinv2_*) models, "
+    "and transformers ViT, DINOv2, Swin and CLIP / SigLIP vision encoders",
+    "encoder": "encoder-only transformers models (BERT, RoBERTa, MiniLM, ...) and the encoders "
+    "of encoder-decoders (T5, Flan-T5, BART, mBART)",
     "decoder": "decoder-only transformers models (GPT-2, Llama, Mistral, Qwen, SmolLM2, ...)",
 }
 
@@ -84,7 +85,9 @@ class ModelEntry:
     detail_layers: tuple[Layer, ...] = ()  # audited in full (see entries.with_resolved)
     model_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n: int | None = None  # None: family default (see inputs.resolve_n)
-    query_index: int | None = None  # None: 0 for vit / bert ([CLS]), -1 for gpt2 (last token)
+    # None: 0 for vit / bert ([CLS]; a Swin window's first token; T5's first token), -1 for
+    # decoders (the last token)
+    query_index: int | None = None
     tokenizer: str | None = None  # None: the model's own; else a named substitute
     bos: bool | None = None  # decoders: prepend the tokenizer's BOS token; None: auto
     gguf_file: str | None = None  # GGUF file name inside the weights directory / hub repo

@@ -61,7 +61,7 @@ def job_forward_errors(
     settings: ExtractSettings,
     extractor: nn.Module,
     first: Any,
-    n: int,
+    n: Mapping[Layer, int],
     q: int,
     device: torch.device,
     outputs: Mapping[Layer, Any],
@@ -79,7 +79,7 @@ def job_forward_errors(
 def measure_forward_error(
     extractor: nn.Module,
     batch: Any,
-    n: int,
+    n: int | Mapping[Layer, int],
     query_index: int,
     run_dtype: torch.dtype,
     device: torch.device,
@@ -91,7 +91,8 @@ def measure_forward_error(
     Args:
         extractor: the job's :class:`~memcap.extract.layers.MultiLayerExtractor` (left as is).
         batch: the job's first input batch, as the data loader gave it (on the CPU).
-        n: context size; query_index: the query token.
+        n: context size (per layer where layers differ: a windowed model's stages);
+            query_index: the query token.
         run_dtype: the precision the job ran its forward in.
         device: where it ran.
         examples: how many of the batch's examples to compare (at most the batch).
@@ -109,8 +110,9 @@ def measure_forward_error(
             ran = extractor(_to(part, device, run_dtype))
             exact = reference(_to(part, device, torch.float64))
             for layer, states in ran.items():
-                a = states[:, :n].to(torch.float64).cpu()  # (c, n, d)
-                b = exact[layer][:, :n].cpu()
+                size = n[layer] if isinstance(n, Mapping) else n
+                a = states[:, :size].to(torch.float64).cpu()  # (c, n, d)
+                b = exact[layer][:, :size].cpu()
                 rows.setdefault(layer, []).append((a[:, query_index], b[:, query_index]))
                 contexts.setdefault(layer, []).append(_context_errors(a, b))
     del reference

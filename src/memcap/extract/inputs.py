@@ -16,6 +16,7 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
+from memcap.extract.checks import windowed_n
 from memcap.extract.config import ModelEntry
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
@@ -32,6 +33,8 @@ from memcap.extract.images import (
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer
 from memcap.extract.registry import Architecture, LoadedModel
 from memcap.extract.text import (
+    PAIR,
+    TextTokenizer,
     document_tokens,
     document_windows,
     resolve_tokenizer,
@@ -57,13 +60,20 @@ class PreparedInputs:
 
 
 def resolve_n(entry: ModelEntry, arch: Architecture) -> int:
-    """Context size: configured, or all tokens incl. prefix / register tokens (vit) or
-    min(128, d, positions) (text)."""
+    """Context size: configured, or all tokens incl. prefix / register tokens (vit; a windowed
+    model: layer 0's window, each layer's own in :meth:`Architecture.sizes`) or
+    min(128, d, positions) (text).
+
+    Raises:
+        ConfigError: ``n`` set for a windowed model (its contexts are whole windows).
+    """
+    if arch.windows and entry.n is not None:
+        raise windowed_n(entry, arch.windows[0].n)
     if entry.n is not None:
         return entry.n
     if entry.kind == "vit":
-        return arch.max_tokens
-    return min(DEFAULT_TEXT_N, arch.width, arch.max_tokens)
+        return int(arch.max_tokens or 0)
+    return min(DEFAULT_TEXT_N, arch.width, arch.max_tokens or DEFAULT_TEXT_N)
 
 
 def check_against_model(entry: ModelEntry, layer: Layer, n: int, arch: Architecture) -> None:
@@ -74,18 +84,18 @@ def check_against_model(entry: ModelEntry, layer: Layer, n: int, arch: Architect
             f"layer {layer} is beyond the depth of '{entry.model}' ({arch.depth} blocks)",
             f"use layers between 0 and {arch.depth}",
         )
-    if n > arch.max_tokens:
+    if arch.max_tokens is not None and n > arch.max_tokens:
         what = "tokens per image" if entry.kind == "vit" else "positions"
         raise ConfigError(
             f"{entry.key}.n",
             f"n = {n} exceeds the model's {arch.max_tokens} {what}",
             f"use n <= {arch.max_tokens}",
         )
-    q = entry.resolved_query_index
+    q, (n, _) = entry.resolved_query_index, arch.sizes(layer, n)
     if not -n <= q < n:
         raise ConfigError(
             f"{entry.key}.query_index",
-            f"query index {q} is outside a context of n = {n} tokens",
+            f"query index {q} is outside a context of n = {n} tokens (layer {layer})",
             f"use an index in [{-n}, {n - 1}]",
         )
 
@@ -139,12 +149,14 @@ def prepare_inputs(
             f"{loaded.vocab_size}",
             "use a tokenizer whose vocabulary fits the model's",
         )
-    if entry.kind == "encoder" and (tokenizer.cls_id is None or tokenizer.sep_id is None):
+    if entry.kind == "encoder" and tokenizer.encoder_format is None:
         raise ConfigError(
-            f"{entry.key}.tokenizer", "the tokenizer has no [CLS] / [SEP] tokens", "use another"
+            f"{entry.key}.tokenizer",
+            "the tokenizer has neither [CLS] and [SEP] tokens nor an end-of-sequence token",
+            "use another",
         )
     bos = use_bos(entry, tokenizer, n)
-    length = window_length(entry.family, n, bos)
+    length = window_length(entry.family, n, bos, tokenizer.encoder_format or PAIR)
     count, tokens_of = document_tokens(documents, tokenizer, length)
     try:
         windows = document_windows(count, tokens_of, length, data.T, data.seed)
@@ -175,6 +187,7 @@ def prepare_inputs(
                 windows.tokens, windows.documents, windows.offsets, documents.stream
             ),
             "tokenizer": tokenizer.description,
+            "input_format": _text_format(entry, tokenizer, bos),
             "tokenizer_substitute": tokenizer.substitute,
             "bos_token_id": tokenizer.bos_id,
             "bos_prepended": bos,
@@ -183,6 +196,13 @@ def prepare_inputs(
         },
         warnings=warnings,
     )
+
+
+def _text_format(entry: ModelEntry, tokenizer: TextTokenizer, bos: bool) -> str:
+    """How each text example is built from its window, for provenance."""
+    if entry.kind == "encoder":
+        return str(tokenizer.encoder_format)
+    return "BOS token + window" if bos else "window"
 
 
 def _skipped_warning(skipped: tuple[str, ...], what: str) -> list[str]:

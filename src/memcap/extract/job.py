@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +35,20 @@ from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, layer_name
 from memcap.extract.layers import MultiLayerExtractor, blocks_needed
 from memcap.extract.registry import (
     DTYPES,
+    Architecture,
     architecture,
     create_model,
     parameter_checksum,
     parameter_count,
     position_encoding,
 )
-from memcap.extract.store import ChunkedArrayWriter, OrderedWrites
+from memcap.extract.store import ChunkedArrayWriter, ExtractOutputs, OrderedWrites
 from memcap.extract.weights import weights_provenance
+from memcap.extract.windows import stage_records
 from memcap.numerics.context_rank import ContextRankStream, save_context_ranks
 from memcap.provenance import write_provenance
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ExtractOutputs:
-    """Paths one job writes."""
-
-    queries: Path  # (T, d) float32
-    contexts: Path | None  # (T, n, d) float32; None: not stored (a depth row)
-    provenance: Path
-    context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
 
 
 def run_extraction(
@@ -114,15 +106,18 @@ def extract_layers(
         device = loaded.module.device
         extractor.head.to(device)
     extractor.eval()
-    T, d, q = entry.data.T, loaded.width, entry.resolved_query_index
-    warnings = loaded.warnings + prepared.warnings + size_warnings(T, n, d)
+    T, q = entry.data.T, entry.resolved_query_index
+    sizes = {layer: arch.sizes(layer, n) for layer in layers}  # (n, d) of each layer
+    warnings = loaded.warnings + prepared.warnings
+    for n_k, d_k in dict.fromkeys(sizes.values()):
+        warnings += [w for w in size_warnings(T, n_k, d_k) if w not in warnings]
     for message in warnings:
         _logger.warning("%s: %s", entry.name, message)
 
     writers = {
         layer: (
-            ChunkedArrayWriter(outputs[layer].queries, (T, d)),
-            _contexts_writer(outputs[layer].contexts, (T, n, d)),
+            ChunkedArrayWriter(outputs[layer].queries, (T, sizes[layer][1])),
+            _contexts_writer(outputs[layer].contexts, (T, *sizes[layer])),
         )
         for layer in layers
     }
@@ -130,7 +125,9 @@ def extract_layers(
     # A 7B model's checksum reads 26 GB as float32: on the pool, while the forwards run.
     checksum = pool.submit(parameter_checksum, loaded.module) if pool is not None else None
     streams = {
-        layer: ContextRankStream(n, d, rtol=settings.context_rtol, device=device, pool=pool)
+        layer: ContextRankStream(
+            *sizes[layer], rtol=settings.context_rtol, device=device, pool=pool
+        )
         for layer in layers
         if outputs[layer].context_ranks is not None
     }
@@ -143,7 +140,7 @@ def extract_layers(
             first = batch if first is None else first
             batch = _to_device(batch, device, DTYPES[entry.precision])
             for layer, states in extractor(batch).items():
-                hidden = states[:, :n].float()  # (B, n, d), float32 whatever the precision
+                hidden = states[:, : sizes[layer][0]].float()  # (B, n, d), float32 always
                 queries, contexts = writers[layer]
                 if contexts is not None:
                     writes.write(contexts, hidden.cpu().numpy())
@@ -164,15 +161,11 @@ def extract_layers(
         layer: (q_w.close(), c_w.close() if c_w is not None else None)
         for layer, (q_w, c_w) in writers.items()
     }
-    errors = job_forward_errors(entry, settings, extractor, first, n, q, device, outputs)
+    contexts_n = {layer: sizes[layer][0] for layer in layers}
+    errors = job_forward_errors(entry, settings, extractor, first, contexts_n, q, device, outputs)
     _logger.info(
-        "wrote queries (%d, %d) of layers %s, contexts (%d, %d, %d) of %s",
-        T,
-        d,
-        [layer_name(x) for x in layers],
-        T,
-        n,
-        d,
+        "wrote queries (T, d) and contexts (T, n, d) of layers %s (contexts stored of %s)",
+        {layer_name(x): (T, *sizes[x]) for x in layers},
         [layer_name(x) for x in layers if outputs[x].contexts is not None],
     )
 
@@ -202,12 +195,9 @@ def extract_layers(
         pass_layers=[layer_name(x) for x in layers],
         blocks_in_pass=extractor.trunk.depth,
         depth=loaded.depth,
-        heads=arch.heads,
-        head_dim=arch.head_dim,
         T=T,
-        n=n,
-        d=d,
         query_index=q,
+        stages=stage_records(arch.windows) if arch.windows else None,
         warnings=warnings,
         device=str(device),
         batch_size=settings.batch_size,
@@ -220,6 +210,7 @@ def extract_layers(
             outputs[layer].provenance,
             **shared,
             layer=layer_name(layer),
+            **_layer_sizes(arch, layer, *sizes[layer]),
             blocks_run=blocks_needed(layer),
             # The random_attention head attends both ways whatever the model does.
             causal=entry.kind == "decoder" and layer != RANDOM_ATTENTION,
@@ -230,6 +221,20 @@ def extract_layers(
             contexts_sha256=checksums[layer][1],
         )
         for layer in layers
+    }
+
+
+def _layer_sizes(arch: Architecture, layer: Layer, n: int, d: int) -> dict[str, Any]:
+    """A layer's n, d and heads, and in a windowed model the windows it reads."""
+    if not arch.windows:
+        return {"n": n, "d": d, "heads": arch.heads, "head_dim": arch.head_dim, "window": None}
+    window = arch.windows[blocks_needed(layer)]
+    return {
+        "n": n,
+        "d": d,
+        "heads": window.heads,
+        "head_dim": window.head_dim,
+        "window": window.record(),
     }
 
 

@@ -6,9 +6,11 @@ Proposition 4 variant: a LayerNorm without affine parameters on the layer-0 embe
 one randomly initialised single-head attention layer with a skip connection.
 
 Any model whose blocks sit in one ``nn.ModuleList`` works: timm VisionTransformers (``blocks``)
-and transformers models (``encoder.layer``, ``h``, ``layers``, ...). The truncated model keeps
-the embeddings and the first ``depth`` blocks and drops the final norm, so its
-``last_hidden_state`` is the raw residual stream after block ``depth``.
+and transformers models (``encoder.layer``, ``h``, ``layers``, an encoder-decoder's encoder
+stack ``block`` / ``layers``, ...). Windowed models (Swin) go through
+:class:`~memcap.extract.windows.WindowedTrunk` instead: each layer's contexts are one window.
+The truncated model keeps the embeddings and the first ``depth`` blocks and drops the final
+norm, so its ``last_hidden_state`` is the raw residual stream after block ``depth``.
 :class:`MultiLayerExtractor` runs that truncated model once, up to the deepest requested
 block, and keeps the hidden states of every requested layer: L requested blocks cost L blocks
 of compute per batch, not L(L+1)/2 as one truncated forward per layer would.
@@ -22,12 +24,14 @@ import torch
 from torch import nn
 
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer
+from memcap.extract.windows import WindowedTrunk, is_windowed
 
 Batch = torch.Tensor | dict[str, torch.Tensor]
 
 # Norms applied after the last block only (GPT-2 ln_f, Llama norm, HF ViT / DINOv2 layernorm,
-# OPT final_layer_norm); the truncated model replaces them by the identity.
-FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm", "layernorm")
+# OPT and T5 final_layer_norm, mBART's encoder layer_norm); the truncated model replaces them
+# by the identity.
+FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm", "layernorm", "layer_norm")
 # Heads reading the last block (BERT pooler, CLIP post_layernorm on the pooled token).
 UNUSED_HEADS = ("pooler",)
 
@@ -189,15 +193,19 @@ class MultiLayerExtractor(nn.Module):
     """The hidden states of several layers of one model from one forward pass per batch."""
 
     def __init__(self, model: nn.Module, width: int, layers: tuple[Layer, ...], seed: int) -> None:
+        """``width``: d of layer 0, which the random attention layer reads."""
         super().__init__()
         self.layers = tuple(layers)
-        self.trunk = TruncatedForward(model, max(blocks_needed(x) for x in self.layers))
+        depth = max(blocks_needed(x) for x in self.layers)
+        windowed = is_windowed(model)
+        self.trunk = WindowedTrunk(model, depth) if windowed else TruncatedForward(model, depth)
         self.head: nn.Module = nn.Identity()
         if RANDOM_ATTENTION in self.layers:
             self.head = RandomAttention(width, seed)
 
     def forward(self, batch: Batch) -> dict[Layer, torch.Tensor]:
-        """Hidden states (B, tokens, d) of every requested layer, keyed by layer."""
+        """Hidden states (B, tokens, d) of every requested layer, keyed by layer (windowed
+        models: window 0, (B, n_k, d_k))."""
         states = self.trunk.all_hidden_states(batch)
         return {
             layer: self.head(states[0]) if layer == RANDOM_ATTENTION else states[int(layer)]

@@ -1,10 +1,12 @@
 """Create any model of the ``extract.models`` config by family: the one place models are built.
 
-Families: ``vit`` (a timm VisionTransformer by name, or a transformers vision encoder such as
-ViTModel, Dinov2Model or CLIP's vision tower by hub id / directory / config class),
-``encoder`` and ``decoder`` (any transformers model through ``AutoModel``; ``bert`` and
-``gpt2`` are their aliases). Weights routes live in ``weights.py``. :func:`architecture`
-gives the sizes without weights, so the job checks layers and n before loading anything.
+Families: ``vit`` (a timm VisionTransformer or Swin by name, or a transformers vision encoder
+such as ViTModel, Dinov2Model, SwinModel or CLIP's vision tower by hub id / directory / config
+class), ``encoder`` and ``decoder`` (any transformers model through ``AutoModel``; an
+encoder-decoder's encoder stack as ``encoder``; ``bert`` and ``gpt2`` are their aliases). What
+is read and what refused: ``families.py``; weights routes: ``weights.py``. :func:`architecture`
+gives the sizes without weights (a windowed model's per layer), so the job checks layers and n
+before loading anything.
 """
 
 from __future__ import annotations
@@ -12,32 +14,23 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
 
 from memcap.errors import ConfigError
-from memcap.extract import _hf_models, _timm_models
-from memcap.extract.config import SUPPORTED, ModelEntry
+from memcap.extract import _hf_models, _timm_models, families, positions
+from memcap.extract.config import ModelEntry
+from memcap.extract.layer_spec import Layer
+from memcap.extract.layers import blocks_needed
 from memcap.extract.weights import weights_path
+from memcap.extract.windows import WindowLayer, is_windowed, window_layers
 from memcap.provenance import array_checksum
 
 _logger = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Parameter names of learned position tables added to the token / patch embeddings: timm's
-# pos_embed; transformers' position_embedding(s) (ViT, DINOv2, CLIP, BERT), wpe (GPT-2) and
-# embed_positions (OPT).
-_POSITION_TABLES = (
-    "pos_embed",
-    "position_embedding",
-    "position_embeddings",
-    "wpe",
-    "embed_positions",
-)
-# transformers config fields of rotary-position models (rope_parameters since transformers 5).
-_ROTARY_FIELDS = ("rope_parameters", "rope_theta", "rotary_dim", "rotary_pct")
 
 
 @dataclass(frozen=True)
@@ -47,12 +40,23 @@ class Architecture:
     library: str  # timm | transformers
     depth: int  # number of transformer blocks
     width: int  # d, the hidden size
-    max_tokens: int  # vit: tokens per image; text: number of position embeddings
+    # vit: tokens per image (windowed: per window of layer 0); text: number of position
+    # embeddings (None: no limit, positions enter as relative buckets, T5)
+    max_tokens: int | None
     prefix_tokens: int = 1  # vit: class (+ register / distillation) tokens before the patches
     vocab_size: int | None = None  # text models only
     config: Any = None  # the transformers config (None for timm)
     heads: int | None = None  # attention heads per block (None: the config states none)
     head_dim: int | None = None  # d_h, the query/key dimension of one head
+    windows: tuple[WindowLayer, ...] = ()  # windowed attention: layers 0 ... depth (Swin)
+
+    def sizes(self, layer: Layer, n: int) -> tuple[int, int]:
+        """(n, d) of a layer's contexts: the window's and stage's in a windowed model, else
+        the job's n and the width (random_attention reads layer 0)."""
+        if not self.windows:
+            return n, self.width
+        window = self.windows[blocks_needed(layer)]
+        return window.n, window.width
 
 
 @dataclass
@@ -80,8 +84,8 @@ class LoadedModel:
         return self.architecture.width
 
     @property
-    def max_tokens(self) -> int:
-        """Tokens per image (vit) or position embeddings (text)."""
+    def max_tokens(self) -> int | None:
+        """Tokens per image (vit) or position embeddings (text; None: no limit)."""
         return self.architecture.max_tokens
 
     @property
@@ -90,49 +94,35 @@ class LoadedModel:
         return self.architecture.vocab_size
 
 
-# The transformers config attributes the extraction reads, per family kind.
-_TEXT_FIELDS = ("num_hidden_layers", "hidden_size", "vocab_size")
-_VISION_FIELDS = ("num_hidden_layers", "hidden_size", "image_size", "patch_size")
-
-
 def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
     """The entry's sizes from its timm definition or transformers config, without weights
     (``local_only``: never from the network, only files and the Hugging Face cache).
 
     Raises:
         ConfigError: unknown model name or id, a model of the wrong family, or an
-            architecture the extraction cannot read (:func:`unreadable`).
+            architecture the extraction does not read (:mod:`memcap.extract.families`).
     """
     if entry.kind == "vit" and _timm_models.is_timm_model(entry):
-        model = _timm_models.timm_architecture(entry)
-        return Architecture(
-            library="timm",
-            depth=len(model.blocks),
-            width=model.embed_dim,
-            max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
-            prefix_tokens=model.num_prefix_tokens,
-            heads=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
-            head_dim=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
-        )
+        return _timm_architecture(entry)
     if entry.kind == "vit" and not _names_transformers_model(entry):
         raise ConfigError(
             f"{entry.key}.model",
             f"timm has no model '{entry.model}', and it is no hub id, directory or config class",
-            "use a ViT name from timm.list_models('vit_*'), e.g. vit_base_patch16_224, or a "
-            "transformers vision encoder id such as google/vit-base-patch16-224-in21k",
+            "use a ViT or Swin name from timm.list_models('vit_*') / ('swin*'), e.g. "
+            "vit_base_patch16_224, or a transformers vision encoder id such as "
+            "google/vit-base-patch16-224-in21k",
         )
     config = _hf_models.hf_config(entry, local_only)
-    problem = unreadable(entry.kind, config)
-    if problem is not None:
-        raise ConfigError(
-            f"{entry.key}.model",
-            f"'{entry.model}' ({type(config).__name__}) {problem}",
-            f"the extraction reads one stack of global-attention blocks; as {entry.family} "
-            f"use {SUPPORTED[entry.kind]}",
-        )
-    text = config.get_text_config() if entry.kind != "vit" else None
-    vision = getattr(config, "vision_config", None) or config
+    refusal = families.unreadable(entry.kind, config, lambda: _hf_models.meta_model(config, entry))
+    if refusal is not None:
+        _refuse(entry, type(config).__name__, refusal)
+    if entry.kind == "vit" and families.is_windowed_config(config):
+        model = _hf_models.meta_model(config, entry)
+        if not is_windowed(model):
+            _refuse(entry, type(config).__name__, families.unreadable_module(model, "vit"))
+        return _windowed(entry, "transformers", model, type(config).__name__, config)
     if entry.kind == "vit":
+        vision = getattr(config, "vision_config", None) or config
         patches = (int(vision.image_size) // int(vision.patch_size)) ** 2
         registers = int(getattr(vision, "num_register_tokens", 0) or 0)
         return Architecture(
@@ -145,16 +135,70 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             heads=attention_heads(vision),
             head_dim=head_dimension(vision),
         )
-    positions = getattr(text, "max_position_embeddings", None) or text.n_positions
+    text = config.get_text_config()
+    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
     return Architecture(
         library="transformers",
         depth=text.num_hidden_layers,
         width=text.hidden_size,
-        max_tokens=int(positions),
+        max_tokens=int(positions) if positions else None,
         vocab_size=text.vocab_size,
         config=config,
         heads=attention_heads(text),
         head_dim=head_dimension(text),
+    )
+
+
+def _refuse(entry: ModelEntry, what: str, refusal: families.Refusal) -> NoReturn:
+    raise ConfigError(
+        f"{entry.key}.model", f"'{entry.model}' ({what}) {refusal.problem}", refusal.fix
+    )
+
+
+def _timm_architecture(entry: ModelEntry) -> Architecture:
+    """A timm ViT's or Swin's sizes, from the model on the meta device."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    model = _timm_models.timm_architecture(entry)
+    what = f"timm {type(model).__name__}"
+    if is_windowed(model):
+        return _windowed(entry, "timm", model, what)
+    if not isinstance(model, VisionTransformer):
+        _refuse(entry, what, families.unreadable_module(model, "vit"))
+    return Architecture(
+        library="timm",
+        depth=len(model.blocks),
+        width=model.embed_dim,
+        max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
+        prefix_tokens=model.num_prefix_tokens,
+        heads=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
+        head_dim=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
+    )
+
+
+def _windowed(
+    entry: ModelEntry, library: str, model: nn.Module, what: str, config: Any = None
+) -> Architecture:
+    """A windowed model's sizes: its blocks, and layer 0's window and width."""
+    try:
+        layers = window_layers(model)
+    except ValueError as err:
+        raise ConfigError(
+            f"{entry.key}.model_kwargs",
+            f"'{entry.model}' ({what}): {err}, so window 0 would hold padding or wrap around",
+            "choose an image size whose token grid at every stage is a multiple of the window",
+        ) from None
+    first = layers[0]
+    return Architecture(
+        library=library,
+        depth=len(layers) - 1,
+        width=first.width,
+        max_tokens=first.n,
+        prefix_tokens=0,
+        config=config,
+        heads=first.heads,
+        head_dim=first.head_dim,
+        windows=layers,
     )
 
 
@@ -169,37 +213,14 @@ def attention_heads(config: Any) -> int | None:
 
 
 def head_dimension(config: Any) -> int | None:
-    """d_h of a transformers config: its ``head_dim``, else hidden size / heads."""
-    stated = getattr(config, "head_dim", None)
-    if isinstance(stated, int):
-        return stated
+    """d_h of a transformers config: its ``head_dim`` (T5: ``d_kv``), else hidden size /
+    heads."""
+    for name in ("head_dim", "d_kv"):
+        stated = getattr(config, name, None)
+        if isinstance(stated, int):
+            return stated
     heads = attention_heads(config)
     return config.hidden_size // heads if heads else None
-
-
-def unreadable(kind: str, config: Any) -> str | None:
-    """Why the extraction cannot read a transformers model of this config as ``kind`` (None:
-    it can): an encoder-decoder, windowed attention over hierarchical stages (Swin), or a
-    config without the sizes the extraction reads."""
-    if getattr(config, "is_encoder_decoder", False):
-        return "is an encoder-decoder model (two stacks, the decoder cross-attending)"
-    if kind == "vit":
-        vision = getattr(config, "vision_config", None) or config
-        if getattr(vision, "window_size", None) or isinstance(
-            getattr(vision, "depths", None), list | tuple
-        ):
-            return "attends within windows over hierarchical stages that merge tokens"
-        fields = _VISION_FIELDS
-    else:
-        vision = config.get_text_config()
-        fields = _TEXT_FIELDS
-        positions = ("max_position_embeddings", "n_positions")
-        if not any(isinstance(getattr(vision, f, None), int) for f in positions):
-            return "states no number of positions (max_position_embeddings or n_positions)"
-    missing = [f for f in fields if getattr(vision, f, None) is None]
-    if missing:
-        return f"lacks the sizes the extraction reads ({', '.join(missing)})"
-    return None
 
 
 def _names_transformers_model(entry: ModelEntry) -> bool:
@@ -263,20 +284,11 @@ def create_model(
 
 
 def position_encoding(module: nn.Module, config: Any) -> str:
-    """How the model tells positions apart: ``additive``, ``rotary`` or ``none``.
-
-    ``additive``: the model holds a learned position table (a parameter named as in
-    ``_POSITION_TABLES``) that it adds to the embeddings, so the residual stream carries
-    position - ViT, BERT, GPT-2. ``rotary``: no such table, and the transformers config has a
-    rotary field (``_ROTARY_FIELDS``) and no ALiBi - Llama, Mistral, Qwen, SmolLM2: position
-    enters the attention scores only. ``none``: neither (ALiBi, relative position biases).
-    """
-    names = (name.split(".") for name, _ in module.named_parameters())
-    if any(part in _POSITION_TABLES for parts in names for part in parts):
-        return "additive"
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    rotary = any(getattr(text, name, None) is not None for name in _ROTARY_FIELDS)
-    return "rotary" if rotary and not getattr(text, "alibi", False) else "none"
+    """How the model tells positions apart (:func:`memcap.extract.positions.position_encoding`
+    over its parameters and buffers)."""
+    names = [name for name, _ in module.named_parameters()]
+    names += [name for name, _ in module.named_buffers()]
+    return positions.position_encoding(names, config)
 
 
 def parameter_count(module: nn.Module) -> int:

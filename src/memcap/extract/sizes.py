@@ -22,16 +22,18 @@ from memcap.extract.weights import gguf_location, weights_path
 
 # Depth / positions overrides that model_kwargs may carry, per family kind: they size the
 # model before any job starts when the user gives them explicitly.
+# (An encoder-decoder's encoder: T5's num_layers, BART's encoder_layers; a Swin's blocks: the
+# sum of its stages' depths.)
 _DEPTH_KEYS = {
-    "vit": ("depth",),
-    "encoder": ("num_hidden_layers",),
+    "vit": ("depth", "depths"),
+    "encoder": ("num_hidden_layers", "num_layers", "encoder_layers"),
     "decoder": ("n_layer", "num_hidden_layers"),
 }
 _POSITION_KEYS = {
     "encoder": ("max_position_embeddings",),
     "decoder": ("n_positions", "max_position_embeddings"),
 }
-_DEPTH_FIELDS = ("num_hidden_layers", "n_layer", "num_layers")
+_DEPTH_FIELDS = ("depths", "encoder_layers", "num_hidden_layers", "n_layer", "num_layers")
 _POSITION_FIELDS = ("max_position_embeddings", "n_positions")
 
 
@@ -138,14 +140,21 @@ def cached_config(model_id: str) -> Path | None:
 
 def _first(config: dict[str, Any], fields: tuple[str, ...]) -> int | None:
     for name in fields:
-        if isinstance(config.get(name), int):
-            return int(config[name])
+        size = _count(config.get(name))
+        if size is not None:
+            return size
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A size: an integer, or the sum of a list of them (a Swin's blocks per stage)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, list | tuple) and value and all(isinstance(v, int) for v in value):
+        return sum(value)
     return None
 
 
 def _override(entry: ModelEntry, keys: tuple[str, ...]) -> int | None:
     """A size given explicitly in ``model_kwargs`` (e.g. ``depth``), if any."""
-    for name in keys:
-        if name in entry.model_kwargs:
-            return int(entry.model_kwargs[name])
-    return None
+    return _first(dict(entry.model_kwargs), keys)

@@ -1,22 +1,46 @@
-"""Write large float32 arrays to ``.npy`` files in chunks, with bounded memory.
+"""Where extraction stores one layer, and how it writes large float32 arrays.
 
-The file is created with :func:`numpy.lib.format.open_memmap` (so it is an ordinary ``.npy``
-that readers open with ``np.load(path, mmap_mode="r")``); every chunk is written through a
-fresh mapping that is closed straight after, so written pages do not pile up in the
-process's resident memory as T grows. A GPU job hands its chunks to :class:`OrderedWrites`,
-which writes them in order on one background thread while the next batch runs.
+A model's extraction fills one folder, one subfolder per layer (:class:`ExtractOutputs`).
+Arrays go to ``.npy`` files in chunks, with bounded memory: each file is created with
+:func:`numpy.lib.format.open_memmap` (so it is an ordinary ``.npy`` that readers open with
+``np.load(path, mmap_mode="r")``); every chunk is written through a fresh mapping that is
+closed straight after, so written pages do not pile up in the process's resident memory as T
+grows. A GPU job hands its chunks to :class:`OrderedWrites`, which writes them in order on one
+background thread while the next batch runs.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import deque
-from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class ExtractOutputs:
+    """Paths one job writes for one layer."""
+
+    queries: Path  # (T, d) float32
+    contexts: Path | None  # (T, n, d) float32; None: not stored (a depth row)
+    provenance: Path
+    context_ranks: Path | None = None  # Assumption 2's ranks, streamed (None: not computed)
+
+    @classmethod
+    def in_folder(cls, root: str | Path, layer: str, contexts: bool = True) -> ExtractOutputs:
+        """The files of ``layer`` in a model's folder ``root`` (results/extract/{model}/):
+        ``{layer}/queries.npy``, ``contexts.npy`` (unless not stored), ``provenance.json`` and
+        ``context_ranks.npz``."""
+        folder = Path(root) / layer
+        return cls(
+            queries=folder / "queries.npy",
+            contexts=folder / "contexts.npy" if contexts else None,
+            provenance=folder / "provenance.json",
+            context_ranks=folder / "context_ranks.npz",
+        )
 
 
 class ChunkedArrayWriter:
@@ -85,16 +109,3 @@ class OrderedWrites:
         done, size = self._pending.popleft()
         done.result()
         self._bytes -= size
-
-
-def layer_folder(root: str | Path, layer: str) -> Path:
-    """Where a one-pass job writes ``layer``'s files under its output folder ``root``."""
-    return Path(root) / layer
-
-
-def take_layer(root: str | Path, layer: str, outputs: Iterable[str | Path]) -> None:
-    """Move ``layer``'s files (named as ``outputs``' file names) from a one-pass folder to
-    ``outputs`` without copying them."""
-    for target in map(Path, outputs):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(layer_folder(root, layer) / target.name, target)

@@ -4,8 +4,10 @@ Documents come from ``corpus.py``. Each document is tokenized on its own; T docu
 hold a window of the needed length are drawn in a seeded order, each gives one window at a
 seeded offset, and windows with identical tokens are skipped, so no two examples share text.
 A stream source (``pydocs``, ``files``) is first cut into disjoint windows that then act as
-documents. BERT inputs follow its pre-training format, ``[CLS] A [SEP] B [SEP]`` with A and B
-two consecutive spans of the same document; decoder inputs are n-token windows, or the
+documents. Encoder inputs follow BERT's pre-training format, ``[CLS] A [SEP] B [SEP]`` with A
+and B two consecutive spans of the same document, where the tokenizer defines [CLS] and [SEP]
+(BERT, RoBERTa, BART); else (T5's tokenizer defines neither) the window and the tokenizer's
+end-of-sequence token, as T5's encoder reads text. Decoder inputs are n-token windows, or the
 tokenizer's BOS token and n - 1 text tokens (the entry's ``bos``, see :func:`use_bos`).
 """
 
@@ -30,6 +32,7 @@ _logger = logging.getLogger(__name__)
 
 BPE_VOCAB_SIZE = 8192  # byte-level BPE vocabulary (capped by the model's vocabulary)
 BERT_SPECIAL_TOKENS = 3  # [CLS], [SEP], [SEP]
+PAIR, EOS = "[CLS] A [SEP] B [SEP]", "window + end-of-sequence token"  # encoder input formats
 # A text every usable tokenizer splits into several known tokens (see check_encodes).
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
 _PROBE_MIN_TOKENS = 2  # distinct known tokens the probe must give
@@ -53,7 +56,17 @@ class TextTokenizer:
     sep_id: int | None = None
     unk_id: int | None = None
     bos_id: int | None = None
+    eos_id: int | None = None
     substitute: str | None = None  # set when this is not the model's own tokenizer
+
+    @property
+    def encoder_format(self) -> str | None:
+        """How an encoder's input is built from a window: :data:`PAIR` where the tokenizer
+        defines [CLS] and [SEP], else :data:`EOS` where it defines an end-of-sequence token
+        (T5), else None (no encoder input can be built)."""
+        if self.cls_id is not None and self.sep_id is not None:
+            return PAIR
+        return EOS if self.eos_id is not None else None
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ def resolve_tokenizer(
         sep_id=tokenizer.sep_token_id,
         unk_id=tokenizer.unk_token_id,
         bos_id=tokenizer.bos_token_id,
+        eos_id=tokenizer.eos_token_id,
         substitute=substitute,
     )
     check_encodes(loaded, key, origin, "the model's own" if choice is None else "the")
@@ -300,9 +314,12 @@ def _first_words(text: str, chars: int = 40) -> str:
     return flat if len(flat) <= chars else flat[: chars - 3] + "..."
 
 
-def window_length(family: str, n: int, bos: bool = False) -> int:
-    """Tokens of text per example: n, less [CLS] and two [SEP] for BERT, less a decoder's BOS."""
-    return n - BERT_SPECIAL_TOKENS if FAMILY_KINDS[family] == "encoder" else n - bos
+def window_length(family: str, n: int, bos: bool = False, encoder_format: str = PAIR) -> int:
+    """Tokens of text per example: n, less [CLS] and two [SEP] (or the end-of-sequence token)
+    for an encoder, less a decoder's BOS."""
+    if FAMILY_KINDS[family] != "encoder":
+        return n - bos
+    return n - BERT_SPECIAL_TOKENS if encoder_format == PAIR else n - 1
 
 
 def text_inputs(
@@ -310,8 +327,9 @@ def text_inputs(
 ) -> dict[str, np.ndarray]:
     """Model inputs (T, n) from T text windows (T, length).
 
-    BERT: ``input_ids`` = [CLS] A [SEP] B [SEP], A and B the two consecutive halves of the
-    window, and ``token_type_ids`` (0 up to the first [SEP], 1 after it); decoders:
+    Encoders in the :data:`PAIR` format: ``input_ids`` = [CLS] A [SEP] B [SEP], A and B the two
+    consecutive halves of the window, and ``token_type_ids`` (0 up to the first [SEP], 1 after
+    it); in the :data:`EOS` format: the window, then the end-of-sequence token. Decoders:
     ``input_ids`` = the window, after the tokenizer's BOS token when ``bos``.
     """
     if FAMILY_KINDS[family] != "encoder":
@@ -319,6 +337,9 @@ def text_inputs(
             return {"input_ids": windows}
         start = np.full((len(windows), 1), tokenizer.bos_id, dtype=windows.dtype)
         return {"input_ids": np.concatenate([start, windows], axis=1)}
+    if tokenizer.encoder_format == EOS:
+        end = np.full((len(windows), 1), tokenizer.eos_id, dtype=windows.dtype)
+        return {"input_ids": np.concatenate([windows, end], axis=1)}
     T, length = windows.shape
     half = (length + 1) // 2
     cls = np.full((T, 1), tokenizer.cls_id)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
 import numpy as np
 import torch
@@ -37,6 +36,7 @@ from memcap.numerics.equilibrate import scaled_for_rank
 from memcap.numerics.error import ErrorScale, as_error_scale
 from memcap.numerics.kruskal import KruskalProfile, kruskal_profile, scaled_float64
 from memcap.numerics.null import NullKey, null_key, null_ratios
+from memcap.numerics.outcome import Outcome
 from memcap.numerics.pairs import pair_statistics
 from memcap.numerics.ratios import PrefixRatios, prefix_ratios
 from memcap.numerics.sampling import orderings
@@ -47,22 +47,6 @@ BAND_FACTOR = 10.0**BAND_DECADES
 BAND_RESOLUTION = 10.0
 # Orderings the decision at k = d reads (the first of the profile's; docs/decisions.md).
 GENERAL_POSITION_SAMPLES = 100
-
-
-class Outcome(StrEnum):
-    """Where a check falls against the band (``not tested``: nothing to decide on)."""
-
-    APPLIES = "applies"
-    DOES_NOT_APPLY = "does not apply"
-    TOO_CLOSE = "too close to call"
-    NOT_TESTED = "not tested"
-
-    @property
-    def slug(self) -> str:
-        """One word for CSS classes and file names."""
-        return {"applies": "applies", "does not apply": "fails", "too close to call": "close"}.get(
-            self.value, "untested"
-        )
 
 
 def margin_outcome(margin_decades: float, proved: bool = False) -> Outcome:

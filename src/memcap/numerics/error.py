@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from memcap.numerics.tolerance import dtype_eps
+
+if TYPE_CHECKING:
+    import torch
 
 # The measured worst relative error is doubled for the examples the measurement did not see.
 ERROR_FACTOR = 2.0

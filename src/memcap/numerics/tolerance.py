@@ -8,8 +8,13 @@ rounding margin the certified bounds allow (see docs/kruskal.md, "Tolerance").
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 # Machine epsilon of float64, the precision every decision is made in.
 EPS64 = float(np.finfo(np.float64).eps)
@@ -26,7 +31,8 @@ BRACKET_SLACK = 1e-10
 
 def dtype_eps(dtype: np.dtype | torch.dtype) -> float:
     """Machine epsilon of a floating dtype (float64's for integers)."""
-    if isinstance(dtype, torch.dtype):
+    torch = sys.modules.get("torch")  # a torch dtype exists only once torch is imported
+    if torch is not None and isinstance(dtype, torch.dtype):
         return torch.finfo(dtype).eps if dtype.is_floating_point else EPS64
     dtype = np.dtype(dtype)
     return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else EPS64

@@ -16,8 +16,8 @@ from memcap.assumptions.evidence import LayerEvidence
 from memcap.assumptions.verdicts import Outcome
 from memcap.numerics.error import CLEAR_DECADES
 from memcap.numerics.statistics import upper_confidence_bound
-from memcap.report.context import LayerSection, ModelAnswer
-from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
+from memcap.report.context import LayerSection, ModelAnswer, layers_by_model
+from memcap.report.loaders import ModelInfo, layer_ranges
 from memcap.theory import theory_bound
 
 LEVEL = 0.95  # the confidence of the bound on dependent n-subsets
@@ -115,12 +115,8 @@ def model_answers(layers: Sequence[LayerSection], models: Sequence[ModelInfo]) -
     """Per model with checked layers, in page order: what Theorem 1 grants at the model's own
     H where it applies at the tested n, and what that rests on."""
     infos = {m.name: m for m in models}
-    by_model: dict[str, list[LayerSection]] = {}
-    for section in layers:
-        by_model.setdefault(section.verdicts.evidence.model, []).append(section)
     answers = []
-    for model, sections in by_model.items():
-        ordered = sorted(sections, key=lambda s: layer_order(s.verdicts.evidence.layer))
+    for model, ordered in layers_by_model(layers).items():
         holding = [s for s in ordered if s.verdicts.theorem.outcome is Outcome.APPLIES]
         if not holding:
             answers.append(ModelAnswer(model, "—", "Theorem 1 applies at no audited layer", ()))

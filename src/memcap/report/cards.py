@@ -116,7 +116,9 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
         if read:
             table["shared: gap"] = [_gap(r) for r in shared.itertuples()]
             table["shared: reading"] = [
-                shared_reading(*_edge(r), int(r.T), int(r.H), int(r.n), int(r.d))
+                shared_reading(
+                    *_edge(r), int(r.T), int(r.H), int(r.n), int(r.d), *_repeats(r)
+                )  # fmt: skip
                 for r in shared.itertuples()
             ]
         if "spread_runs" in shared:
@@ -132,6 +134,16 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
         for t, h in zip(examples, heads, strict=True)
     ]  # fmt: skip
     section.capacity = Table.from_frame(table)
+
+
+def _repeats(row: Any) -> tuple[int | None, str | None]:
+    """A shared row's distinct context rows and why they repeat (None where not recorded)."""
+    distinct = getattr(row, "shared_distinct_rows", None)
+    cause = getattr(row, "repeat_cause", None)
+    return (
+        None if distinct is None or pd.isna(distinct) else int(distinct),
+        cause if isinstance(cause, str) and cause else None,
+    )
 
 
 def _ranks(rows: pd.DataFrame, read: bool) -> list[str]:

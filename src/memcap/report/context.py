@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from memcap.assumptions.verdicts import LayerVerdicts, Outcome
-from memcap.report.loaders import ModelInfo, VersionRow
+from memcap.report.loaders import ModelInfo, VersionRow, layer_order
 from memcap.report.timings import RuleTiming, RunSpan, StageCost, stage_costs
 
 STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
@@ -237,3 +237,14 @@ class ReportContext:
             + len(self.paper_a.figures)
             + len(self.paper_b.figures)
         )
+
+
+def layers_by_model(layers: Sequence[LayerSection]) -> dict[str, list[LayerSection]]:
+    """The layer sections of each model, models in page order, layers in depth order."""
+    by_model: dict[str, list[LayerSection]] = {}
+    for section in layers:
+        by_model.setdefault(section.verdicts.evidence.model, []).append(section)
+    return {
+        model: sorted(sections, key=lambda s: layer_order(s.verdicts.evidence.layer))
+        for model, sections in by_model.items()
+    }

@@ -8,8 +8,8 @@ import pandas as pd
 
 from memcap.assumptions.verdicts import Outcome
 from memcap.extract.config import FAMILY_KINDS
-from memcap.report.context import DepthStrip, LayerSection, StripCell
-from memcap.report.loaders import ModelInfo, layer_order, layer_ranges
+from memcap.report.context import DepthStrip, LayerSection, StripCell, layers_by_model
+from memcap.report.loaders import ModelInfo, layer_ranges
 from memcap.report.paper_a import paper_a_values
 
 NEVER = "never"
@@ -85,12 +85,8 @@ def depth_strips(
 ) -> list[DepthStrip]:
     """Per model, in page order: Theorem 1's verdict at every audited layer, where it holds,
     and at which n it was tested beside paper A's n (``paper_n``, per model)."""
-    by_model: dict[str, list[LayerSection]] = {}
-    for section in layers:
-        by_model.setdefault(section.verdicts.evidence.model, []).append(section)
     strips = []
-    for model, sections in by_model.items():
-        ordered = sorted(sections, key=lambda s: layer_order(s.verdicts.evidence.layer))
+    for model, ordered in layers_by_model(layers).items():
         cells = tuple(
             StripCell(s.verdicts.evidence.layer, s.verdicts.theorem.outcome, s.anchor)
             for s in ordered

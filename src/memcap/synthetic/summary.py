@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from memcap.synthetic.bounds import linear_fit
 from memcap.synthetic.series import censor_level
@@ -116,6 +115,8 @@ def convergence_decision(gains: Iterable[float], margin: float) -> dict[str, Any
     mean = float(values.mean())
     if len(values) < 2:
         return asdict(ConvergenceDecision(mean, mean, mean, "undetermined (one seed)", False))
+    from scipy import stats  # here: the report imports this module, and SciPy costs seconds
+
     half = float(stats.t.ppf(1 - ALPHA, len(values) - 1) * stats.sem(values))
     low, high = mean - half, mean + half
     outcome = (

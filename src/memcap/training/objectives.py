@@ -1,10 +1,9 @@
 """What a replica is trained on and scored by: per-example losses and memorized examples.
 
-:func:`example_losses` is the loss of the loop and of the reference step (autograd
-differentiates it). :class:`ExampleLoss` with :func:`loss_forward` / :func:`loss_backward`
-is the same weighted loss inside a fast step's own one-node step (paper A's folded step,
-:mod:`memcap.synthetic.folded`; paper B's, :mod:`memcap.aot.step`), with its backward
-written out, on logits laid out (R, C, B): cross-entropy's log-softmax over C classes runs
+:func:`example_losses` is the loss of the loop's step (autograd differentiates it).
+:class:`ExampleLoss` with :func:`loss_forward` / :func:`loss_backward` is the same weighted
+loss inside paper B's one-node step (:mod:`memcap.aot.step`), with its backward written out,
+on logits laid out (R, C, B): cross-entropy's log-softmax over C classes runs
 along the strided class axis, so every element-wise pass is vectorised over the B examples
 (the CPU kernels are slower over a last axis of C = 50, the max most of all), and the
 forward's softmax is kept for the backward (one exponential per logit, not two). Equal to
