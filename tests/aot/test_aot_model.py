@@ -20,6 +20,7 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
+from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
@@ -112,6 +113,46 @@ def test_the_model_is_the_textbook_forward_in_float64(variant, S, depth, seed):
             torch.testing.assert_close(ours[name], grad, **tight, msg=name)
             if model.padded:  # padded entries: exactly zero
                 assert (ours[name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_replicas_left_after_compaction_are_the_textbook_forward_in_float64(seed):
+    """Replicas leaving (parameters and buffers compacted along the replica axis, as the loop
+    does): the rest's outputs, losses and gradients still equal the textbook forward's to
+    1e-10 in float64, and the full model's rows of them."""
+    pick = random.Random(seed)
+    N = pick.randint(3, 6)
+    settings = [
+        _setting(N=N, d=d, d_h=pick.randint(1, d), H=pick.randint(1, 4), depth=2)
+        for d in (pick.randint(2, 6) for _ in range(3))
+    ] + [_setting("mlp", N=N, d=4, d_h=3, H=1, depth=2, width=5)]
+    model = ReplicaTransformer(settings, list(range(len(settings)))).double()
+    _nonzero_biases(model, seed)
+    R = len(settings)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(N, (R, 9, 2), generator=gen)
+    targets = torch.randint(N, (R, 9), generator=gen)
+    weights = torch.rand(R, 9, generator=gen, dtype=torch.float64)
+    step = AoTStep(train_config(), CPU)
+    full_loss, full_out = step.loss(model, (tokens,), targets, weights, "classification")
+    full_grads = _gradients(model, full_loss.sum())
+    kept = torch.tensor(sorted(pick.sample(range(R), R - 1)))
+    select_parameters(model, kept)
+    for name, buffer in list(model.named_buffers()):
+        setattr(model, name, buffer.index_select(0, kept))
+    tokens, targets, weights = tokens[kept], targets[kept], weights[kept]
+    tight = {"rtol": 1e-10, "atol": 1e-10}
+    loss, outputs = step.loss(model, (tokens,), targets, weights, "classification")
+    expected = textbook_logits(model, tokens)[:, :, -1]
+    torch.testing.assert_close(outputs, expected, **tight)
+    torch.testing.assert_close(outputs, full_out[kept], **tight)
+    torch.testing.assert_close(loss, full_loss[kept], **tight)
+    ours = _gradients(model, loss.sum())
+    reference = (example_losses(expected, targets, "classification") * weights).sum()
+    oracle = _gradients(model, reference)
+    for name, grad in oracle.items():
+        torch.testing.assert_close(ours[name], grad, **tight, msg=name)
+        torch.testing.assert_close(ours[name], full_grads[name][kept], **tight, msg=name)
 
 
 def test_the_oracle_is_causal():
