@@ -8,9 +8,8 @@
 - ``bf16``: forward and backward run on a bfloat16 copy of the model (:class:`ComputeCopy`);
   its gradients go back to the float32 master weights, which float32 Adam updates. This is
   what ``torch.autocast`` with float32 master weights does for matmuls, done by copy instead:
-  autocast does not reach inside a hand-written ``torch.autograd.Function`` (paper B's
-  one-node step), whose backward would then mix float32 and bfloat16 operands. The loss is
-  taken in float32 from the model's outputs.
+  every operation of the model's forward and backward runs in bfloat16, not only those on
+  autocast's lists. The loss is taken in float32 from the model's outputs.
 
 Evaluations (memorized counts, the kept state) always run on the float32 master weights.
 
