@@ -201,12 +201,12 @@ def test_a_train_key_of_the_other_recipe_is_rejected():
 def test_the_engine_section_reaches_both_recipes_train_configs():
     sweeps = {"a": {}, "b": {"recipe": "authors"}}
     default = _stage(_config({"sweeps": sweeps}), seed=0)
-    assert default.pad_replicas and (default.step, default.precision) == ("fast", "float32")
-    engine = {"step": "reference", "precision": "bf16", "compile": True}
+    assert default.pad_replicas and default.precision == "float32"
+    engine = {"precision": "bf16", "compile": True}
     config = _config({"sweeps": sweeps}, engine | {"aot": {"pad_replicas": False}})
     stage = _stage(config, seed=0)
     assert not stage.pad_replicas
     for spec in config["aot"]["sweeps"].values():
         cfg = stage.train_config(spec, T0=100, task="association", model="aot")
-        assert (cfg.engine, cfg.precision, cfg.compile) == ("reference", "bf16", True)
+        assert (cfg.precision, cfg.compile) == ("bf16", True)
         assert not cfg.leave_when_fit  # paper A's option only

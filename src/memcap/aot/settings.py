@@ -129,7 +129,6 @@ class StageSettings:
     train: Mapping[str, Any]  # our recipe's training settings (``aot.train``)
     authors: Mapping[str, Any]  # the authors' recipe's settings (``aot.authors``)
     pad_replicas: bool  # batch different shapes together (zero-padded, masked)
-    step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
     cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
@@ -145,7 +144,6 @@ class StageSettings:
             train=section["train"],
             authors=section["authors"],
             pad_replicas=engine["aot"]["pad_replicas"],
-            step=engine["step"],
             precision=engine["precision"],
             compile=engine["compile"],
             cuda_graph=engine["cuda_graph"],
@@ -154,7 +152,6 @@ class StageSettings:
     def engine(self) -> dict[str, Any]:
         """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
         return {
-            "engine": self.step,
             "precision": self.precision,
             "compile": self.compile,
             "cuda_graph": self.cuda_graph,

@@ -2,13 +2,13 @@
 
 A batched model pads every replica to its largest H, n, d_h, step batch and T, so a replica
 pays for the padded shape. :class:`StepCost` counts the floating-point work of one training
-step of :class:`~memcap.synthetic.model.ReplicaMHA` in its folded form
-(:mod:`memcap.synthetic.folded`) at a given shape; a bucket's *padded* cost is its size
-times the cost at the bucket's elementwise-largest shape, its *own* cost the sum over its
-replicas, and its padding the ratio of the two minus one. Each batched model also costs a
-fixed amount per step (kernel launches, Python, Adam's per-tensor work), which makes fewer
-models cheaper: :func:`bucket_replicas` makes as few as keep every one's padding under a
-bound. No torch here: the Snakefile's config checks may import it.
+step of :class:`~memcap.synthetic.model.ReplicaMHA` (its folded forward) at a given shape; a
+bucket's *padded* cost is its size times the cost at the bucket's elementwise-largest shape,
+its *own* cost the sum over its replicas, and its padding the ratio of the two minus one.
+Each batched model also costs a fixed amount per step (kernel launches, Python, Adam's
+per-tensor work), which makes fewer models cheaper: :func:`bucket_replicas` makes as few as
+keep every one's padding under a bound. No torch here: the Snakefile's config checks may
+import it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class StepShape:
 class StepCost:
     """Floating-point operations of one training step of one replica, averaged over steps.
 
-    Per example, forward (``folded_logits``): the query's map to every head's scores,
+    Per example, forward (``ReplicaMHA.forward``): the query's map to every head's scores,
     2·d·H(d + n); scores against the n context rows, 2·H·n·d; values of every context row,
     2·H·d_v·n·d; the softmax-weighted mix, 2·H·n·d_v; the readout, 2·H·d_v·C. Per step and
     replica, the weight products: W_q W_kᵀ (2·H·d·d_h·d), the folded score maps
