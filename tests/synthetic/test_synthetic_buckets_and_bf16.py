@@ -20,7 +20,7 @@ from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
-PAPER_COST = StepCost(d=64, value_dim=1, outputs=100, eval_every=500)
+PAPER_COST = StepCost(d=64, d_v=1, outputs=100, eval_every=500)
 
 
 @pytest.fixture(autouse=True)

@@ -121,20 +121,20 @@ def _init_replica(s: Setting, seed: int) -> dict[str, Tensor]:
 def _init_code(s: Setting, g: torch.Generator) -> dict[str, Tensor]:
     """PyTorch's initialisations of the authors' modules (Embedding, Linear, MultiheadAttention)."""
     shapes = parameter_shapes(Dims.of(s))
-    d_res, dh = Dims.of(s).d_res, s.d_h
+    d_res, d_h = Dims.of(s).d_res, s.d_h
 
     def uniform(name: str, bound: float) -> Tensor:
         return (torch.rand(shapes[name], generator=g) * 2 - 1) * bound
 
     params = {
         "embed": torch.randn(shapes["embed"], generator=g),
-        "proj": torch.eye(dh, s.d) if dh == s.d else uniform("proj", s.d**-0.5),
+        "proj": torch.eye(d_h, s.d) if d_h == s.d else uniform("proj", s.d**-0.5),
         "pos": torch.randn(shapes["pos"], generator=g) * 0.02,
     }
-    xavier = math.sqrt(6.0 / (dh + 3 * dh))  # in_proj_weight (3 d_h × d_h), Xavier-uniform
+    xavier = math.sqrt(6.0 / (d_h + 3 * d_h))  # in_proj_weight (3 d_h × d_h), Xavier-uniform
     for name in ("w_q", "w_k", "w_v"):
         params[name] = uniform(name, xavier)
-    params["w_o"] = uniform("w_o", dh**-0.5)
+    params["w_o"] = uniform("w_o", d_h**-0.5)
     for name in ("b_q", "b_k", "b_v", "b_o"):
         params[name] = torch.zeros(shapes[name])
     params["mlp_in"] = uniform("mlp_in", d_res**-0.5)
@@ -224,15 +224,15 @@ class ReplicaTransformer(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
         w = self.weights()
-        heads = list(zip(*(m.unbind(1) for m in self.merged_heads(w)), strict=True))
+        layer_heads = list(zip(*(m.unbind(1) for m in self.merged_heads(w)), strict=True))
         x = self.residuals(tokens, w)  # (R, D, S, B)
         for layer in range(self.depth - 1):  # every position attends to its prefix
             x = torch.stack(
-                [self.attend(x[:, :, : t + 1], *heads[layer]) for t in range(self.S)], 2
+                [self.attend(x[:, :, : t + 1], *layer_heads[layer]) for t in range(self.S)], 2
             )
             if self.has_mlp:
                 x = self.mlp(x.flatten(2), w, layer).view(x.shape)
-        x = self.attend(x, *heads[-1])  # (R, D, B): the last position only
+        x = self.attend(x, *layer_heads[-1])  # (R, D, B): the last position only
         if self.has_mlp:
             x = self.mlp(x, w, self.depth - 1)
         return self.read_out(x, w).transpose(1, 2)
@@ -272,17 +272,17 @@ class ReplicaTransformer(nn.Module):
         and the sum over heads of M_h with b_O added to its constant column (R, L, D, D')."""
         R, L, H, _, d_res = w["w_q"].shape
 
-        def heads(name: str) -> Tensor:
+        def per_head(name: str) -> Tensor:
             return w[name].flatten(0, 2)  # (R·L·H, ...)
 
-        w_q, w_o = heads("w_q"), heads("w_o")
-        values = torch.bmm(w_o, heads("w_v")).view(R, L, H, d_res, d_res)
+        w_q, w_o = per_head("w_q"), per_head("w_o")
+        values = torch.bmm(w_o, per_head("w_v")).view(R, L, H, d_res, d_res)
         total = values.sum(2)
         if "b_q" in w:
-            w_q = torch.cat([w_q, heads("b_q")[..., None]], -1)  # (W_Q | b_Q)
-            bias = torch.baddbmm(heads("b_o")[..., None], w_o, heads("b_v")[..., None])
+            w_q = torch.cat([w_q, per_head("b_q")[..., None]], -1)  # (W_Q | b_Q)
+            bias = torch.baddbmm(per_head("b_o")[..., None], w_o, per_head("b_v")[..., None])
             total = torch.cat([total, bias.view(R, L, H, d_res).sum(2)[..., None]], -1)
-        score = torch.bmm(heads("w_k").mT, w_q).view(R, L, H, d_res, -1)
+        score = torch.bmm(per_head("w_k").mT, w_q).view(R, L, H, d_res, -1)
         return score * self.scale.view(R, 1, 1, 1, 1), values, total
 
     @staticmethod

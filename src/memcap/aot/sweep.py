@@ -168,14 +168,14 @@ def _train_group(
     )
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
-    cfg = stage.train_config(spec, first.T0, first.task, first.model)
+    cfg = stage.train_config(spec, first.T, first.task, first.model)
     result = train_replicas(model, data, objective, cfg, seeds, step=AoTStep(cfg, device))
     table_right = _table_correct(model, tasks)
     rows = []
     for r, (s, seed) in enumerate(group):
         entropy = tasks[r].entropy
         kl = float(result.kl[r])
-        accuracy_table = float(table_right[r]) / s.T0
+        accuracy_table = float(table_right[r]) / s.T
         authors = spec["recipe"] == "authors"
         rows.append(
             {
@@ -195,8 +195,8 @@ def _train_group(
                 "fit_step": int(result.fit_step[r]),
                 "steps_run": int(result.steps_run[r]),
                 "chance": float(bounds.chance(s.N)),
-                "bound_ours": float(bounds.our_lower_bound(s.N, s.T0, s.H, s.d_h, s.d)),
-                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T0, s.H, s.d_h)),
+                "bound_ours": float(bounds.our_lower_bound(s.N, s.T, s.H, s.d_h, s.d)),
+                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T, s.H, s.d_h)),
             }
         )
     return rows

@@ -49,7 +49,7 @@ def batched_model(
             n=r.setting.n,
             H=r.setting.H,
             d_h=r.setting.d_h,
-            d_v=stage.value_dim,
+            d_v=stage.d_v,
             classes=stage.classes if task == "classification" else None,
             xavier=spec.recipe == "authors",
         )

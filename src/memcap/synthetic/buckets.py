@@ -53,26 +53,26 @@ class StepCost:
 
     Attributes:
         d: token dimension.
-        value_dim: d_v per head.
+        d_v: d_v per head.
         outputs: C classes, 1 for regression.
         eval_every: steps between evaluations.
     """
 
     d: int
-    value_dim: int
+    d_v: int
     outputs: int
     eval_every: int
 
     def per_example(self, shape: StepShape) -> float:
         """Forward FLOPs of one example."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        return 2.0 * h * (d * (d + n) + n * d + dv * n * d + n * dv + dv * self.outputs)
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        return 2.0 * h * (d * (d + n) + n * d + d_v * n * d + n * d_v + d_v * self.outputs)
 
     def per_step_weights(self, shape: StepShape) -> float:
         """Forward FLOPs of the example-free weight products of one step."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        fold = h * d * shape.d_h * d + 2 * h * d * d * (d + n) + (d + n) * d * h * dv
-        return 2.0 * (fold + (h * dv + 1) * d * self.outputs)
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        fold = h * d * shape.d_h * d + 2 * h * d * d * (d + n) + (d + n) * d * h * d_v
+        return 2.0 * (fold + (h * d_v + 1) * d * self.outputs)
 
     def flops(self, shape: StepShape) -> float:
         """FLOPs per training step of one replica of ``shape`` (evaluations averaged in)."""
@@ -84,8 +84,8 @@ class StepCost:
         implementation: 3·B·[H·(4·d·d_h + 4·n·d + 4·d·d_v) + 2·d·C] (query projection, q·W_k,
         scores, weighted context, value and output projections, decoder; ×3 for the
         backward; ``benchmarks/bench_synthetic_step.py`` counts the same)."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        per_example = h * (4 * d * shape.d_h + 4 * n * d + 4 * d * dv) + 2 * d * self.outputs
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        per_example = h * (4 * d * shape.d_h + 4 * n * d + 4 * d * d_v) + 2 * d * self.outputs
         return 3.0 * shape.batch * per_example
 
     def bucket(self, shapes: Sequence[StepShape]) -> tuple[float, float]:

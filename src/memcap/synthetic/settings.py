@@ -146,7 +146,7 @@ class StageSettings:
 
     d: int  # token dimension
     classes: int  # C, classification labels
-    value_dim: int  # d_v per head
+    d_v: int  # value dimension per head (``value_dim``)
     base_seed: int  # the config's global seed; every data, model and batch seed derives from it
     saturation_threshold: float
     train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
@@ -168,7 +168,7 @@ class StageSettings:
         return cls(
             d=section["d"],
             classes=section["classes"],
-            value_dim=section["value_dim"],
+            d_v=section["value_dim"],
             base_seed=int(seed),
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],

@@ -147,7 +147,7 @@ def _train_group(
             "value": s.value,
             "swept": SWEPT[spec.name],
             "d": stage.d,
-            "d_v": stage.value_dim,
+            "d_v": stage.d_v,
             "classes": stage.classes if task == "classification" else 0,
             "accuracy": float(result.accuracy[r]),
             "memorized": int(result.memorized[r]),
