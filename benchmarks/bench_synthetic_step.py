@@ -4,11 +4,12 @@ Trains every batched model (one per T) of the default ``config.yaml``'s heads sw
 ``--steps`` steps (one full-data evaluation per 50 steps, as in the run) through
 :func:`memcap.training.loop.train_replicas`, two ways in one process:
 
-- new: the fast engine (``memcap.synthetic.engine.FastStep``: parameters to loss in one
-  autograd function: folded weights, the loss inside, everything's backward by hand; the
-  pipeline's way);
-- old: the reference engine (``ReplicaMHA.forward``: every token embedded, per-head einsums,
-  and the loop's own loss, through autograd), in the same loop (fused Adam for both).
+- new: the model (``ReplicaMHA.forward``: folded weights, heads of replicas that read one
+  dataset stacked; the pipeline's way);
+- old: the textbook forward of the same parameters (``tests/helpers/mha_oracle.py``, the
+  tests' oracle: every token embedded, per-head einsums, one replica after another),
+
+both through autograd and the loop's own loss, in the same loop (fused Adam for both).
 
 Arithmetic the model needs per step, summed over replicas r with H_r real (unpadded) heads,
 T_r examples, d, d_h, d_v, n and C classes (C = 1 for regression):
@@ -26,7 +27,7 @@ What bounds it, measured beside it: the products no form of the step avoids, eac
 n x d context against every real head's d-vector (scores, forward) and its n-vector (the
 score gradient's pull-back to u, backward): 2 · 2 n d FLOPs per example and real head, F_p in
 all. They are timed alone at the sweep's exact shapes, three ways (every replica padded to
-H_max heads; one product per head count; the heads of replicas that read the same inputs
+H_max heads; one product per head count; the heads of replicas that read one dataset
 stacked as rows, as the new way does), each with its fastest of bmm/einsum layouts, and the
 fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed as a
 fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p / needed)
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -59,14 +61,23 @@ from _results import record
 from torch.profiler import ProfilerActivity, profile
 
 from memcap.synthetic.batched import batched_model, sweep_groups
-from memcap.synthetic.engine import FastStep
 from memcap.synthetic.groups import step_cost, step_shape
-from memcap.synthetic.head_slots import head_slots
 from memcap.synthetic.settings import Replica, StageSettings, sweep_spec
-from memcap.training.engine import ReferenceStep
+from memcap.training.engine import AutogradStep
 from memcap.training.loop import train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from mha_oracle import textbook_forward  # noqa: E402  (the tests' oracle)
+
+
+class TextbookStep(AutogradStep):
+    """The loop's step through the textbook forward."""
+
+    name = "textbook"
+
+    def outputs(self, model, inputs):
+        return textbook_forward(model, *inputs)
 
 
 BLAS_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::baddbmm_", "aten::mm", "aten::addmm"})
@@ -151,15 +162,17 @@ def product_seconds(examples: int, heads: int, n: int, d: int) -> float:
     return min(map(_seconds, forward)) + min(map(_seconds, backward))
 
 
-def primitive_seconds(members: list[Replica], data, stage: StageSettings) -> tuple[float, float]:
+def primitive_seconds(members: list[Replica], model, data, stage) -> tuple[float, float]:
     """F_p and t_p (docstring) of one batched model: the per-example products of its real
-    heads, timed padded, per head count and stacked over replicas with identical inputs."""
+    heads, timed padded, per head count and stacked over replicas that read one dataset."""
     examples, n, d = data.inputs[1].shape[1:3] + (stage.d,)  # padded to the longest T
     heads = [r.setting.H for r in members]
     flops = sum(4.0 * r.T * r.setting.H * n * d for r in members)
     padded = product_seconds(examples * len(heads), max(heads), n, d)
     per_count = sum(product_seconds(examples * heads.count(h), h, n, d) for h in sorted(set(heads)))
-    slots = head_slots(*data.inputs, heads, max(heads))
+    if data.source is None:
+        return flops, min(padded, per_count)
+    slots = model.slots(data.source)
     stacked = product_seconds(examples * slots.groups, slots.slots, n, d)
     return flops, min(padded, per_count, stacked)
 
@@ -174,7 +187,7 @@ def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> floa
         extra_budgets=0,
         leave_when_fit=False,
     )
-    step = ReferenceStep(cfg, cpu) if old else FastStep(cfg, cpu)
+    step = TextbookStep(cfg, cpu) if old else AutogradStep(cfg, cpu)
     start = time.process_time()
     train_replicas(model, data, members[0].setting.task, cfg, seeds, step=step)
     return time.process_time() - start
@@ -200,8 +213,8 @@ def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[
         for way in times:
             seconds = train_seconds(spec, stage, members, datasets, steps, way == "old")
             times[way].append(seconds / steps)
-    data = batched_model(spec, stage, members, datasets, torch.device("cpu"))[1]
-    p_flops, p_seconds = primitive_seconds(members, data, stage)
+    model, data, _ = batched_model(spec, stage, members, datasets, torch.device("cpu"))
+    p_flops, p_seconds = primitive_seconds(members, model, data, stage)
     return {
         "needed": needed_flops(members, stage),
         "old": statistics.median(times["old"]),
@@ -274,16 +287,16 @@ def main() -> None:
     record(
         __file__,
         f"paper A's heads sweep training step ({args.config}, {args.steps} steps, "
-        f"{args.threads} thread(s)): the fast engine's achieved FLOP/s as a fraction of one "
-        "thread's matmul FLOP/s; the reference engine beside it",
+        f"{args.threads} thread(s)): the model's achieved FLOP/s as a fraction of one "
+        "thread's matmul FLOP/s; the textbook forward beside it",
         needed / total["new"] / peak,
-        ("fast engine", new, "ms CPU per sweep step"),
-        ("reference engine", old, "ms CPU per sweep step"),
-        ratio_is="achieved FLOP/s of the fast engine / one-thread matmul FLOP/s",
+        ("the model", new, "ms CPU per sweep step"),
+        ("textbook forward", old, "ms CPU per sweep step"),
+        ratio_is="achieved FLOP/s of the model's step / one-thread matmul FLOP/s",
         repeats=args.repeats,
         settings=args,
         other_ratios={
-            "reference/fast": total["old"] / total["new"],
+            "textbook/model": total["old"] / total["new"],
             "ceiling": primitive / peak,
             "bound": needed / total["p_seconds"] / peak,
         },

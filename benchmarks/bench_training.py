@@ -5,7 +5,8 @@ seeds: 24 replicas, d = 16, n = 8, d_h = 8, C = 50, T = 64 full batch), trained 
 number of steps (no early stop) through :func:`memcap.training.loop.train_replicas` three ways
 in one process:
 
-- batched: one model for all replicas, padded heads masked (the pipeline's way);
+- batched: one model for all replicas, each distinct dataset stored once and every replica's
+  heads stacked on it (the pipeline's way);
 - per-shape: one batched model per head count (no masked work, more models);
 - one at a time: a separate model per replica (the naive way).
 
@@ -35,28 +36,32 @@ D, N, HEAD_DIM, CLASSES = 16, 8, 8, 50
 
 def replicas(examples: int) -> list[tuple[MHAShape, int, object]]:
     """(shape, seed, dataset) of every replica of the benchmark sweep."""
-    out = []
-    for heads in range(1, 7):
-        for context in ("shared", "random"):
-            for seed in (0, 1):
-                data = make_dataset(examples, N, D, context, "classification", CLASSES, seed)
-                out.append(
-                    (MHAShape(D, N, heads, HEAD_DIM, classes=CLASSES), 100 * heads + seed, data)
-                )
-    return out
+    data = {
+        (context, seed): make_dataset(examples, N, D, context, "classification", CLASSES, seed)
+        for context in ("shared", "random")
+        for seed in (0, 1)
+    }  # paired across H, as the sweeps' data are
+    return [
+        (MHAShape(D, N, heads, HEAD_DIM, classes=CLASSES), 100 * heads + seed, data[context, seed])
+        for heads in range(1, 7)
+        for context in ("shared", "random")
+        for seed in (0, 1)
+    ]
 
 
 def train_seconds(members: list, cfg: TrainConfig) -> float:
-    """Wall time to build and train one batched model of ``members``."""
+    """Wall time to build and train one batched model of ``members`` (datasets they share
+    stored once, as :mod:`memcap.synthetic.batched` stores them)."""
     start = time.perf_counter()
     shapes, seeds = [m[0] for m in members], [m[1] for m in members]
+    sets = list({id(m[2]): m[2] for m in members}.values())
+    row = {id(s): k for k, s in enumerate(sets)}
+    source = [row[id(m[2])] for m in members]
     data = ReplicaData(
-        (
-            torch.stack([m[2].queries for m in members]),
-            torch.stack([m[2].contexts for m in members]),
-        ),
+        (torch.stack([s.queries for s in sets]), torch.stack([s.contexts for s in sets])),
         torch.stack([m[2].targets for m in members]),
         torch.tensor([len(m[2].targets) for m in members]),
+        torch.tensor(source) if len(sets) < len(members) else None,
     )
     train_replicas(ReplicaMHA(shapes, seeds), data, "classification", cfg, seeds)
     return time.perf_counter() - start

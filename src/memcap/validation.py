@@ -56,6 +56,10 @@ OLD_KEYS = {
     "aot.sweeps.*.lr": "aot.sweeps.*.train.lr",
     "aot.pad_replicas": "engine.aot.pad_replicas",
 }
+# Keys of an older config shape that no longer have a meaning -> why.
+REMOVED_KEYS = {
+    "engine.step": "one training step remains: each model's forward and autograd's backward",
+}
 # Values of an older config shape: key -> {old value: new value} (also inside a list).
 OLD_VALUES = {
     "aot.sweeps.*.variant": {"authors": "code"},
@@ -72,10 +76,14 @@ def check_config(config: Config) -> None:
 
 
 def check_old_keys(config: Config) -> None:
-    """Raise ``ConfigError`` naming the new key or value for one of an older config shape."""
+    """Raise ``ConfigError`` naming the new key or value for one of an older config shape, or
+    saying why a removed key has no meaning."""
     for old, new in OLD_KEYS.items():
         for found, _ in _matches(config, old.split(".")):
             raise _old_key_error(found, new)
+    for old, why in REMOVED_KEYS.items():
+        for found, _ in _matches(config, old.split(".")):
+            raise ConfigError(found, f"removed ({why})", f"delete {found}")
     for key, renamed in OLD_VALUES.items():
         for found, value in _matches(config, key.split(".")):
             items = value if isinstance(value, list) else [value]

@@ -124,7 +124,7 @@ def tiny_summary():
     authors = {"sample": 64, "batch_size": 16, "epochs": 4, "lr": 0.01, "final_lr": 5e-4}
     authors |= {"mlp_final_lr": 1e-4, "last_batches": 8}
     stage = StageSettings(
-        seeds=2, base_seed=0, train=train, authors=authors, pad_replicas=True, step="fast",
+        seeds=2, base_seed=0, train=train, authors=authors, pad_replicas=True,
         precision="float32", compile=False, cuda_graph=False,
     )  # fmt: skip
     frames = []

@@ -133,13 +133,13 @@ def test_a_sweeps_own_train_block_overrides_the_stages():
     config = _config({"train": {"epochs": 5}, "sweeps": {"a": {}, "b": {"train": {"epochs": 9}}}})
     stage = _stage(config, seed=1)
     sweeps = config["aot"]["sweeps"]
-    assert stage.train_config(sweeps["a"], T0=100, task="association", model="aot").steps == 5
-    assert stage.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9
+    assert stage.train_config(sweeps["a"], T=100, task="association", model="aot").steps == 5
+    assert stage.train_config(sweeps["b"], T=100, task="association", model="aot").steps == 9
     batched = StageSettings.from_config(
         {**config["aot"], "train": {**stage.train, "batch_size": 30}}, 1, config["engine"]
     )
-    assert batched.train_config(sweeps["b"], T0=100, task="association", model="aot").steps == 9 * 4
-    assert not stage.train_config(sweeps["a"], T0=100, task="distribution", model="aot").early_stop
+    assert batched.train_config(sweeps["b"], T=100, task="association", model="aot").steps == 9 * 4
+    assert not stage.train_config(sweeps["a"], T=100, task="distribution", model="aot").early_stop
     assert stage.replicate_seeds() == [1000, 1001]
 
 
@@ -165,14 +165,14 @@ def test_the_authors_recipe_counts_epochs_of_the_sample_and_decays_per_epoch():
     )
     stage = _stage(config, seed=0)
     sweeps = config["aot"]["sweeps"]
-    cfg = stage.train_config(sweeps["a"], T0=2500, task="association", model="aot")
+    cfg = stage.train_config(sweeps["a"], T=2500, task="association", model="aot")
     assert (cfg.steps, cfg.lr_period, cfg.sampling, cfg.early_stop) == (12, 4, "shuffle", False)
     assert cfg.final_lr_frac == pytest.approx(5e-4 / 0.01)
     assert cfg.last_batches == 12  # at most every batch
-    mlp = stage.train_config(sweeps["a"], T0=2500, task="association", model="mlp")
+    mlp = stage.train_config(sweeps["a"], T=2500, task="association", model="mlp")
     assert mlp.final_lr_frac == pytest.approx(1e-4 / 0.01)
     assert stage.sample_size(sweeps["b"]) == 32 and stage.sample_size(sweeps["a"]) == 64
-    assert stage.train_config(sweeps["b"], T0=2500, task="association", model="aot").steps == 6
+    assert stage.train_config(sweeps["b"], T=2500, task="association", model="aot").steps == 6
 
 
 @pytest.mark.parametrize(
@@ -201,12 +201,12 @@ def test_a_train_key_of_the_other_recipe_is_rejected():
 def test_the_engine_section_reaches_both_recipes_train_configs():
     sweeps = {"a": {}, "b": {"recipe": "authors"}}
     default = _stage(_config({"sweeps": sweeps}), seed=0)
-    assert default.pad_replicas and (default.step, default.precision) == ("fast", "float32")
-    engine = {"step": "reference", "precision": "bf16", "compile": True}
+    assert default.pad_replicas and default.precision == "float32"
+    engine = {"precision": "bf16", "compile": True}
     config = _config({"sweeps": sweeps}, engine | {"aot": {"pad_replicas": False}})
     stage = _stage(config, seed=0)
     assert not stage.pad_replicas
     for spec in config["aot"]["sweeps"].values():
-        cfg = stage.train_config(spec, T0=100, task="association", model="aot")
-        assert (cfg.engine, cfg.precision, cfg.compile) == ("reference", "bf16", True)
+        cfg = stage.train_config(spec, T=100, task="association", model="aot")
+        assert (cfg.precision, cfg.compile) == ("bf16", True)
         assert not cfg.leave_when_fit  # paper A's option only

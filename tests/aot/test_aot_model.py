@@ -1,83 +1,208 @@
-"""The replica-batched AoT / MLP-Transformer, its tasks and its training (tiny sizes)."""
+"""The replica-batched AoT / MLP-Transformer (merged heads) against the textbook forward, its
+step, its tasks and its training (tiny sizes)."""
 
 import math
+import random
 
 import numpy as np
 import pytest
 import torch
+from aot_oracle import textbook_logits
 from torch import nn
 from train_configs import train_config
 
-from memcap.aot.engine import FastStep, direct_step
-from memcap.aot.merged import MergedAttention, merged_logits
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count
-from memcap.aot.tables import table_logits
+from memcap.aot.step import AoTStep
 from memcap.aot.tasks import (
     all_sequences,
     association_task,
     distribution_task,
     sequence_index,
 )
+from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
 from memcap.training.objectives import example_losses
+from memcap.training.precision import ComputeCopy
+
+CPU = torch.device("cpu")
+CUDA = pytest.param(
+    "cuda",
+    marks=[
+        pytest.mark.gpu,
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ],
+)
 
 
 def _setting(model="aot", N=5, S=2, d=4, d_h=3, H=2, depth=1, width=0, task="association"):
     return Setting("t", task, model, N, S, d, d_h, H, depth, width)
 
 
-def _tokens(R: int, N: int, S: int) -> torch.Tensor:
-    return all_sequences(N, S).expand(R, -1, -1)
+def _random_group(seed: int, variant: str, S: int, depth: int) -> list[Setting]:
+    """One to three replicas of random shapes (AoT or MLP-Transformer) sharing N, S, depth."""
+    pick = random.Random(seed)
+    N = pick.randint(3, 6)
+    group = []
+    for _ in range(pick.randint(1, 3)):
+        d = pick.randint(2, 6)
+        mlp = pick.random() < 0.3
+        group.append(
+            Setting(
+                "t", "association", "mlp" if mlp else "aot", N, S, d, pick.randint(1, d),
+                1 if mlp else pick.randint(1, 4), depth, pick.randint(1, 8) if mlp else 0,
+                1.0, variant,
+            )
+        )  # fmt: skip
+    return group
 
 
-def _fast() -> FastStep:
-    return FastStep(train_config(), torch.device("cpu"))
+def _nonzero_biases(model: ReplicaTransformer, seed: int = 1) -> None:
+    """Random attention biases (padded entries stay zero), so their paths are exercised."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in ("b_q", "b_k", "b_v", "b_o"):
+            if name in model.names:
+                bias = getattr(model, name)
+                bias.copy_(torch.randn(bias.shape, generator=gen, dtype=bias.dtype))
+                if hasattr(model, f"{name}_mask"):
+                    bias.mul_(getattr(model, f"{name}_mask"))
 
 
-def test_shapes_of_every_path():
-    model = ReplicaTransformer([_setting(), _setting(H=3)], [0, 1])
-    tokens = _tokens(2, 5, 2)[:, :7]
-    assert model(tokens).shape == (2, 7, 5)
-    assert model.sequence_logits(tokens).shape == (2, 7, 2, 5)
-    assert table_logits(model, all_sequences(5, 2)).shape == (2, 25, 5)
+def _gradients(model: nn.Module, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    return {
+        n: torch.zeros_like(p) if p.grad is None else p.grad.clone()
+        for n, p in model.named_parameters()
+    }
 
 
+@pytest.mark.parametrize("variant", ["paper", "code"])
+@pytest.mark.parametrize("S", [1, 2, 3])
 @pytest.mark.parametrize("depth", [1, 2])
-def test_causal_mask_later_tokens_do_not_change_earlier_outputs(depth):
-    model = ReplicaTransformer([_setting(S=4, depth=depth)], [3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_model_is_the_textbook_forward_in_float64(variant, S, depth, seed):
+    """Outputs, weighted losses (both tasks) and every gradient equal the per-head forward's
+    to 1e-10 in float64, over random shapes, padded or not; padded entries get exactly zero
+    gradient."""
+    settings = _random_group(seed, variant, S, depth)
+    model = ReplicaTransformer(settings, list(range(len(settings)))).double()
+    _nonzero_biases(model, seed)
+    R, N = len(settings), settings[0].N
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(N, (R, 7, S), generator=gen)
+    targets = torch.randint(N, (R, 7), generator=gen)
+    probs = torch.softmax(torch.randn(R, 7, N, generator=gen, dtype=torch.float64), -1)
+    weights = torch.rand(R, 7, generator=gen, dtype=torch.float64)
+    step = AoTStep(train_config(), CPU)
+    tight = {"rtol": 1e-10, "atol": 1e-10}
+    expected = textbook_logits(model, tokens)[:, :, -1]
+    torch.testing.assert_close(model(tokens), expected, **tight)
+    for objective, wanted in (("classification", targets), ("distribution", probs)):
+        loss, outputs = step.loss(model, (tokens,), wanted, weights, objective)
+        reference = (example_losses(expected, wanted, objective) * weights).sum(1)
+        torch.testing.assert_close(loss, reference, **tight)
+        torch.testing.assert_close(outputs, expected, **tight)
+        ours = _gradients(model, loss.sum())
+        expected = textbook_logits(model, tokens)[:, :, -1]
+        oracle = _gradients(model, (example_losses(expected, wanted, objective) * weights).sum())
+        for name, grad in oracle.items():
+            torch.testing.assert_close(ours[name], grad, **tight, msg=name)
+            if model.padded:  # padded entries: exactly zero
+                assert (ours[name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_replicas_left_after_compaction_are_the_textbook_forward_in_float64(seed):
+    """Replicas leaving (parameters and buffers compacted along the replica axis, as the loop
+    does): the rest's outputs, losses and gradients still equal the textbook forward's to
+    1e-10 in float64, and the full model's rows of them."""
+    pick = random.Random(seed)
+    N = pick.randint(3, 6)
+    settings = [
+        _setting(N=N, d=d, d_h=pick.randint(1, d), H=pick.randint(1, 4), depth=2)
+        for d in (pick.randint(2, 6) for _ in range(3))
+    ] + [_setting("mlp", N=N, d=4, d_h=3, H=1, depth=2, width=5)]
+    model = ReplicaTransformer(settings, list(range(len(settings)))).double()
+    _nonzero_biases(model, seed)
+    R = len(settings)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(N, (R, 9, 2), generator=gen)
+    targets = torch.randint(N, (R, 9), generator=gen)
+    weights = torch.rand(R, 9, generator=gen, dtype=torch.float64)
+    step = AoTStep(train_config(), CPU)
+    full_loss, full_out = step.loss(model, (tokens,), targets, weights, "classification")
+    full_grads = _gradients(model, full_loss.sum())
+    kept = torch.tensor(sorted(pick.sample(range(R), R - 1)))
+    select_parameters(model, kept)
+    for name, buffer in list(model.named_buffers()):
+        setattr(model, name, buffer.index_select(0, kept))
+    tokens, targets, weights = tokens[kept], targets[kept], weights[kept]
+    tight = {"rtol": 1e-10, "atol": 1e-10}
+    loss, outputs = step.loss(model, (tokens,), targets, weights, "classification")
+    expected = textbook_logits(model, tokens)[:, :, -1]
+    torch.testing.assert_close(outputs, expected, **tight)
+    torch.testing.assert_close(outputs, full_out[kept], **tight)
+    torch.testing.assert_close(loss, full_loss[kept], **tight)
+    ours = _gradients(model, loss.sum())
+    reference = (example_losses(expected, targets, "classification") * weights).sum()
+    oracle = _gradients(model, reference)
+    for name, grad in oracle.items():
+        torch.testing.assert_close(ours[name], grad, **tight, msg=name)
+        torch.testing.assert_close(ours[name], full_grads[name][kept], **tight, msg=name)
+
+
+def test_the_oracle_is_causal():
+    """The textbook forward's mask: later tokens do not change earlier positions' logits."""
+    model = ReplicaTransformer([_setting(S=4, depth=2)], [3])
     tokens = torch.tensor([[[0, 1, 2, 3]]])
     changed = tokens.clone()
     changed[..., 3] = 4
-    before, after = model.sequence_logits(tokens), model.sequence_logits(changed)
+    before, after = textbook_logits(model, tokens), textbook_logits(model, changed)
     torch.testing.assert_close(before[:, :, :3], after[:, :, :3])
     assert (before[:, :, 3] - after[:, :, 3]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("S", [1, 2, 3])
-def test_table_path_matches_per_example_path_with_padding(S):
-    settings = [
-        _setting(N=4, S=S, d=5, d_h=5, H=3),
-        _setting(N=4, S=S, d=3, d_h=2, H=1),
-        _setting("mlp", N=4, S=S, d=4, d_h=4, H=1, width=6),
-    ]
-    model = ReplicaTransformer(settings, [0, 1, 2])
-    assert model.padded
-    tokens = _tokens(3, 4, S)
-    fast = _fast()
-    torch.testing.assert_close(fast.outputs(model, (tokens,)), model(tokens))
-    shuffled = tokens[:, torch.randperm(tokens.shape[1])]  # not the table order: merged heads
-    torch.testing.assert_close(fast.outputs(model, (shuffled,)), model(shuffled))
-    many = torch.cat([shuffled] * 4, 1)  # four times the table: its rows
-    torch.testing.assert_close(fast.outputs(model, (many,)), model(many))
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_the_bf16_step_runs_the_same_module(device):
+    """The training step of a bfloat16 copy (precision bf16): its loss and gradients are the
+    float64 textbook model's within bfloat16 rounding, and a few Adam steps lower the loss."""
+    settings = [_setting(N=6, d=6, d_h=6, H=4), _setting("mlp", N=6, d=4, d_h=4, H=1, width=6)]
+    model = ReplicaTransformer(settings, [0, 1]).to(device)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(6, (2, 16, 2), generator=gen).to(device)
+    targets = torch.randint(6, (2, 16), generator=gen).to(device)
+    weights = torch.full((2, 16), 1 / 16, device=device)
+    copy = ComputeCopy(model)
+    copy.pull()
+    step = AoTStep(train_config(precision="bf16"), torch.device(device))
+    loss, _ = step(copy.model, (tokens,), targets, weights, "classification")
+    copy.push_gradients()
+    exact = model.double()
+    expected = textbook_logits(exact, tokens)[:, :, -1]
+    reference = (example_losses(expected, targets, "classification") * weights).sum(1)
+    oracle = _gradients(exact, reference.sum())
+    torch.testing.assert_close(loss.double(), reference, rtol=0.02, atol=0.02)
+    for name, p in exact.named_parameters():
+        error = (p.grad - oracle[name]).norm() / oracle[name].norm().clamp_min(1e-12)
+        assert error < 0.05, (name, float(error))
+    task = association_task(6, 2, 0, device)
+    sizes = torch.full((2,), 36, device=device)
+    data = ReplicaData((task.inputs.expand(2, -1, -1),), task.targets.expand(2, -1), sizes)
+    cfg = train_config(steps=30, lr=0.05, eval_every=10, early_stop=False, precision="bf16")
+    model = ReplicaTransformer(settings, [0, 1]).to(device)
+    step = AoTStep(cfg, torch.device(device))
+    result = train_replicas(model, data, "classification", cfg, [0, 1], step=step)
+    assert (result.loss_curve[-1] < result.loss_curve[0]).all()
 
 
 def test_padded_replicas_equal_unpadded_models():
     settings = [_setting(d=6, d_h=6, H=4), _setting(d=4, d_h=2, H=1), _setting(d=5, d_h=3, H=2)]
     padded = ReplicaTransformer(settings, [10, 11, 12])
-    tokens = _tokens(3, 5, 2)
+    tokens = all_sequences(5, 2).expand(3, -1, -1)
     out = padded(tokens)
     for r, s in enumerate(settings):
         alone = ReplicaTransformer([s], [10 + r])
@@ -162,7 +287,8 @@ def test_tiny_aot_memorizes_a_tiny_table():
     task = association_task(4, 2, seed=0)
     data = ReplicaData((task.inputs[None],), task.targets[None], torch.tensor([16]))
     cfg = train_config(steps=400, lr=0.05, warmup_frac=0.0, schedule="constant", eval_every=20)
-    result = train_replicas(ReplicaTransformer([setting], [0]), data, "classification", cfg, [0])
+    model = ReplicaTransformer([setting], [0])
+    result = train_replicas(model, data, "classification", cfg, [0], step=AoTStep(cfg, CPU))
     assert result.accuracy[0] == 1.0
     assert (result.steps_run < 400).all()
 
@@ -181,12 +307,13 @@ def test_batched_padded_training_equals_single_replica_training(batch_size):
         )
 
     cfg = train_config(steps=30, lr=0.03, eval_every=10, batch_size=batch_size, early_stop=False)
+    step = AoTStep(cfg, CPU)
     batched = train_replicas(
-        ReplicaTransformer(settings, seeds), data([0, 1]), "classification", cfg, seeds
+        ReplicaTransformer(settings, seeds), data([0, 1]), "classification", cfg, seeds, step=step
     )
     for r, (s, seed) in enumerate(zip(settings, seeds, strict=True)):
         single = train_replicas(
-            ReplicaTransformer([s], [seed]), data([r]), "classification", cfg, [seed]
+            ReplicaTransformer([s], [seed]), data([r]), "classification", cfg, [seed], step=step
         )
         np.testing.assert_allclose(batched.loss_curve[:, r], single.loss_curve[:, 0], rtol=1e-4)
         assert batched.memorized[r] == single.memorized[0]
@@ -196,28 +323,10 @@ def _authors(model="aot", N=7, S=2, d=4, d_h=3, H=2, width=0):
     return Setting("t", "association", model, N, S, d, d_h, H, 1, width, 1.0, "code")
 
 
-@pytest.mark.parametrize("S", [2, 3])
-def test_authors_variant_paths_agree_with_padding(S):
-    settings = [
-        _authors(S=S, d=5, d_h=5, H=3),
-        _authors(S=S, d=6, d_h=3, H=1),
-        _authors(S=S, d=4, d_h=4, H=2),
-    ]
-    model = ReplicaTransformer(settings, [0, 1, 2])
-    tokens = torch.randint(7, (3, 5, S), generator=torch.Generator().manual_seed(0))
-    reference = model(tokens)
-    torch.testing.assert_close(merged_logits(model, tokens), reference)
-    rows = sequence_index(tokens, 7)[..., None].expand(-1, -1, 7)
-    table = table_logits(model, all_sequences(7, S))
-    torch.testing.assert_close(torch.gather(table, 1, rows), reference)
-    for r, s in enumerate(settings):
-        alone = ReplicaTransformer([s], [r])
-        torch.testing.assert_close(merged_logits(alone, tokens[r : r + 1]), reference[r : r + 1])
-
-
 def test_authors_variant_is_their_stack_of_one_head_multihead_attentions():
     """Heads of nn.MultiheadAttention(d_h, 1) on a residual stream, then a biased unembedding."""
     model = ReplicaTransformer([_authors(N=6, d=4, d_h=4, H=2)], [0])
+    _nonzero_biases(model)
     w = {name: value[0] for name, value in model.weights().items()}
     tokens = torch.tensor([[1, 4], [2, 2], [5, 0]])
     x = w["embed"][tokens] + w["pos"]
@@ -246,125 +355,3 @@ def test_authors_variant_maps_d_to_d_h_only_when_they_differ():
         parameter_count(_authors(d=6, d_h=3))
         == 7 * 6 + 3 * 6 + 2 * 3 + 2 * (4 * 9 + 12) + 7 * 3 + 7
     )
-
-
-@pytest.mark.parametrize("variant", ["paper", "code"])
-@pytest.mark.parametrize("S", [1, 2, 3])
-def test_merged_heads_path_has_the_plain_models_logits_and_gradients(variant, S):
-    """merged_logits (merged head matrices) against autograd through the model's forward."""
-    settings = [
-        Setting("t", "association", "aot", 6, S, 5, 5, 3, 1, 0, 1.0, variant),
-        Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
-        Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
-    ]
-    model = ReplicaTransformer(settings, [0, 1, 2])
-    _nonzero_biases(model)
-    tokens = torch.randint(6, (3, 9, S), generator=torch.Generator().manual_seed(0))
-    targets = torch.randint(6, (3, 9), generator=torch.Generator().manual_seed(2))
-
-    def logits_and_grads(logits_of):
-        model.zero_grad(set_to_none=True)
-        logits = logits_of(tokens)
-        nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
-        # with S = 1 the fast path never touches W_Q, W_K (their gradient is zero anyway)
-        grads = {
-            n: torch.zeros_like(p) if p.grad is None else p.grad
-            for n, p in model.named_parameters()
-        }
-        return logits.detach(), grads
-
-    fast, fast_grads = logits_and_grads(lambda t: merged_logits(model, t))
-    plain, plain_grads = logits_and_grads(model)
-    torch.testing.assert_close(fast, plain)
-    for name, grad in plain_grads.items():
-        torch.testing.assert_close(fast_grads[name], grad, msg=name)
-        if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
-            assert (fast_grads[name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
-
-
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("earlier", [1, 3])
-@pytest.mark.parametrize("H", [1, 3, 5])  # per head below D' heads, merged from D' on
-def test_merged_attention_backward_is_the_derivative_of_its_forward(bias, earlier, H):
-    """The hand-written backward against finite differences (float64)."""
-    gen = torch.Generator().manual_seed(0)
-    R, D, B = 2, 3, 4
-
-    def arg(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
-
-    args = (arg(R, D, B), arg(R, D, earlier, B), arg(R, H, D, D + bias), arg(R, H, D, D + bias))
-    assert torch.autograd.gradcheck(lambda *a: MergedAttention.apply(*a, bias), args)
-
-
-@pytest.mark.parametrize("variant", ["paper", "code"])
-@pytest.mark.parametrize("S", [1, 2, 3])
-@pytest.mark.parametrize("mlp", [False, True])
-def test_fused_step_has_the_plain_models_loss_logits_and_gradients(variant, S, mlp):
-    """The fast step's loss (one node from the token lookup to the loss) against autograd
-    through the model's forward and the loop's cross-entropy, padded replicas with and
-    without an MLP; the AoT's 7 heads take the merged form, the MLP-Transformer's one head
-    the per-head form."""
-    if mlp:
-        group = [
-            Setting("t", "association", "mlp", 6, S, 4, 4, 1, 1, 7, 1.0, variant),
-            Setting("t", "association", "mlp", 6, S, 5, 3, 1, 1, 9, 1.0, variant),
-        ]
-    else:
-        group = [
-            Setting("t", "association", "aot", 6, S, 5, 5, 7, 1, 0, 1.0, variant),
-            Setting("t", "association", "aot", 6, S, 6, 3, 1, 1, 0, 1.0, variant),
-        ]
-    model = ReplicaTransformer(group, [0, 1])
-    _nonzero_biases(model)
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(6, (2, 9, S), generator=gen)
-    targets = torch.randint(6, (2, 9), generator=gen)
-    weights = torch.rand(2, 9, generator=gen)
-
-    def loss_and_grads(loss_of):
-        model.zero_grad(set_to_none=True)
-        per_replica, logits = loss_of()
-        per_replica.sum().backward()
-        grads = {
-            n: torch.zeros_like(p) if p.grad is None else p.grad
-            for n, p in model.named_parameters()
-        }
-        return per_replica.detach(), logits.detach(), grads
-
-    def plain():
-        logits = model(tokens)
-        return (example_losses(logits, targets, "classification") * weights).sum(1), logits
-
-    fast = _fast()
-    fused = loss_and_grads(lambda: fast.loss(model, (tokens,), targets, weights, "classification"))
-    reference = loss_and_grads(plain)
-    torch.testing.assert_close(fused[0], reference[0])
-    torch.testing.assert_close(fused[1], reference[1])
-    for name, grad in reference[2].items():
-        torch.testing.assert_close(fused[2][name], grad, msg=name)
-        if hasattr(model, f"{name}_mask"):  # padded entries get exactly zero gradient
-            assert (fused[2][name][getattr(model, f"{name}_mask") == 0] == 0).all(), name
-    # the fast step as the loop calls it (S >= 2: without autograd) sets the same gradients
-    model.zero_grad(set_to_none=True)
-    stepped = fast(model, (tokens,), targets, weights, "classification")
-    if S >= 2:
-        model.zero_grad(set_to_none=True)
-        direct = direct_step(model, tokens, targets, weights)
-        torch.testing.assert_close(direct[0], stepped[0])
-    torch.testing.assert_close(stepped[0], fused[0])
-    torch.testing.assert_close(stepped[1], fused[1])
-    for name, p in model.named_parameters():
-        grad = torch.zeros_like(p) if p.grad is None else p.grad
-        assert grad.shape == p.shape, name
-        torch.testing.assert_close(grad, fused[2][name], msg=name)
-
-
-def _nonzero_biases(model: ReplicaTransformer) -> None:
-    """Random attention biases (padded entries stay zero), so their paths are exercised."""
-    with torch.no_grad():
-        for name in ("b_q", "b_k", "b_v", "b_o"):
-            if name in model.names:
-                bias = getattr(model, name)
-                bias.normal_(generator=torch.Generator().manual_seed(1))
-                bias.mul_(getattr(model, f"{name}_mask"))

@@ -26,7 +26,7 @@ def _stage(ladder: Ladder, convergence: Convergence) -> StageSettings:
              "extra_lr_frac": 0.1, "regression_tol": 0.01}  # fmt: skip
     authors = {"steps": 10, "epochs": 4, "lr": 0.01, "batch_size": 4, "warmup_frac": 0.05,
                "warmup_start": 0.01, "eval_every": 5, "early_stop": False}  # fmt: skip
-    return StageSettings(6, 5, 1, 0, 0.99, train, authors, ("shape", "context"), None, "fast",
+    return StageSettings(6, 5, 1, 0, 0.99, train, authors, ("shape", "context"), None,
                          "float32", False, False, False, ladder, convergence)  # fmt: skip
 
 

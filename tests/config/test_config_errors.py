@@ -261,6 +261,13 @@ OLD = [
         "Fix: use engine.precision instead",
     ),
     (
+        "key removed",
+        ["engine", "step"],
+        "fast",
+        "config key 'engine.step': removed (one training step remains: each model's forward "
+        "and autograd's backward). Fix: delete engine.step",
+    ),
+    (
         "value renamed",
         ["aot", "sweeps", "heads", "variant"],
         "authors",

@@ -20,7 +20,7 @@ from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/config.schema.yaml"
-PAPER_COST = StepCost(d=64, value_dim=1, outputs=100, eval_every=500)
+PAPER_COST = StepCost(d=64, d_v=1, outputs=100, eval_every=500)
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +119,7 @@ def test_paper_grid_buckets_merge_t_of_one_step_count_and_keep_the_bound():
 
 
 _STAGE_ENGINE = ("group_by", "max_padding", "leave_when_fit")  # engine.synthetic's keys
-_ENGINE = ("step", "precision", "compile")  # engine's own keys
+_ENGINE = ("precision", "compile")  # engine's own keys
 
 
 def _tiny_section(**overrides) -> tuple[dict, dict]:
@@ -168,7 +168,7 @@ def test_a_compacted_model_is_the_model_of_its_kept_replicas():
     model = ReplicaMHA(shapes, [0, 1, 2])
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.1 * torch.randn_like(p))  # trained weights, not the init
+            p.mul_(1.0 + torch.rand_like(p))  # trained weights, not the init; padding stays 0
     kept = torch.tensor([0, 2])
     compacted = copy.deepcopy(model)
     for name, p in list(compacted.named_parameters()):

@@ -18,6 +18,7 @@ from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
 from memcap.synthetic.summary import bound_ratios, capacity_table, fit_table, saturation_table
 from memcap.synthetic.sweep import run_sweep
 from memcap.theory import theory_bound
+from memcap.training.data import ReplicaData
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -281,15 +282,15 @@ def test_the_authors_recipe_steps_grow_with_t():
 def test_the_engine_section_reaches_both_recipes_train_configs():
     config = _config()
     default = StageSettings.from_config(config["synthetic"], 0, config["engine"])
-    assert (default.step, default.precision, default.compile) == ("fast", "float32", False)
-    config["engine"] |= {"step": "reference", "precision": "bf16", "compile": True}
+    assert (default.precision, default.compile) == ("float32", False)
+    config["engine"] |= {"precision": "bf16", "compile": True}
     config["engine"]["synthetic"] |= {"leave_when_fit": True, "group_by": ["shape"]}
     section = config["synthetic"]
     stage = StageSettings.from_config(section, 0, config["engine"])
     assert stage.group_by == ("shape",) and stage.max_padding is None
     for name in ("heads", "head_dim"):  # ours and the authors' recipe in configs/test.yaml
         cfg = stage.train_config(sweep_spec(section, name), 16)
-        assert (cfg.engine, cfg.precision) == ("reference", "bf16")
+        assert cfg.precision == "bf16"
         assert cfg.compile and cfg.leave_when_fit
 
 
@@ -309,32 +310,49 @@ def test_bound_ratios_compare_best_seeds_with_h_n_minus_1_plus_1():
     assert table.loc["regression", "below_bound"] == 0
 
 
-def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(monkeypatch):
-    """Mini-batch sweeps (the authors' recipe) store each distinct dataset once and analyse
-    trained attention a block of replicas at a time: the rows are those of one copy per
-    replica analysed at once (counts exactly; loss trajectories to float32 rounding, the
-    products' shapes differing)."""
+def _own_copies(data: ReplicaData) -> ReplicaData:
+    """The same training sets as one full copy per replica (no shared rows, no one-row
+    contexts)."""
+    T = data.targets.shape[1]
+    inputs = tuple(x.expand(-1, T, *x.shape[2:]).contiguous() for x in data.replica_inputs())
+    return ReplicaData(inputs, data.targets, data.sizes)
+
+
+@pytest.mark.parametrize(("sweep", "batches"), [("head_dim", True), ("heads", False)])
+def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(
+    monkeypatch, sweep, batches
+):
+    """Sweeps store each distinct dataset once (full batches: every replica's heads stacked
+    on it) and analyse trained attention a block of replicas at a time: the rows are those of
+    one copy per replica analysed at once (counts exactly; losses to float32 rounding,
+    amplified by training where the heads are stacked: the products' shapes differ)."""
     import memcap.synthetic.batched as batched
-    import memcap.synthetic.sweep as sweep
+    import memcap.synthetic.sweep as sweep_module
 
     config = _config()
     section = config["synthetic"]
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
-    spec = sweep_spec(section, "head_dim")
-    assert stage.train_config(spec, 16).batch_size is not None
-    shared = run_sweep(spec, stage, torch.device("cpu")).table
+    spec = sweep_spec(section, sweep)
+    assert (stage.train_config(spec, 16).batch_size is not None) == batches
+    stored = []
     stack = batched._stack
-    monkeypatch.setattr(batched, "_stack", lambda *args: stack(*args[:4], False))
-    monkeypatch.setattr(sweep, "ANALYSIS_BYTES", 1)  # one replica a block
+    monkeypatch.setattr(batched, "_stack", lambda *args: stored.append(stack(*args)) or stored[-1])
+    shared = run_sweep(spec, stage, torch.device("cpu")).table
+    assert any(data.source is not None for data in stored)
+    monkeypatch.setattr(batched, "_stack", lambda *args: _own_copies(stack(*args)))
+    monkeypatch.setattr(sweep_module, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
-    pd.testing.assert_frame_equal(shared, copies, check_exact=False, rtol=1e-4)
     counts = ["memorized", "certified", "certified_trained", "fit_step", "steps_run"]
     pd.testing.assert_frame_equal(shared[counts], copies[counts])
+    if batches:  # every replica reads its own rows either way
+        pd.testing.assert_frame_equal(shared, copies, check_exact=False, rtol=1e-4)
+    else:
+        np.testing.assert_allclose(shared["loss"], copies["loss"], rtol=1e-3, atol=1e-4)
 
 
 def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
     """Grouped by context kind, a mini-batch model of shared contexts stores one context row
-    per dataset and trains through the one-context core: the rows of one copy per example."""
+    per dataset, which every example reads: the rows of one copy per example."""
     import memcap.synthetic.batched as batched
 
     config = _config()
@@ -343,16 +361,11 @@ def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
     section["sweeps"]["head_dim"]["contexts"] = ["shared", "random"]
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
     spec = sweep_spec(section, "head_dim")
-    from memcap.synthetic import folded_core_shared
-
-    calls, core = [], folded_core_shared.core_forward
-    monkeypatch.setattr(folded_core_shared, "core_forward", lambda *a: calls.append(1) or core(*a))
-    rows, stack = [], batched._stack
-    for store in (stack, lambda *args: stack(*args[:4], False)):
-        monkeypatch.setattr(batched, "_stack", store)
-        rows.append(run_sweep(spec, stage, torch.device("cpu")).table)
-        calls.append(None)
-    one, copies = rows
+    stored, stack = [], batched._stack
+    monkeypatch.setattr(batched, "_stack", lambda *args: stored.append(stack(*args)) or stored[-1])
+    one = run_sweep(spec, stage, torch.device("cpu")).table
+    assert any(data.inputs[1].shape[1] == 1 for data in stored)
+    monkeypatch.setattr(batched, "_stack", lambda *args: _own_copies(stack(*args)))
+    copies = run_sweep(spec, stage, torch.device("cpu")).table
     assert set(one["context"]) == {"shared", "random"}
-    assert calls.index(None) > 100 and calls[calls.index(None) + 1 :] == [None]
     pd.testing.assert_frame_equal(one, copies, check_exact=False, rtol=1e-4)

@@ -4,9 +4,9 @@ import torch
 from train_configs import train_config
 
 import memcap.training.active as active_module
-from memcap.aot.engine import FastStep
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import Setting
+from memcap.aot.step import AoTStep
 from memcap.aot.tasks import association_task, fixed_sample
 from memcap.training.counted import _first_seen, _row_keys, counted_batches
 from memcap.training.data import ReplicaData
@@ -34,11 +34,11 @@ def test_counted_batch_has_the_drawn_batchs_loss_gradients_and_accuracy():
     assert counted is not None and counted.distinct <= 9  # N^S = 9 inputs
     index = torch.randint(64, (2, batch), generator=torch.Generator().manual_seed(1))
     model = _model()
-    fast = FastStep(train_config(), torch.device("cpu"))
+    step_of = AoTStep(train_config(), torch.device("cpu"))
 
     def step(inputs, targets, weights):
         model.zero_grad(set_to_none=True)
-        per_replica, logits = fast.loss(model, inputs, targets, weights, "classification")
+        per_replica, logits = step_of.loss(model, inputs, targets, weights, "classification")
         per_replica.sum().backward()
         right = example_correct(logits.detach(), targets, "classification", None)
         grads = {

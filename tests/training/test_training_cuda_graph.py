@@ -9,11 +9,9 @@ import pytest
 import torch
 from train_configs import train_config
 
-from memcap.synthetic import engine as synthetic_engine
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.data import ReplicaData
-from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
 
 D = 8
@@ -38,10 +36,7 @@ def _run(device, cuda_graph, batch_size, precision="float32", leave=False, steps
         torch.stack(targets).to(device),
         torch.tensor(sizes, device=device),
     )
-    step = choose_step(cfg, model, "classification", device, fast=synthetic_engine.FastStep)
-    result = train_replicas(
-        model, data, "classification", cfg, seeds, ReplicaMHA.select_replicas, step
-    )
+    result = train_replicas(model, data, "classification", cfg, seeds, ReplicaMHA.select_replicas)
     return result, model
 
 

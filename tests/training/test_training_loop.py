@@ -218,18 +218,26 @@ def test_best_by_loss_keeps_the_lowest_loss_state():
 def test_replicas_reading_one_stored_dataset_take_what_their_own_copies_give():
     from memcap.training.data import ReplicaData
 
-    stored = torch.randn(2, 6, 3), torch.randn(2, 6, 4, 3)  # two distinct datasets
-    source = torch.tensor([1, 0, 1])
+    stored = torch.randn(3, 6, 3), torch.randn(3, 6, 4, 3)  # three distinct datasets
+    source = torch.tensor([1, 0, 1, 2])
     copies = ReplicaData(
-        tuple(x[source] for x in stored), torch.arange(18).view(3, 6), torch.tensor([6, 4, 5])
+        tuple(x[source] for x in stored), torch.arange(24).view(4, 6), torch.tensor([6, 4, 5, 6])
     )
     shared = ReplicaData(stored, copies.targets, copies.sizes, source)
-    index = torch.tensor([[0, 5], [3, 3], [2, 1]])
+    index = torch.tensor([[0, 5], [3, 3], [2, 1], [4, 0]])
     (inputs, targets), (want_inputs, want_targets) = shared.take(index), copies.take(index)
     assert torch.equal(targets, want_targets)
     for a, b in zip(inputs, want_inputs, strict=True):
         assert torch.equal(a, b)
-    kept = torch.tensor([2, 0])
-    assert shared.select(kept).inputs is stored  # the storage stays shared
-    for a, b in zip(shared.select(kept).replica_inputs(), copies.select(kept).inputs, strict=True):
-        assert torch.equal(a, b)
+    assert shared.full_inputs()[2] is source and len(copies.full_inputs()) == 2
+    for kept, rows in (([2, 0], 1), ([2, 3, 0], 2), ([0, 1], 2), ([3], 1)):
+        left = shared.select(torch.tensor(kept))
+        assert len(left.inputs[0]) == rows  # the datasets still read, each once
+        assert (left.source is None) == (rows == len(kept))
+        want = copies.select(torch.tensor(kept)).inputs
+        for a, b in zip(left.replica_inputs(), want, strict=True):
+            assert torch.equal(a, b)
+        rows_2_to_5 = left.examples(slice(2, 5))
+        assert len(rows_2_to_5) == len(left.full_inputs())
+        for a, b in zip(rows_2_to_5, left.inputs, strict=False):
+            assert torch.equal(a, b[:, 2:5])

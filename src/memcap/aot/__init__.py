@@ -3,13 +3,12 @@
 Modules: :mod:`~memcap.aot.settings` (sweep and stage settings, parameter counts, the config
 checker and the memory estimate; no torch), :mod:`~memcap.aot.cut` (a job for the stage, per
 sweep or per setting, and the setting ids; no torch), :mod:`~memcap.aot.tasks` (association and
-distribution tasks), :mod:`~memcap.aot.model` (the replica-batched AoT and MLP-Transformer),
-:mod:`~memcap.aot.engine` (the fast step: one route per batch shape through
-:mod:`~memcap.aot.tables`, :mod:`~memcap.aot.merged` and :mod:`~memcap.aot.step`, a mini-batch
-step embedding to loss with its backward written out),
-:mod:`~memcap.aot.sweep` (training a sweep through :func:`memcap.training.loop.train_replicas`),
-:mod:`~memcap.aot.summary` (summary and fit tables), :mod:`~memcap.aot.laws` (paper B's findings
-checked, against the authors' published accuracies among them), :mod:`~memcap.aot.bounds`
-(chance, lower bounds, fits) and :mod:`~memcap.aot.figures`.
+distribution tasks), :mod:`~memcap.aot.model` (the replica-batched AoT and MLP-Transformer,
+heads merged: the only code that trains), :mod:`~memcap.aot.step` (its training step: autograd
+through the model), :mod:`~memcap.aot.sweep` (training a sweep through
+:func:`memcap.training.loop.train_replicas`), :mod:`~memcap.aot.summary` (summary and fit
+tables), :mod:`~memcap.aot.laws` (paper B's findings checked, against the authors' published
+accuracies among them), :mod:`~memcap.aot.bounds` (chance, lower bounds, fits) and
+:mod:`~memcap.aot.figures`.
 Nothing is imported here, so the config checker stays free of torch.
 """

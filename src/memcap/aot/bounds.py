@@ -1,7 +1,7 @@
 """Paper B's accuracy lower bounds and the least-squares fits drawn on every AoT plot.
 
-With a uniform prior over T0 input sequences and N tokens, an AoT that memorizes M
-associations and guesses the rest has accuracy 1/N + (1 − 1/N)·M/T0. Paper B's construction
+With a uniform prior over T input sequences and N tokens, an AoT that memorizes M
+associations and guesses the rest has accuracy 1/N + (1 − 1/N)·M/T. Paper B's construction
 gives M = H·d_h + d ("our lower bound"); paper A's construction in this setting gives
 M = H(d_h − 1) + 1 ("previous lower bound", as paper B draws it: its theorem at n = d_h, the
 head dimension; in the heads sweep d_h = d). Both are clipped at 1.
@@ -28,25 +28,25 @@ def chance(N: int | np.ndarray) -> np.ndarray:
     return 1.0 / np.asarray(N, dtype=float)
 
 
-def accuracy_from_memorized(memorized, N, T0) -> np.ndarray:
-    """1/N + (1 − 1/N)·M/T0, clipped at 1."""
+def accuracy_from_memorized(memorized, N, T) -> np.ndarray:
+    """1/N + (1 − 1/N)·M/T, clipped at 1."""
     N = np.asarray(N, dtype=float)
-    acc = 1.0 / N + (1.0 - 1.0 / N) * np.asarray(memorized, dtype=float) / np.asarray(T0)
+    acc = 1.0 / N + (1.0 - 1.0 / N) * np.asarray(memorized, dtype=float) / np.asarray(T)
     return np.minimum(acc, 1.0)
 
 
-def our_lower_bound(N, T0, H, d_h, d) -> np.ndarray:
-    """Paper B: 1/N + (1 − 1/N)(H·d_h + d)/T0."""
-    return accuracy_from_memorized(np.asarray(H) * np.asarray(d_h) + np.asarray(d), N, T0)
+def our_lower_bound(N, T, H, d_h, d) -> np.ndarray:
+    """Paper B: 1/N + (1 − 1/N)(H·d_h + d)/T."""
+    return accuracy_from_memorized(np.asarray(H) * np.asarray(d_h) + np.asarray(d), N, T)
 
 
-def previous_lower_bound(N, T0, H, d_h) -> np.ndarray:
-    """Paper A's construction as paper B draws it: 1/N + (1 − 1/N)(H(d_h − 1) + 1)/T0.
+def previous_lower_bound(N, T, H, d_h) -> np.ndarray:
+    """Paper A's construction as paper B draws it: 1/N + (1 − 1/N)(H(d_h − 1) + 1)/T.
 
     Paper A's theorem at n = d_h (a head of dimension d_h): the authors' plotting code passes
     the head dimension, so the d_h sweep's curve rises with d_h (in the heads sweep d_h = d).
     """
-    return accuracy_from_memorized(theory_bound(np.asarray(H), np.asarray(d_h)), N, T0)
+    return accuracy_from_memorized(theory_bound(np.asarray(H), np.asarray(d_h)), N, T)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ its test, statistic and p-value).
   the file's tolerance of their value (a TOST per point: holds when every 90% interval lies
   inside the tolerance, fails when one lies outside);
 - ``above paper B's lower bound``: at every point of an association curve the seeds' mean
-  above 1/N + (1 − 1/N)(H·d_h + d)/T0 (one-sided t-tests; fails when one point is
+  above 1/N + (1 − 1/N)(H·d_h + d)/T (one-sided t-tests; fails when one point is
   significantly below); the smallest margin over the previous bound H(d_h − 1) + 1 beside it;
 - the forms of paper B's figures: linear in H, quadratic in d_h, piecewise linear in d with
   its knot at d_h (AoT curves), each by the lack-of-fit F-test against the per-x means, the
@@ -177,7 +177,7 @@ def _above_bound(sweep: str, model: str, label: str, rows: pd.DataFrame) -> dict
         + f"; {result.detail}"
     )
     criterion = (
-        "seed mean above 1/N + (1 − 1/N)(H·d_h + d)/T0 at every point (one-sided t-tests, "
+        "seed mean above 1/N + (1 − 1/N)(H·d_h + d)/T at every point (one-sided t-tests, "
         f"p < {law_tests.ALPHA} at each)"
     )
     return _row(

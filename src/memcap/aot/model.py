@@ -10,6 +10,25 @@ key, value and output maps with biases); the MLP and the unembedding carry biase
 initialisations. Both: scores scaled by 1/√d_h, causal, no LayerNorm; only the last
 position's logits are read.
 
+The heads are computed merged. With x_t the residual of the query position t, x̃ = (x, 1)
+where the model has biases (x̃ = x without), and q_t, k_s, v_s a head's query, key and value,
+
+    q_t · k_s / √d_h = x_s^T A_h x̃_t + b_K · q_t / √d_h,   A_h = W_K^T (W_Q | b_Q) / √d_h,
+    W_O v_s + b_O   = M_h x̃_s + b_O,                     M_h = W_O (W_V | b_V),
+
+both D × D' (D the residual's dimension). The second score term does not depend on s, so the
+softmax drops it, and so the query's own score x_t^T A_h x̃_t: head h scores an earlier
+position s by δ_s^T A_h x̃_t with δ_s = x_s − x_t, the query itself by 0. The weights a_sh
+sum to one and δ's constant coordinate is 0, so the layer adds
+
+    Σ_h M_h x̃_t + Σ_h b_O + Σ_{s<t} (Σ_h a_sh M_h[:, :D]) δ_s
+
+to the residual (b_O rides on the constant column of Σ_h M_h where x̃ has one): per example
+and earlier position, one product of the heads' A_h (H × D·D') with the pairs δ_s ⊗ x̃_t and
+one of the mixed matrix Σ_h a_sh M_h (D·D × H) with δ_s, both swept with the examples along
+the last axis (tensors (R, D, ..., B)). Autograd differentiates it. The per-head textbook
+forward is the tests' oracle (``tests/helpers/aot_oracle.py``).
+
 Replicas of different shapes (H, d_h, d, w) share one model: each replica is initialised at
 its own shape and zero-padded to the largest one. Padded entries never touch the output and
 get zero gradient, so Adam leaves them at zero: every path from a padded entry to the logits
@@ -17,12 +36,6 @@ runs through another padded (zero) entry. The exceptions are the output biases o
 heads, which add to the residual directly, and the fixed identity maps d → d_h; a fixed mask
 multiplies those in the forward pass. Training the padded model is training each replica
 alone.
-
-This module is the models' definition: ``forward`` (per example, any depth, causal mask) and
-autograd's backward are what the reference engine trains (``engine: reference``). The fast
-engine (:mod:`memcap.aot.engine`) computes the same one-layer function through token tables
-(:mod:`memcap.aot.tables`) and merged heads (:mod:`memcap.aot.merged`, :mod:`memcap.aot.step`),
-for this class only.
 """
 
 from __future__ import annotations
@@ -38,8 +51,8 @@ from memcap.aot.settings import Setting
 
 
 class Dims(NamedTuple):
-    """One replica's sizes; D is the residual dimension (d for the paper variant, d_h for
-    the code variant)."""
+    """One replica's sizes; d_res is the residual stream's dimension (d for the paper variant,
+    d_h for the code variant)."""
 
     N: int  # vocabulary
     S: int  # sequence length
@@ -48,7 +61,7 @@ class Dims(NamedTuple):
     H: int  # heads per layer
     L: int  # layers
     w: int  # MLP width (0: none)
-    D: int  # residual dimension
+    d_res: int  # residual dimension
 
     @classmethod
     def of(cls, s: Setting) -> Dims:
@@ -61,20 +74,20 @@ def parameter_shapes(m: Dims) -> dict[str, tuple[int, ...]]:
     return {
         "embed": (m.N, m.d),
         "proj": (m.d_h, m.d),
-        "pos": (m.S, m.D),
-        "w_q": (m.L, m.H, m.d_h, m.D),
-        "w_k": (m.L, m.H, m.d_h, m.D),
-        "w_v": (m.L, m.H, m.d_h, m.D),
-        "w_o": (m.L, m.H, m.D, m.d_h),
+        "pos": (m.S, m.d_res),
+        "w_q": (m.L, m.H, m.d_h, m.d_res),
+        "w_k": (m.L, m.H, m.d_h, m.d_res),
+        "w_v": (m.L, m.H, m.d_h, m.d_res),
+        "w_o": (m.L, m.H, m.d_res, m.d_h),
         "b_q": (m.L, m.H, m.d_h),
         "b_k": (m.L, m.H, m.d_h),
         "b_v": (m.L, m.H, m.d_h),
-        "b_o": (m.L, m.H, m.D),
-        "mlp_in": (m.L, m.w, m.D),
+        "b_o": (m.L, m.H, m.d_res),
+        "mlp_in": (m.L, m.w, m.d_res),
         "mlp_bias": (m.L, m.w),
-        "mlp_out": (m.L, m.D, m.w),
-        "mlp_out_bias": (m.L, m.D),
-        "unembed": (m.N, m.D),
+        "mlp_out": (m.L, m.d_res, m.w),
+        "mlp_out_bias": (m.L, m.d_res),
+        "unembed": (m.N, m.d_res),
         "unembed_bias": (m.N,),
     }
 
@@ -108,28 +121,28 @@ def _init_replica(s: Setting, seed: int) -> dict[str, Tensor]:
 def _init_code(s: Setting, g: torch.Generator) -> dict[str, Tensor]:
     """PyTorch's initialisations of the authors' modules (Embedding, Linear, MultiheadAttention)."""
     shapes = parameter_shapes(Dims.of(s))
-    D, dh = Dims.of(s).D, s.d_h
+    d_res, d_h = Dims.of(s).d_res, s.d_h
 
     def uniform(name: str, bound: float) -> Tensor:
         return (torch.rand(shapes[name], generator=g) * 2 - 1) * bound
 
     params = {
         "embed": torch.randn(shapes["embed"], generator=g),
-        "proj": torch.eye(dh, s.d) if dh == s.d else uniform("proj", s.d**-0.5),
+        "proj": torch.eye(d_h, s.d) if d_h == s.d else uniform("proj", s.d**-0.5),
         "pos": torch.randn(shapes["pos"], generator=g) * 0.02,
     }
-    xavier = math.sqrt(6.0 / (dh + 3 * dh))  # in_proj_weight (3 d_h × d_h), Xavier-uniform
+    xavier = math.sqrt(6.0 / (d_h + 3 * d_h))  # in_proj_weight (3 d_h × d_h), Xavier-uniform
     for name in ("w_q", "w_k", "w_v"):
         params[name] = uniform(name, xavier)
-    params["w_o"] = uniform("w_o", dh**-0.5)
+    params["w_o"] = uniform("w_o", d_h**-0.5)
     for name in ("b_q", "b_k", "b_v", "b_o"):
         params[name] = torch.zeros(shapes[name])
-    params["mlp_in"] = uniform("mlp_in", D**-0.5)
-    params["mlp_bias"] = uniform("mlp_bias", D**-0.5)
+    params["mlp_in"] = uniform("mlp_in", d_res**-0.5)
+    params["mlp_bias"] = uniform("mlp_bias", d_res**-0.5)
     params["mlp_out"] = uniform("mlp_out", max(1, s.width) ** -0.5)
     params["mlp_out_bias"] = uniform("mlp_out_bias", max(1, s.width) ** -0.5)
-    params["unembed"] = uniform("unembed", D**-0.5)
-    params["unembed_bias"] = uniform("unembed_bias", D**-0.5)
+    params["unembed"] = uniform("unembed", d_res**-0.5)
+    params["unembed_bias"] = uniform("unembed_bias", d_res**-0.5)
     return params
 
 
@@ -137,10 +150,6 @@ def _pad(x: Tensor, shape: Sequence[int]) -> Tensor:
     out = x.new_zeros(shape)
     out[tuple(slice(0, n) for n in x.shape)] = x
     return out
-
-
-def add_bias(x: Tensor, bias: Tensor | None) -> Tensor:
-    return x if bias is None else x + bias
 
 
 class ReplicaTransformer(nn.Module):
@@ -212,64 +221,89 @@ class ReplicaTransformer(nn.Module):
             return None
         return getattr(self, f"{name}_mask")
 
-    def embedded(self, w: dict[str, Tensor]) -> Tensor:
-        """(R, N, D) token embeddings in the residual stream (through the map d → d_h)."""
-        if "proj" not in w:
-            return w["embed"]
-        return torch.einsum("rnd,red->rne", w["embed"], w["proj"])
-
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits (R, B, N) after input sequences ``tokens`` (R, B, S)."""
-        return self.sequence_logits(tokens)[:, :, -1]
-
-    def sequence_logits(self, tokens: Tensor) -> Tensor:
-        """Logits (R, B, S, N) at every position, computed per example with a causal mask."""
         w = self.weights()
-        R, B, S = tokens.shape
-        table = self.embedded(w)  # (R, N, D)
-        x = torch.gather(table, 1, tokens.reshape(R, B * S, 1).expand(-1, -1, table.shape[-1]))
-        x = x.view(R, B, S, -1) + w["pos"][:, None, :S]  # (R, B, S, D)
-        causal = torch.ones(S, S, dtype=torch.bool, device=tokens.device).tril()
-        for layer in range(self.depth):
-            b = {n: w[n][:, layer] if n in w else None for n in ("b_q", "b_k", "b_v", "b_o")}
-            q = torch.einsum("rbsd,rhed->rbhse", x, w["w_q"][:, layer])  # (R, B, H, S, dh)
-            q = add_bias(q, bias_axes(b["b_q"], 1, 3))
-            k = torch.einsum("rbsd,rhed->rbhse", x, w["w_k"][:, layer])
-            k = add_bias(k, bias_axes(b["b_k"], 1, 3))
-            v = torch.einsum("rbsd,rhed->rbhse", x, w["w_v"][:, layer])
-            v = add_bias(v, bias_axes(b["b_v"], 1, 3))
-            scores = torch.einsum("rbhse,rbhte->rbhst", q, k) * self.scale.view(R, 1, 1, 1, 1)
-            attn = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-            heads = torch.einsum("rbhst,rbhte->rbhse", attn, v)
-            x = x + torch.einsum("rbhse,rhde->rbsd", heads, w["w_o"][:, layer])
-            if b["b_o"] is not None:
-                x = x + b["b_o"].sum(1)[:, None, None]  # every head's output bias
+        layer_heads = list(zip(*(m.unbind(1) for m in self.merged_heads(w)), strict=True))
+        x = self.residuals(tokens, w)  # (R, D, S, B)
+        for layer in range(self.depth - 1):  # every position attends to its prefix
+            x = torch.stack(
+                [self.attend(x[:, :, : t + 1], *layer_heads[layer]) for t in range(self.S)], 2
+            )
             if self.has_mlp:
-                x = x + self.mlp(x.view(R, B * S, -1), w, layer).view(x.shape)
-        return self.read_out(x.view(R, B * S, -1), w).view(R, B, S, -1)
+                x = self.mlp(x.flatten(2), w, layer).view(x.shape)
+        x = self.attend(x, *layer_heads[-1])  # (R, D, B): the last position only
+        if self.has_mlp:
+            x = self.mlp(x, w, self.depth - 1)
+        return self.read_out(x, w).transpose(1, 2)
+
+    def residuals(self, tokens: Tensor, w: dict[str, Tensor]) -> Tensor:
+        """Token plus position embeddings (R, D, S, B) of ``tokens`` (R, B, S) in the
+        residual stream (through the map d → d_h)."""
+        R, B, S = tokens.shape
+        embed = w["embed"] if "proj" not in w else torch.bmm(w["embed"], w["proj"].mT)
+        table = (embed[:, None] + w["pos"][:, :S, None]).flatten(1, 2).mT  # (R, D, S·N)
+        columns = (tokens + torch.arange(S, device=tokens.device) * self.N).mT  # (R, S, B)
+        columns = columns.reshape(R, 1, S * B).expand(-1, table.shape[1], -1)
+        return torch.gather(table, 2, columns).view(R, -1, S, B)
+
+    @classmethod
+    def attend(cls, x: Tensor, score: Tensor, values: Tensor, total: Tensor) -> Tensor:
+        """The residual (R, D, B) of the last position of ``x`` (R, D, S, B) after one layer's
+        heads, merged (:meth:`merged_heads`; the module's docstring)."""
+        R, d_res, S, B = x.shape
+        earlier, last = x.split([S - 1, 1], 2)
+        query = last.squeeze(2)  # (R, D, B)
+        if total.shape[-1] > d_res:  # the biases ride on x̃'s constant coordinate
+            query = torch.cat([query, query.new_ones(R, 1, B)], 1)  # x̃ (R, D', B)
+        out = torch.baddbmm(last.squeeze(2), total, query)  # x + Σ_h (M_h x̃ + b_O)
+        if S == 1:
+            return out
+        delta = earlier - last  # δ_s (R, D, S-1, B)
+        pairs = delta[:, :, None] * query[:, None, :, None]  # δ_s ⊗ x̃ (R, D, D', S-1, B)
+        above = torch.bmm(score.flatten(2), pairs.view(R, -1, (S - 1) * B))  # (R, H, (S-1)·B)
+        attn = cls.weigh(above.view(R, -1, S - 1, B))  # a_sh (R, H, S-1, B)
+        # Σ_h a_sh M_h[:, :D] (R, D·D, (S-1)·B), then applied to δ_s
+        mix = torch.bmm(values.flatten(2).mT, attn.reshape(R, -1, (S - 1) * B))
+        return out + (mix.view(R, d_res, d_res, S - 1, B) * delta[:, None]).sum((2, 3))
+
+    def merged_heads(self, w: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """The merged matrices of every layer: A_h (R, L, H, D, D'), W_O W_V (R, L, H, D, D)
+        and the sum over heads of M_h with b_O added to its constant column (R, L, D, D')."""
+        R, L, H, _, d_res = w["w_q"].shape
+
+        def per_head(name: str) -> Tensor:
+            return w[name].flatten(0, 2)  # (R·L·H, ...)
+
+        w_q, w_o = per_head("w_q"), per_head("w_o")
+        values = torch.bmm(w_o, per_head("w_v")).view(R, L, H, d_res, d_res)
+        total = values.sum(2)
+        if "b_q" in w:
+            w_q = torch.cat([w_q, per_head("b_q")[..., None]], -1)  # (W_Q | b_Q)
+            bias = torch.baddbmm(per_head("b_o")[..., None], w_o, per_head("b_v")[..., None])
+            total = torch.cat([total, bias.view(R, L, H, d_res).sum(2)[..., None]], -1)
+        score = torch.bmm(per_head("w_k").mT, w_q).view(R, L, H, d_res, -1)
+        return score * self.scale.view(R, 1, 1, 1, 1), values, total
+
+    @staticmethod
+    def weigh(above: Tensor) -> Tensor:
+        """Attention weights (R, H, S-1, B) of the earlier positions from their scores: the
+        softmax over them and the query's own score 0 (one earlier position: the sigmoid)."""
+        if above.shape[2] == 1:
+            return torch.sigmoid(above)
+        own = above.new_zeros(above[:, :, :1].shape)
+        return torch.softmax(torch.cat([above, own], 2), 2)[:, :, :-1]
 
     @staticmethod
     def mlp(x: Tensor, w: dict[str, Tensor], layer: int) -> Tensor:
-        """GELU MLP on (R, T, D) residuals: batched products with the biases inside (an einsum
-        records a permute, reshape and view, and their backward, around each product)."""
-        hidden = torch.baddbmm(w["mlp_bias"][:, layer, None], x, w["mlp_in"][:, layer].mT)
-        hidden = nn.functional.gelu(hidden)
-        if "mlp_out_bias" not in w:
-            return torch.bmm(hidden, w["mlp_out"][:, layer].mT)
-        return torch.baddbmm(w["mlp_out_bias"][:, layer, None], hidden, w["mlp_out"][:, layer].mT)
+        """Residuals (R, D, B) (examples last) plus their GELU MLP, biases inside the products."""
+        hidden = torch.baddbmm(w["mlp_bias"][:, layer, :, None], w["mlp_in"][:, layer], x)
+        out = torch.baddbmm(x, w["mlp_out"][:, layer], nn.functional.gelu(hidden))  # (R, D, B)
+        return out if "mlp_out_bias" not in w else out + w["mlp_out_bias"][:, layer, :, None]
 
     @staticmethod
     def read_out(x: Tensor, w: dict[str, Tensor]) -> Tensor:
-        """Logits (R, T, N) of residuals (R, T, D)."""
+        """Logits (R, N, B) of residuals (R, D, B)."""
         if "unembed_bias" not in w:
-            return torch.bmm(x, w["unembed"].mT)
-        return torch.baddbmm(w["unembed_bias"][:, None], x, w["unembed"].mT)
-
-
-def bias_axes(bias: Tensor | None, *axes: int) -> Tensor | None:
-    """A per-head bias (R, H, e) with singleton ``axes`` inserted after R, for broadcasting."""
-    if bias is None:
-        return None
-    for axis in sorted(axes):
-        bias = bias.unsqueeze(axis)
-    return bias
+            return torch.bmm(w["unembed"], x)
+        return torch.baddbmm(w["unembed_bias"][..., None], w["unembed"], x)

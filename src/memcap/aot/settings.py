@@ -45,7 +45,7 @@ class Setting:
     variant: Variant = "paper"  # the paper text's model, or the authors' code's (see model.py)
 
     @property
-    def T0(self) -> int:
+    def T(self) -> int:
         """Number of input sequences (all of them have positive probability)."""
         return self.N**self.S
 
@@ -58,7 +58,7 @@ class Setting:
         return (self.N, self.S, self.d, self.d_h, self.H, self.depth, self.width, self.variant)
 
     def as_row(self) -> dict[str, Any]:
-        return {**asdict(self), "T0": self.T0, "params": self.params}
+        return {**asdict(self), "T0": self.T, "params": self.params}
 
 
 def parameter_count(s: Setting) -> int:
@@ -66,24 +66,24 @@ def parameter_count(s: Setting) -> int:
     if s.variant == "code":
         return _code_parameter_count(s)
     embeddings = s.N * s.d + s.S * s.d  # token + positional
-    heads = s.H * 4 * s.d * s.d_h  # W_Q, W_K, W_V in R^{d_h x d}, W_O in R^{d x d_h}
+    head_params = s.H * 4 * s.d * s.d_h  # W_Q, W_K, W_V in R^{d_h x d}, W_O in R^{d x d_h}
     mlp = 2 * s.d * s.width + s.width  # W_1 (with bias), W_2 (no bias)
     unembedding = s.N * s.d
-    return embeddings + s.depth * (heads + mlp) + unembedding
+    return embeddings + s.depth * (head_params + mlp) + unembedding
 
 
 def _code_parameter_count(s: Setting) -> int:
     """The code variant: map d → d_h (if d_h ≠ d), residual in R^{d_h}, biases."""
     embeddings = s.N * s.d + (s.d_h * s.d if s.d_h != s.d else 0) + s.S * s.d_h
-    heads = s.H * (4 * s.d_h * s.d_h + 4 * s.d_h)  # one nn.MultiheadAttention per head
+    head_params = s.H * (4 * s.d_h * s.d_h + 4 * s.d_h)  # one nn.MultiheadAttention per head
     mlp = 2 * s.d_h * s.width + s.width + s.d_h if s.width else 0
     unembedding = s.N * s.d_h + s.N
-    return embeddings + s.depth * (heads + mlp) + unembedding
+    return embeddings + s.depth * (head_params + mlp) + unembedding
 
 
-def mlp_width(d: int, heads: int) -> int:
-    """Width at which a one-head MLP-Transformer matches the AoT with ``heads`` heads (paper B)."""
-    return 2 * d * (heads - 1)
+def mlp_width(d: int, H: int) -> int:
+    """Width at which a one-head MLP-Transformer matches the AoT with H heads (paper B)."""
+    return 2 * d * (H - 1)
 
 
 def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
@@ -100,7 +100,7 @@ def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
             d_h = d if d_h == "d" else int(d_h)
             if spec["cap_d_h"]:
                 d_h = min(d_h, d)
-            heads, width = (1, mlp_width(d, h)) if model == "mlp" else (h, 0)
+            H, width = (1, mlp_width(d, h)) if model == "mlp" else (h, 0)
             settings.append(
                 Setting(
                     sweep=name,
@@ -110,7 +110,7 @@ def expand_sweep(name: str, spec: Mapping[str, Any]) -> list[Setting]:
                     S=s,
                     d=d,
                     d_h=d_h,
-                    H=heads,
+                    H=H,
                     depth=spec["depth"],
                     width=width,
                     temperature=float(spec["temperature"]),
@@ -129,7 +129,6 @@ class StageSettings:
     train: Mapping[str, Any]  # our recipe's training settings (``aot.train``)
     authors: Mapping[str, Any]  # the authors' recipe's settings (``aot.authors``)
     pad_replicas: bool  # batch different shapes together (zero-padded, masked)
-    step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
     cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
@@ -145,7 +144,6 @@ class StageSettings:
             train=section["train"],
             authors=section["authors"],
             pad_replicas=engine["aot"]["pad_replicas"],
-            step=engine["step"],
             precision=engine["precision"],
             compile=engine["compile"],
             cuda_graph=engine["cuda_graph"],
@@ -154,7 +152,6 @@ class StageSettings:
     def engine(self) -> dict[str, Any]:
         """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
         return {
-            "engine": self.step,
             "precision": self.precision,
             "compile": self.compile,
             "cuda_graph": self.cuda_graph,
@@ -174,13 +171,13 @@ class StageSettings:
         """Sequences of the fixed training sample (authors' recipe); None = all N^S inputs."""
         return self.sweep_train(spec)["sample"] if spec["recipe"] == "authors" else None
 
-    def train_config(self, spec: Mapping[str, Any], T0: int, task: str, model: str) -> TrainConfig:
-        """Optimisation of one batched model of sweep ``spec`` with T0 inputs."""
+    def train_config(self, spec: Mapping[str, Any], T: int, task: str, model: str) -> TrainConfig:
+        """Optimisation of one batched model of sweep ``spec`` with T inputs."""
         train = self.sweep_train(spec)
         if spec["recipe"] == "authors":
             return authors_train_config(train, model, self.engine())
         batch_size = train["batch_size"]
-        steps = train["epochs"] * (1 if batch_size is None else math.ceil(T0 / batch_size))
+        steps = train["epochs"] * (1 if batch_size is None else math.ceil(T / batch_size))
         return TrainConfig(
             steps=steps,
             lr=train["lr"],
@@ -328,5 +325,5 @@ def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
         width = max(s.width for s in members)
         d = max(s.d for s in members)
         per_example = 8 * H * first.S + 6 * (d + first.N) + 4 * width  # floats, with gradients
-        peak = max(peak, len(members) * seeds * first.T0 * per_example * 4)
+        peak = max(peak, len(members) * seeds * first.T * per_example * 4)
     return 600 + peak // 2**20

@@ -2,9 +2,10 @@
 
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
-(see :mod:`memcap.aot.model`). With ``pad_replicas = False`` every distinct shape trains
-alone. Every group trains through :func:`memcap.training.loop.train_replicas`, with the fast
-step of :mod:`memcap.aot.engine` unless the config says ``engine: reference``.
+(see :mod:`memcap.aot.model`); a sweep's facets train apart (:func:`group_replicas`). With
+``pad_replicas = False`` every distinct shape trains alone. Every group trains through
+:func:`memcap.training.loop.train_replicas` with :class:`memcap.aot.step.AoTStep`: the
+model's forward and autograd's backward.
 
 Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
 them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
@@ -25,12 +26,11 @@ import pandas as pd
 import torch
 
 from memcap.aot import bounds
-from memcap.aot.engine import FastStep
 from memcap.aot.model import ReplicaTransformer
 from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
+from memcap.aot.step import AoTStep
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
 from memcap.training.data import ReplicaData
-from memcap.training.engine import Step, choose_step
 from memcap.training.loop import train_replicas
 from memcap.training.seeds import derive_seed
 
@@ -75,22 +75,30 @@ def make_task(s: Setting, seed: int, device: torch.device) -> Task:
 
 
 def group_replicas(
-    replicas: Sequence[tuple[Setting, int]], pad: bool, split_widths: bool = True
+    replicas: Sequence[tuple[Setting, int]],
+    pad: bool,
+    split_widths: bool = True,
+    apart: Sequence[str] = (),
 ) -> list[list[tuple[Setting, int]]]:
     """Replicas that can share one batched model, in first-seen order.
 
     ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
     costs more than a run of its own. Otherwise (mini-batches, where another run's per-step
     overhead weighs more) neighbouring widths share a model while padding adds at most a
-    quarter to their MLPs (:func:`width_buckets`).
+    quarter to their MLPs (:func:`width_buckets`). Settings that differ in a key of ``apart``
+    (a sweep's facets: :func:`facet_keys`) never share a model: aot_vs_mlp's facet d is the
+    residual dimension D, and the merged heads cost D(D + 1) numbers per example, so padding
+    d = 7 to 10 costs more than a model of its own.
     """
     keys = [
-        (s.task, s.N, s.S, s.depth, s.model, s.variant) + (() if pad else s.shape_key())
+        (s.task, s.N, s.S, s.depth, s.model, s.variant)
+        + (() if pad else s.shape_key())
+        + tuple(getattr(s, k) for k in apart)
         for s, _ in replicas
     ]
     widths = [s.width for s, _ in replicas]
-    apart = split_widths or not pad
-    bucket = {w: w for w in widths} if apart else width_buckets(widths)
+    split = split_widths or not pad
+    bucket = {w: w for w in widths} if split else width_buckets(widths)
     groups: dict[tuple, list[tuple[Setting, int]]] = {}
     for key, width, replica in zip(keys, widths, replicas, strict=True):
         groups.setdefault(key + (bucket[width],), []).append(replica)
@@ -121,7 +129,9 @@ def run_sweep(
     per replica, plus run statistics."""
     settings = [s for s in expand_sweep(name, spec) if only in (None, s)]
     replicas = [(s, seed) for s in settings for seed in stage.replicate_seeds(spec)]
-    groups = group_replicas(replicas, stage.pad_replicas, spec["recipe"] != "authors")
+    groups = group_replicas(
+        replicas, stage.pad_replicas, spec["recipe"] != "authors", facet_keys(spec)
+    )
     _logger.info("sweep %s: %d replicas in %d groups", name, len(replicas), len(groups))
     rows, timings = [], []
     tasks: dict[tuple, Task] = {}
@@ -163,15 +173,14 @@ def _train_group(
     )
     model = ReplicaTransformer(settings, seeds).to(device)
     objective = "classification" if first.task == "association" else "distribution"
-    cfg = stage.train_config(spec, first.T0, first.task, first.model)
-    step = choose_step(cfg, model, objective, device, fast=FastStep)
-    result = train_replicas(model, data, objective, cfg, seeds, step=step)
-    table_right = _table_correct(step, model, tasks)
+    cfg = stage.train_config(spec, first.T, first.task, first.model)
+    result = train_replicas(model, data, objective, cfg, seeds, step=AoTStep(cfg, device))
+    table_right = _table_correct(model, tasks)
     rows = []
     for r, (s, seed) in enumerate(group):
         entropy = tasks[r].entropy
         kl = float(result.kl[r])
-        accuracy_table = float(table_right[r]) / s.T0
+        accuracy_table = float(table_right[r]) / s.T
         authors = spec["recipe"] == "authors"
         rows.append(
             {
@@ -191,18 +200,18 @@ def _train_group(
                 "fit_step": int(result.fit_step[r]),
                 "steps_run": int(result.steps_run[r]),
                 "chance": float(bounds.chance(s.N)),
-                "bound_ours": float(bounds.our_lower_bound(s.N, s.T0, s.H, s.d_h, s.d)),
-                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T0, s.H, s.d_h)),
+                "bound_ours": float(bounds.our_lower_bound(s.N, s.T, s.H, s.d_h, s.d)),
+                "bound_previous": float(bounds.previous_lower_bound(s.N, s.T, s.H, s.d_h)),
             }
         )
     return rows
 
 
 @torch.no_grad()
-def _table_correct(step: Step, model: ReplicaTransformer, tasks: Sequence[Task]):
+def _table_correct(model: ReplicaTransformer, tasks: Sequence[Task]):
     """(R,) inputs among all N^S whose top logit is the target's (the trained state)."""
     inputs = torch.stack([t.inputs for t in tasks])
     targets = torch.stack([t.targets for t in tasks])
-    logits = step.outputs(model, (inputs,))
+    logits = model(inputs)
     wanted = targets if targets.dim() == 2 else targets.argmax(-1)
     return (logits.argmax(-1) == wanted).sum(1).cpu().numpy()

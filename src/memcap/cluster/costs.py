@@ -189,8 +189,8 @@ def aot_models(
     models = []
     for members in groups.values():
         first = members[0]
-        cfg = stage.train_config(spec, first.T0, first.task, first.model)
-        models.append((cfg.steps, len(members) * seeds, cfg.batch_size or first.T0))
+        cfg = stage.train_config(spec, first.T, first.task, first.model)
+        models.append((cfg.steps, len(members) * seeds, cfg.batch_size or first.T))
     return models
 
 

@@ -10,12 +10,9 @@ Modules (named as in :mod:`memcap.aot` where both papers have one):
 - :mod:`~memcap.synthetic.cut`: a job per sweep or per setting, and the setting ids (no torch).
 - :mod:`~memcap.synthetic.buckets`: the training step's cost model and cost-model buckets.
 - :mod:`~memcap.synthetic.tasks`: uniform queries and contexts, random labels.
-- :mod:`~memcap.synthetic.model`: the replica-batched MHA model.
+- :mod:`~memcap.synthetic.model`: the replica-batched MHA model, its forward folded: what
+  trains.
 - :mod:`~memcap.synthetic.batched`: a group of replicas as one batched model and its data.
-- :mod:`~memcap.synthetic.engine`: the fast step, through :mod:`~memcap.synthetic.folded`
-  (folded weights; its cores :mod:`~memcap.synthetic.folded_core`,
-  :mod:`~memcap.synthetic.folded_core_head_major`, :mod:`~memcap.synthetic.folded_core_shared`)
-  and :mod:`~memcap.synthetic.head_slots` (heads of replicas with identical inputs stacked).
 - :mod:`~memcap.synthetic.series`: the protocol: every series up its T ladder, restarts, the
   convergence check, and what a series reports (no torch).
 - :mod:`~memcap.synthetic.warm`: warm starts between batched models.

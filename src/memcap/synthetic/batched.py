@@ -2,8 +2,9 @@
 the replicas' datasets stacked and padded, and their model and batch seeds.
 
 Datasets depend on a replica's seed, n, context and task only, so the H and d_h sweeps'
-replicas of one seed read the same (paired) data; mini-batch models store each distinct
-dataset once.
+replicas of one seed read the same (paired) data: a batched model stores each distinct
+dataset once, and its replicas read it through ``ReplicaData.source`` (full batches hand the
+model each dataset once, every replica's heads stacked on it).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def batched_model(
             n=r.setting.n,
             H=r.setting.H,
             d_h=r.setting.d_h,
-            value_dim=stage.value_dim,
+            d_v=stage.d_v,
             classes=stage.classes if task == "classification" else None,
             xavier=spec.recipe == "authors",
         )
@@ -57,8 +58,8 @@ def batched_model(
     model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
     batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
-    shared = stage.train_config(spec, max(r.T for r in members)).batch_size is not None
-    return model, _stack(members, datasets, model.max_n, device, shared), batch_seeds
+    batches = stage.train_config(spec, max(r.T for r in members)).batch_size is not None
+    return model, _stack(members, datasets, model.max_n, device, batches), batch_seeds
 
 
 def data_key(replica: Replica) -> tuple:
@@ -86,23 +87,24 @@ def _stack(
     datasets: dict[tuple, SyntheticSet],
     n_max: int,
     device: torch.device,
-    shared: bool,
+    batches: bool,
 ) -> ReplicaData:
-    """Pad every member's data to the group's largest T and n, on ``device``; ``shared``:
-    one copy per distinct dataset (``ReplicaData.source``), and one context row per dataset
-    where every member's context is shared (the fast step's one-context core), else one copy
-    per replica (full batches read every replica's inputs at every step)."""
+    """Pad every member's data to the group's largest T and n, on ``device``: one copy per
+    distinct dataset, read through ``source`` where members share one; with mini-``batches``
+    one context row per dataset where every member's context is shared (a batch reads it as
+    it is)."""
     t_max = max(r.T for r in members)
-    keys = list(dict.fromkeys(data_key(r) for r in members)) if shared else None
-    one_context = shared and all(r.setting.context == "shared" for r in members)
+    keys = list(dict.fromkeys(data_key(r) for r in members))
+    one_context = batches and all(r.setting.context == "shared" for r in members)
     queries, contexts = [], []
-    for key in keys or [data_key(r) for r in members]:
+    for key in keys:
         own = datasets[key].head(t_max)
         queries.append(own.queries)
         rows = own.contexts[:1] if one_context else own.contexts  # (1, n, d): one for all
         contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
     targets = [datasets[data_key(r)].head(t_max).targets for r in members]
-    source = None if keys is None else torch.tensor([keys.index(data_key(r)) for r in members])
+    shared = len(keys) < len(members)
+    source = torch.tensor([keys.index(data_key(r)) for r in members]) if shared else None
     return ReplicaData(
         (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
         torch.stack(targets).to(device),

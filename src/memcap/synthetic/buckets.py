@@ -2,13 +2,13 @@
 
 A batched model pads every replica to its largest H, n, d_h, step batch and T, so a replica
 pays for the padded shape. :class:`StepCost` counts the floating-point work of one training
-step of :class:`~memcap.synthetic.model.ReplicaMHA` in its folded form
-(:mod:`memcap.synthetic.folded`) at a given shape; a bucket's *padded* cost is its size
-times the cost at the bucket's elementwise-largest shape, its *own* cost the sum over its
-replicas, and its padding the ratio of the two minus one. Each batched model also costs a
-fixed amount per step (kernel launches, Python, Adam's per-tensor work), which makes fewer
-models cheaper: :func:`bucket_replicas` makes as few as keep every one's padding under a
-bound. No torch here: the Snakefile's config checks may import it.
+step of :class:`~memcap.synthetic.model.ReplicaMHA` (its folded forward) at a given shape; a
+bucket's *padded* cost is its size times the cost at the bucket's elementwise-largest shape,
+its *own* cost the sum over its replicas, and its padding the ratio of the two minus one.
+Each batched model also costs a fixed amount per step (kernel launches, Python, Adam's
+per-tensor work), which makes fewer models cheaper: :func:`bucket_replicas` makes as few as
+keep every one's padding under a bound. No torch here: the Snakefile's config checks may
+import it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class StepShape:
 class StepCost:
     """Floating-point operations of one training step of one replica, averaged over steps.
 
-    Per example, forward (``folded_logits``): the query's map to every head's scores,
+    Per example, forward (``ReplicaMHA.forward``): the query's map to every head's scores,
     2·d·H(d + n); scores against the n context rows, 2·H·n·d; values of every context row,
     2·H·d_v·n·d; the softmax-weighted mix, 2·H·n·d_v; the readout, 2·H·d_v·C. Per step and
     replica, the weight products: W_q W_kᵀ (2·H·d·d_h·d), the folded score maps
@@ -53,26 +53,26 @@ class StepCost:
 
     Attributes:
         d: token dimension.
-        value_dim: d_v per head.
+        d_v: d_v per head.
         outputs: C classes, 1 for regression.
         eval_every: steps between evaluations.
     """
 
     d: int
-    value_dim: int
+    d_v: int
     outputs: int
     eval_every: int
 
     def per_example(self, shape: StepShape) -> float:
         """Forward FLOPs of one example."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        return 2.0 * h * (d * (d + n) + n * d + dv * n * d + n * dv + dv * self.outputs)
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        return 2.0 * h * (d * (d + n) + n * d + d_v * n * d + n * d_v + d_v * self.outputs)
 
     def per_step_weights(self, shape: StepShape) -> float:
         """Forward FLOPs of the example-free weight products of one step."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        fold = h * d * shape.d_h * d + 2 * h * d * d * (d + n) + (d + n) * d * h * dv
-        return 2.0 * (fold + (h * dv + 1) * d * self.outputs)
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        fold = h * d * shape.d_h * d + 2 * h * d * d * (d + n) + (d + n) * d * h * d_v
+        return 2.0 * (fold + (h * d_v + 1) * d * self.outputs)
 
     def flops(self, shape: StepShape) -> float:
         """FLOPs per training step of one replica of ``shape`` (evaluations averaged in)."""
@@ -84,8 +84,8 @@ class StepCost:
         implementation: 3·B·[H·(4·d·d_h + 4·n·d + 4·d·d_v) + 2·d·C] (query projection, q·W_k,
         scores, weighted context, value and output projections, decoder; ×3 for the
         backward; ``benchmarks/bench_synthetic_step.py`` counts the same)."""
-        d, dv, h, n = self.d, self.value_dim, shape.H, shape.n
-        per_example = h * (4 * d * shape.d_h + 4 * n * d + 4 * d * dv) + 2 * d * self.outputs
+        d, d_v, h, n = self.d, self.d_v, shape.H, shape.n
+        per_example = h * (4 * d * shape.d_h + 4 * n * d + 4 * d * d_v) + 2 * d * self.outputs
         return 3.0 * shape.batch * per_example
 
     def bucket(self, shapes: Sequence[StepShape]) -> tuple[float, float]:

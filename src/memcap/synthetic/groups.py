@@ -93,7 +93,7 @@ def step_shape(replica: Replica, batch_size: int | None) -> StepShape:
 def step_cost(stage: StageSettings, task: str, eval_every: int) -> StepCost:
     """The cost model of the stage's replicas of ``task``."""
     outputs = stage.classes if task == "classification" else 1
-    return StepCost(stage.d, stage.value_dim, outputs, eval_every)
+    return StepCost(stage.d, stage.d_v, outputs, eval_every)
 
 
 def sweep_memory_mb(

@@ -1,21 +1,39 @@
 """Paper A's synthetic model, replica-batched: embedding, positions, one MHA layer, decoder.
 
-Each example is a query token x (token 0) and n context tokens e_1..e_n. Tokens are embedded
-linearly, a sinusoidal positional encoding is added, and one multi-head attention layer (H
-heads, query/key dimension d_h, value dimension d_v per head, output projection to d) runs
-under a mask that stops every token from attending *to* token 0, so the query reads only its
-context. A linear decoder on token 0's output gives class logits or a regression value. There
-is no residual connection: the query reaches the output only through its attention weights.
+Each example is a query token q (token 0) and n context tokens c_1..c_n, embedded linearly
+(W_e, bias b_e) with a sinusoidal positional encoding p_i added: x = q W_e + o_0 and
+e_i = c_i W_e + o_i, o_i = b_e + p_i. One multi-head attention layer (H heads, query/key
+dimension d_h, value dimension d_v per head, output projection to d) runs under a mask that
+stops every token from attending *to* token 0, so the query reads only its context, and a
+linear decoder on token 0's output gives class logits or a regression value. There is no
+residual connection: the query reaches the output only through its attention weights.
 
-Replicas may differ in H, d_h and n: parameters are drawn at each replica's own shape (from
-its own seed, so a replica does not depend on its neighbours) and zero-padded to the largest
-shape; masks keep padded heads, head dimensions and context positions out of the computation,
-and their gradients are exactly zero.
+**The forward is folded.** The layer is linear before and after the softmax, so products of
+weight matrices are formed once per step and applied to the raw tokens; no context token is
+embedded. With M_h = W_q,h W_k,hᵀ / √d_h (/ √d for Xavier), A = [W_e; o_0] the map of the
+query with a 1 appended, q̂ = [q, 1], and O = [o_1; …; o_n]:
 
-This module is the model's definition: its ``forward`` and autograd's backward are what the
-reference engine trains (``engine: reference``). The fast engine
-(:mod:`memcap.synthetic.engine`) computes the same function through folded weights, for this
-class only; a subclass that changes the model trains through the reference.
+- score of head h on position i: x M_h e_iᵀ = q̂ A M_h W_eᵀ c_iᵀ + q̂ A M_h o_iᵀ = u_h·c_i + w_hi,
+  every head's u_h (d) and w_h (n) from two products of q̂ with the maps A M_h W_eᵀ and
+  A M_h Oᵀ, (d + 1) × d and (d + 1) × n;
+- value of head h: Σ_i a_hi e_i W_v,h = Σ_i a_hi (c_i W_e W_v,h + o_i W_v,h): every position's
+  value from one product of the context rows with W_e W_v,h, plus O W_v,h;
+- logits: Σ_h v_h (W_o,h W_dec) + (b_o W_dec + b_dec).
+
+Per example: two products of q̂ (u, w), one of the n context rows with every head's u (the
+scores, (n, S) for S heads), one of the rows with the value maps, the softmax and the
+weighted sum over positions; gradients come from autograd. The softmax runs with the
+positions as the leading axis of (n, B, S) blocks: long contiguous rows whatever S (over
+(n, S) blocks it is several times slower unless S is a multiple of the vector width).
+
+**Replicas and their heads.** Replicas may differ in H, d_h and n: parameters are drawn at
+each replica's own shape (from its own seed) and zero-padded to the largest; padded context
+positions get score -inf. Replicas that read one input set (``source``: a paired dataset in
+full batches) have their real heads stacked as the *slots* of that set (:func:`head_slots`),
+the rows of one per-example product, so each example's context is read once for all of
+them; without ``source`` every replica reads its own rows and its slots are its H_max heads.
+Padded weights are zero and get gradient exactly zero (a padded head's maps and values are
+zero; stacked, it sits in no slot), so they stay zero.
 """
 
 from __future__ import annotations
@@ -36,15 +54,56 @@ class MHAShape:
     n: int  # context size: tokens the query attends to
     H: int  # heads
     d_h: int  # query/key dimension per head
-    value_dim: int = 1  # d_v per head (1 in the authors' setup)
+    d_v: int = 1  # value dimension per head (1 in the authors' setup)
     classes: int | None = None  # C output classes; None = scalar regression output
     xavier: bool = False  # paper A's code: Xavier-uniform weights, zero biases, scores / √d
 
     def __post_init__(self) -> None:
-        if min(self.d, self.n, self.H, self.d_h, self.value_dim) < 1:
+        if min(self.d, self.n, self.H, self.d_h, self.d_v) < 1:
             raise ValueError(f"every dimension of {self} must be at least 1")
         if self.classes is not None and self.classes < 2:
             raise ValueError("classification needs at least 2 classes")
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Where every replica's real heads sit among the per-example rows.
+
+    Attributes:
+        gather: (G·S,) the flat head ``r·H_max + h`` of every slot; a padded slot repeats
+            its set's first head (its result is never read, so that head gets no gradient
+            from it).
+        scatter: (R·H_max,) the flat slot ``g·S + s`` of every head; a padded head reads
+            ``G·S``, one past the last slot (zero values).
+        groups: G, the input sets.
+        slots: S, the rows of each set (its replicas' heads, padded to the largest set).
+    """
+
+    gather: Tensor
+    scatter: Tensor
+    groups: int
+    slots: int
+
+
+def head_slots(
+    source: Sequence[int] | None, H: Sequence[int], max_H: int, device: torch.device
+) -> Slots:
+    """Slots of replicas with ``H[r]`` real heads of ``max_H``, replica r reading input set
+    ``source[r]`` (None: set r)."""
+    sets = range(len(H)) if source is None else source
+    members: list[list[int]] = [[] for _ in range(max(sets) + 1)]
+    for r, g in enumerate(sets):
+        members[g].append(r)
+    S = max(sum(H[r] for r in group) for group in members)
+    gather, scatter = [], [len(members) * S] * (len(H) * max_H)
+    for g, group in enumerate(members):
+        own = [r * max_H + h for r in group for h in range(H[r])]
+        for s, flat in enumerate(own):
+            scatter[flat] = g * S + s
+        gather += own + own[:1] * (S - len(own))
+    return Slots(
+        torch.tensor(gather, device=device), torch.tensor(scatter, device=device), len(members), S
+    )
 
 
 def sinusoidal_positions(length: int, d: int) -> Tensor:
@@ -60,7 +119,9 @@ def sinusoidal_positions(length: int, d: int) -> Tensor:
 class ReplicaMHA(nn.Module):
     """R independent copies of paper A's one-layer MHA model, trained as one batched model.
 
-    Inputs are queries (R, B, d) and contexts (R, B, n_max, d); replica r reads only its first
+    Inputs are queries (G, B, d) and contexts (G, B, n_max, d) (or (G, 1, n_max, d): one
+    context for every example) of G input sets, and ``source`` (R,), the set each replica
+    reads (None: G = R, replica r reads set r); replica r reads only its first
     ``shapes[r].n`` context tokens.
 
     Attributes (besides the parameters):
@@ -68,20 +129,17 @@ class ReplicaMHA(nn.Module):
         max_H, max_d_h, max_n: the padded sizes.
         positions: (1 + n_max, d) sinusoidal encoding; token 0 is the query.
         score_scale: (R,) factor of the attention scores (1/√d_h, or 1/√d for Xavier).
-        head_mask, dim_mask: (R, H_max), (R, d_h max) ones on each replica's real heads and
-            head dimensions; context_mask: (R, n_max) True on its real context positions.
-        padded_heads, padded_head_dims, padded_context: whether any replica is padded there.
+        position_bias: (R, n_max) 0 on each replica's real context positions, -inf beyond.
+        padded_context: whether any replica reads fewer than n_max context tokens.
     """
 
     def __init__(self, shapes: Sequence[MHAShape], seeds: Sequence[int]) -> None:
         super().__init__()
         if len(shapes) != len(seeds) or not shapes:
             raise ValueError("need one seed per replica shape, and at least one replica")
-        first = shapes[0]
-        common = {(s.d, s.value_dim, s.classes) for s in shapes}
-        if len(common) != 1:
-            raise ValueError("replicas must share d, value_dim and classes")
-        self.d, self.value_dim, self.classes = first.d, first.value_dim, first.classes
+        if len({(s.d, s.d_v, s.classes) for s in shapes}) != 1:
+            raise ValueError("replicas must share d, d_v and classes")
+        self.d, self.d_v, self.classes = shapes[0].d, shapes[0].d_v, shapes[0].classes
         self.shapes = tuple(shapes)
         self.max_H = max(s.H for s in shapes)
         self.max_d_h = max(s.d_h for s in shapes)
@@ -90,16 +148,14 @@ class ReplicaMHA(nn.Module):
         for name in params[0]:
             self.register_parameter(name, nn.Parameter(torch.stack([p[name] for p in params])))
         self.register_buffer("positions", sinusoidal_positions(self.max_n + 1, self.d))
-        self.register_buffer("head_mask", self._mask([s.H for s in shapes], self.max_H))
-        self.register_buffer("dim_mask", self._mask([s.d_h for s in shapes], self.max_d_h))
-        self.register_buffer("context_mask", self._mask([s.n for s in shapes], self.max_n).bool())
-        self.padded_context = any(s.n < self.max_n for s in shapes)
-        self.padded_heads = len({s.H for s in shapes}) > 1
-        self.padded_head_dims = len({s.d_h for s in shapes}) > 1
+        scale = [1.0 / math.sqrt(s.d if s.xavier else s.d_h) for s in shapes]
+        self.register_buffer("score_scale", torch.tensor(scale))
+        beyond = torch.arange(self.max_n)[None, :] >= torch.tensor([s.n for s in shapes])[:, None]
         self.register_buffer(
-            "score_scale",
-            torch.tensor([1.0 / math.sqrt(s.d if s.xavier else s.d_h) for s in shapes]),
+            "position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf)
         )
+        self.padded_context = any(s.n < self.max_n for s in shapes)
+        self._slots_of: tuple[Tensor, Slots] | None = None
 
     @property
     def replicas(self) -> int:
@@ -112,7 +168,7 @@ class ReplicaMHA(nn.Module):
         H·d_h for the queries), as paper A's code builds them; biases then start at zero.
         """
         g = torch.Generator().manual_seed(int(seed))
-        d, h, dh, dv = shape.d, shape.H, shape.d_h, shape.value_dim
+        d, h, d_h, d_v = shape.d, shape.H, shape.d_h, shape.d_v
         out = shape.classes or 1
 
         def uniform(fan_in: int, fan_out: int, *size: int) -> Tensor:
@@ -131,88 +187,128 @@ class ReplicaMHA(nn.Module):
         return {
             "w_embed": uniform(d, d, d, d),
             "b_embed": uniform(d, d, d),
-            "w_query": pad(uniform(d, h * dh, h, d, dh), hm, d, dm),
-            "w_key": pad(uniform(d, h * dh, h, d, dh), hm, d, dm),
-            "w_value": pad(uniform(d, h * dv, h, d, dv), hm, d, dv),
-            "w_out": pad(uniform(h * dv, d, h, dv, d), hm, dv, d),
-            "b_out": uniform(h * dv, d, d),
+            "w_query": pad(uniform(d, h * d_h, h, d, d_h), hm, d, dm),
+            "w_key": pad(uniform(d, h * d_h, h, d, d_h), hm, d, dm),
+            "w_value": pad(uniform(d, h * d_v, h, d, d_v), hm, d, d_v),
+            "w_out": pad(uniform(h * d_v, d, h, d_v, d), hm, d_v, d),
+            "b_out": uniform(h * d_v, d, d),
             "w_decode": uniform(d, out, d, out),
             "b_decode": uniform(d, out, out),
         }
 
-    @staticmethod
-    def _mask(sizes: Sequence[int], size: int) -> Tensor:
-        return (torch.arange(size)[None, :] < torch.tensor(sizes)[:, None]).float()
-
     def embed(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
-        """Embedded query (R, B, d) and context (R, B, n_max, d), positions added."""
-        replicas, batch, n, d = context.shape
-        offset = self.b_embed[:, None] + self.positions  # (R, 1 + n_max, d): one add per token
-        x = torch.bmm(query, self.w_embed) + offset[:, None, 0]
-        # bmm on (R, B·n, d) keeps the output contiguous; broadcasting the offset onto a
-        # permuted einsum output is the slowest op of a training step on the CPU.
-        e = torch.bmm(context.reshape(replicas, batch * n, d), self.w_embed)
-        return x, e.view(replicas, batch, n, d) + offset[:, None, 1:]
+        """Embedded query x (R, B, d) and context e (R, B, n_max, d), positions added (the
+        forward never computes them; the analysis of the trained model reads them)."""
+        n = context.shape[2]
+        offsets = self.b_embed[:, None] + self.positions[: n + 1]  # (R, 1 + n, d): o_0..o_n
+        x = torch.einsum("rbd,rde->rbe", query, self.w_embed) + offsets[:, None, 0]
+        return x, torch.einsum("rbnd,rde->rbne", context, self.w_embed) + offsets[:, None, 1:]
 
-    def _projections(self) -> tuple[Tensor, Tensor, Tensor]:
-        """Query, key and value weights, padded head dimensions and heads masked (a mask of
-        ones is skipped: each multiplication costs a small op forward and backward)."""
-        w_query, w_key, w_value = self.w_query, self.w_key, self.w_value
-        if self.padded_head_dims:
-            dims = self.dim_mask[:, None, None, :]
-            w_query, w_key = w_query * dims, w_key * dims
-        if self.padded_heads:
-            w_value = w_value * self.head_mask[:, :, None, None]
-        return w_query, w_key, w_value
-
-    def _attend(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
-        """The query's attention (R, B, H, n_max) and embedded context (R, B, n_max, d)."""
-        x, e = self.embed(query, context)
-        w_query, w_key, _ = self._projections()
-        q = torch.einsum("rbd,rhde->rbhe", x, w_query)  # (R, B, H, dh)
-        # W_k q: scores e_i·(W_k q) without computing keys for every token and head.
-        qk = torch.einsum("rbhe,rhde->rbhd", q, w_key)  # (R, B, H, d)
-        scores = torch.einsum("rbhd,rbnd->rbhn", qk, e) * self.score_scale[:, None, None, None]
-        scores = scores.masked_fill(~self.context_mask[:, None, None, :], float("-inf"))
-        return _softmax(scores), e
-
-    def attention(self, query: Tensor, context: Tensor) -> Tensor:
-        """Query's attention weights over its context, (R, B, H_max, n_max).
-
-        Padded heads (``head_mask`` 0) attend uniformly and are to be ignored; padded context
-        positions get weight 0.
-        """
-        return self._attend(query, context)[0]
-
-    def layer_output(self, query: Tensor, context: Tensor) -> Tensor:
-        """The MHA layer's output at the query token, (R, B, d)."""
-        attn, e = self._attend(query, context)
-        _, _, w_value = self._projections()
-        mixed = torch.einsum("rbhn,rbnd->rbhd", attn, e)  # (R, B, H, d)
-        values = torch.einsum("rbhd,rhdv->rbhv", mixed, w_value)  # (R, B, H, dv)
-        return torch.einsum("rbhv,rhvd->rbd", values, self.w_out) + self.b_out[:, None]
-
-    def forward(self, query: Tensor, context: Tensor) -> Tensor:
+    def forward(self, query: Tensor, context: Tensor, source: Tensor | None = None) -> Tensor:
         """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
-        out = self.layer_output(query, context)
-        decoded = torch.einsum("rbd,rdc->rbc", out, self.w_decode) + self.b_decode[:, None]
-        return decoded.squeeze(-1) if self.classes is None else decoded
+        slots = None if source is None else self.slots(source)
+        weights, values = self._weights(query, context, slots)
+        mixed = (weights[..., None] * values).sum(2)  # (G, B, S, d_v): Σ_i a_hi v_hi
+        mixed = self._from_slots(mixed, slots)  # (R, B, H d_v)
+        w_read = torch.bmm(self.w_out.flatten(1, 2), self.w_decode)  # (R, H d_v, C): W_o W_dec
+        b_read = torch.baddbmm(self.b_decode[:, None], self.b_out[:, None], self.w_decode)
+        logits = torch.baddbmm(b_read, mixed, w_read)
+        return logits.squeeze(-1) if self.classes is None else logits
+
+    def attention(self, query: Tensor, context: Tensor, source: Tensor | None = None) -> Tensor:
+        """Query's attention weights over its context, (R, B, H_max, n_max); padded context
+        positions get weight 0 (padded heads attend uniformly: they have no weights)."""
+        slots = None if source is None else self.slots(source)
+        weights = self._weights(query, context, slots)[0].transpose(2, 3)  # (G, B, S, n)
+        return self._from_slots(weights, slots).unflatten(2, (self.max_H, -1))
+
+    def slots(self, source: Tensor) -> Slots:
+        """The slots of the input sets that replica r reads at ``source[r]``, kept for the
+        last ``source`` tensor (a full batch passes the same one every step, so the step reads
+        nothing on the host after the first: a CUDA graph can capture it)."""
+        if self._slots_of is None or self._slots_of[0] is not source:
+            H = [s.H for s in self.shapes]
+            self._slots_of = (source, head_slots(source.tolist(), H, self.max_H, source.device))
+        return self._slots_of[1]
+
+    def _maps(self, n: int, slots: Slots | None) -> tuple[Tensor, ...]:
+        """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
+        the context rows (G, d, S d_v) and positions (G, n, S d_v) to the values."""
+        R, H, d = self.replicas, self.max_H, self.d
+        o_0 = self.b_embed + self.positions[0]  # (R, d)
+        offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
+        query_side = torch.cat([self.w_embed, o_0[:, None]], 1)  # A: (R, d + 1, d)
+        query_side = query_side * self.score_scale[:, None, None]
+        m = torch.matmul(self.w_query, self.w_key.mT).view(R, H * d, d)  # W_q,h W_k,hᵀ
+        # M_h W_eᵀ and M_h Oᵀ, every head's rows in one product per replica, heads last
+        to_u = torch.bmm(m, self.w_embed.mT).view(R, H, d, d).permute(0, 2, 3, 1)
+        to_w = torch.bmm(m, offsets.mT).view(R, H, d, n).permute(0, 2, 3, 1)
+        to_u = torch.bmm(query_side, to_u.reshape(R, d, d * H))  # (R, d + 1, d H)
+        to_w = torch.bmm(query_side, to_w.reshape(R, d, n * H))  # (R, d + 1, n H)
+        w_value = self.w_value.transpose(1, 2).flatten(2)  # (R, d, H d_v)
+        from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
+        from_positions = torch.bmm(offsets, w_value)  # O W_v,h
+        maps = (to_u, to_w, from_rows, from_positions)
+        if slots is None:
+            return maps
+        return tuple(
+            _gather_heads(x.unflatten(2, (-1, H)).transpose(2, 3), slots).transpose(2, 3).flatten(2)
+            if k < 2
+            else _gather_heads(x.unflatten(2, (H, -1)), slots).flatten(2)
+            for k, x in enumerate(maps)
+        )
+
+    def _weights(self, query: Tensor, context: Tensor, slots: Slots | None):
+        """Every slot's attention weights (G, B, n, S) and values (G, B, n, S, d_v)."""
+        G, B, d = query.shape
+        n = context.shape[2]
+        to_u, to_w, from_rows, from_positions = self._maps(n, slots)
+        S = to_w.shape[-1] // n
+        q = torch.cat([query, query.new_ones(G, B, 1)], -1)  # q̂
+        u = torch.bmm(q, to_u)  # (G, B, d S): u_h of every head
+        w = torch.bmm(q, to_w)  # (G, B, n S): w_h of every head and position
+        rows = context.expand(G, B, n, d).contiguous()  # a shared context: copied per example
+        scores = torch.baddbmm(w.view(G * B, n, S), rows.view(G * B, n, d), u.view(G * B, d, S))
+        # softmax over the positions as the leading axis of (G, n, B, S): long contiguous rows
+        # (over the (n, S) blocks it runs slowly unless S is a multiple of the vector width)
+        scores = scores.view(G, B, n, S).transpose(1, 2).contiguous()
+        if self.padded_context:
+            scores = scores + self._position_bias(n, slots)
+        weights = torch.softmax(scores, 1).transpose(1, 2)  # (G, B, n, S)
+        per_position = from_positions[:, None].expand(G, B, n, -1).reshape(G, B * n, -1)
+        values = torch.baddbmm(per_position, rows.view(G, B * n, d), from_rows)
+        return weights, values.view(G, B, n, S, self.d_v)
+
+    def _position_bias(self, n: int, slots: Slots | None) -> Tensor:
+        """(G, n, 1, S) score bias of every slot: -inf on padded context positions."""
+        bias = self.position_bias[:, :n, None, None]  # (R, n, 1, 1): every head alike
+        if slots is None:
+            return bias
+        per_slot = _gather_heads(bias.expand(-1, -1, self.max_H, -1), slots)  # (G, n, S, 1)
+        return per_slot.view(slots.groups, n, 1, -1)
+
+    def _from_slots(self, per_slot: Tensor, slots: Slots | None) -> Tensor:
+        """(G, B, S, k) per slot → (R, B, H_max k) per head; padded heads 0."""
+        if slots is None:
+            return per_slot.flatten(2)
+        G, B, S, k = per_slot.shape
+        flat = torch.cat(
+            [per_slot.transpose(0, 1).reshape(B, G * S, k), per_slot.new_zeros(B, 1, k)], 1
+        )
+        return flat.index_select(1, slots.scatter).view(B, self.replicas, -1).transpose(0, 1)
 
     def select_replicas(self, index: Tensor) -> None:
         """Keep replicas ``index`` of the replica-axis buffers and shapes, in place (the
-        training loop selects the parameters when replicas leave). Every buffer but the
-        positional encoding has the replica axis; padding stays as it was."""
-        for name, buffer in self.named_buffers():
-            if name != "positions":
-                setattr(self, name, buffer.index_select(0, index))
+        training loop selects the parameters when replicas leave); padding stays."""
+        self.score_scale = self.score_scale.index_select(0, index)
+        self.position_bias = self.position_bias.index_select(0, index)
         self.shapes = tuple(self.shapes[i] for i in index.tolist())
+        self.padded_context = any(s.n < self.max_n for s in self.shapes)
+        self._slots_of = None
 
 
-def _softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last axis; -inf entries get weight 0 (each row needs one finite entry).
-
-    Written out because torch.softmax is slower on the CPU, forward and backward, for rows
-    as short as a context; the result is the same.
-    """
-    z = torch.exp(scores - scores.amax(-1, keepdim=True).detach())
-    return z / z.sum(-1, keepdim=True)
+def _gather_heads(per_head: Tensor, slots: Slots) -> Tensor:
+    """(R, rows, H_max, k) per head → (G, rows, S, k) per slot."""
+    R, rows, H, k = per_head.shape
+    flat = per_head.transpose(0, 1).reshape(rows, R * H, k).index_select(1, slots.gather)
+    return flat.view(rows, slots.groups, slots.slots, k).transpose(0, 1).contiguous()

@@ -146,14 +146,13 @@ class StageSettings:
 
     d: int  # token dimension
     classes: int  # C, classification labels
-    value_dim: int  # d_v per head
+    d_v: int  # value dimension per head (``value_dim``)
     base_seed: int  # the config's global seed; every data, model and batch seed derives from it
     saturation_threshold: float
     train: Mapping[str, Any]  # our recipe's training settings (``synthetic.train``)
     authors: Mapping[str, Any]  # paper A's code's recipe (``synthetic.authors``)
     group_by: tuple[str, ...]  # subset of GROUP_KEYS splitting replicas into batched models
     max_padding: float | None  # cost-model buckets within a group_by group (None: off)
-    step: str  # the training step: fast or reference (``engine.step``)
     precision: str  # arithmetic of the training step (float32, tf32, bf16)
     compile: bool  # torch.compile the training step
     cuda_graph: bool  # the whole step captured as one CUDA graph and replayed (CUDA)
@@ -169,14 +168,13 @@ class StageSettings:
         return cls(
             d=section["d"],
             classes=section["classes"],
-            value_dim=section["value_dim"],
+            d_v=section["value_dim"],
             base_seed=int(seed),
             saturation_threshold=section["saturation_threshold"],
             train=section["train"],
             authors=section["authors"],
             group_by=tuple(engine["synthetic"]["group_by"]),
             max_padding=engine["synthetic"]["max_padding"],
-            step=engine["step"],
             precision=engine["precision"],
             compile=engine["compile"],
             cuda_graph=engine["cuda_graph"],
@@ -188,7 +186,6 @@ class StageSettings:
     def _engine(self) -> dict[str, Any]:
         """How the training loop runs (:class:`TrainConfig`'s fields), the same for both recipes."""
         return {
-            "engine": self.step,
             "precision": self.precision,
             "compile": self.compile,
             "cuda_graph": self.cuda_graph,

@@ -5,8 +5,8 @@ A sweep varies one parameter (H, n or d_h) over its values, for each context kin
 seed (a *series*); :mod:`memcap.synthetic.series` decides which dataset sizes T and budgets
 each series trains at (the *replicas*), and this module trains them: a pass's replicas are
 split into batched models (:mod:`memcap.synthetic.groups`) and each trains through the shared
-loop :func:`memcap.training.loop.train_replicas`, with the fast step of
-:mod:`memcap.synthetic.engine` unless the config says ``engine: reference``.
+loop :func:`memcap.training.loop.train_replicas`: the model's forward
+(:mod:`memcap.synthetic.model`) and autograd.
 
 Every replica's result row holds its training accuracy and memorized count (examples whose
 top logit is the label; regression: error below ``regression_tol``), the certified capacity of
@@ -33,7 +33,6 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.batched import batched_model, data_key, member_datasets
-from memcap.synthetic.engine import FastStep
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
 from memcap.synthetic.series import Series, Trained, check, climb
@@ -43,7 +42,6 @@ from memcap.synthetic.warm import trained_states, warm_start
 from memcap.theory import theory_bound
 from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
-from memcap.training.engine import choose_step
 from memcap.training.loop import train_replicas
 from memcap.training.plateau import late_loss_drop
 from memcap.training.seeds import derive_seed
@@ -135,8 +133,7 @@ def _train_group(
     cfg = stage.train_config(spec, max(r.T for r in members), members[0].budget)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, [warm[r] for r in members])
-    step = choose_step(cfg, model, task, device, fast=FastStep)
-    result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas, step)
+    result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     trained = {}
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
@@ -150,7 +147,7 @@ def _train_group(
             "value": s.value,
             "swept": SWEPT[spec.name],
             "d": stage.d,
-            "d_v": stage.value_dim,
+            "d_v": stage.d_v,
             "classes": stage.classes if task == "classification" else 0,
             "accuracy": float(result.accuracy[r]),
             "memorized": int(result.memorized[r]),

@@ -5,9 +5,7 @@ Modules:
 - :mod:`~memcap.training.config`: :class:`TrainConfig` and per-sweep overrides (no torch, so
   config checks stay light).
 - :mod:`~memcap.training.loop`: the replica-batched training loop.
-- :mod:`~memcap.training.engine`: the door between a model and its training step (fast or
-  reference).
-- :mod:`~memcap.training.verify`: a fast step checked against the reference on a first batch.
+- :mod:`~memcap.training.engine`: the training step: a model's forward, the loss, autograd.
 - :mod:`~memcap.training.update`: one optimisation step, eager or replayed as a CUDA graph.
 - :mod:`~memcap.training.objectives`: per-example losses and memorized examples.
 - :mod:`~memcap.training.evaluation`: full-data evaluation of every replica.
@@ -19,7 +17,7 @@ Modules:
 - :mod:`~memcap.training.schedule`: the learning-rate schedule of a step budget.
 - :mod:`~memcap.training.plateau`: whether a replica's loss still fell late (extra budgets
   and the under-trained flag).
-- :mod:`~memcap.training.precision`: float32, TF32, bfloat16 compute.
+- :mod:`~memcap.training.precision`: float32, TF32, bfloat16 compute; subnormals flushed.
 - :mod:`~memcap.training.adam`: Adam through the fused kernel.
 - :mod:`~memcap.training.allocator`: malloc keeps the step's freed memory.
 - :mod:`~memcap.training.seeds`: replicate and derived seeds.

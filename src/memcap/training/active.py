@@ -99,7 +99,7 @@ class ActiveReplicas:
     ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
         """Inputs, targets and example weights (R, B) of the batch ``index`` (:meth:`draw`)."""
         if index is None:
-            return self.data.replica_inputs(), self.data.targets, self.example_weights(batch_size)
+            return self.data.full_inputs(), self.data.targets, self.example_weights(batch_size)
         if self.counted is not None:
             return self.counted.take(index)
         return *self.data.take(index), self.example_weights(batch_size)

@@ -18,11 +18,6 @@ BestBy = Literal["memorized", "loss"]
 # copy of float32 master weights with float32 Adam (memcap.training.precision).
 Precision = Literal["float32", "tf32", "bf16"]
 PRECISIONS = ("float32", "tf32", "bf16")
-# How a training step runs: the experiment's fast step where it supports the model and run
-# (falling back to the reference, logged, where it does not), or the model's own forward
-# and autograd backward (memcap.training.engine).
-EngineName = Literal["fast", "reference"]
-ENGINES = ("fast", "reference")
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,6 @@ class TrainConfig:
     best_by: BestBy = (
         "memorized"  # the kept state: most memorized (then lowest loss), or lowest loss
     )
-    engine: EngineName = "fast"  # the fast step where it supports the run, or the reference
     precision: Precision = "float32"  # arithmetic of the training step (evaluation: float32)
     compile: bool = False  # torch.compile the step's forward and loss (CUDA: CUDA graphs)
     cuda_graph: bool = False  # capture the whole step (batch, step, Adam) once, replay it (CUDA)
@@ -74,8 +68,6 @@ class TrainConfig:
             raise ValueError("batch_size must be positive or None (full batch)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision '{self.precision}' is not one of {list(PRECISIONS)}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine '{self.engine}' is not one of {list(ENGINES)}")
         if self.compile and self.cuda_graph:
             raise ValueError("compile and cuda_graph both capture CUDA graphs: choose one")
         if self.extra_budgets < 0:

@@ -22,7 +22,8 @@ class ReplicaData:
         sizes: (R,) number of valid examples of each replica (the first ``sizes[r]`` rows).
         source: (R,) the row of ``inputs`` that replica r reads, or None (row r). Replicas
             that train on one dataset (paired sweeps, nested T) then share its storage: at
-            paper A's sizes a copy per replica would not fit a GPU.
+            paper A's sizes a copy per replica would not fit a GPU. A full pass hands the
+            model the rows once, with ``source`` (:meth:`full_inputs`).
     """
 
     inputs: tuple[Tensor, ...]
@@ -46,6 +47,18 @@ class ReplicaData:
             return self.inputs
         return tuple(x.index_select(0, self.source) for x in self.inputs)
 
+    def full_inputs(self) -> tuple[Tensor, ...]:
+        """What a pass over every example hands the model: ``inputs``, and ``source`` last
+        where replicas share rows (a model that takes it reads each row once for all of
+        its replicas)."""
+        return self.inputs if self.source is None else (*self.inputs, self.source)
+
+    def examples(self, rows: slice) -> tuple[Tensor, ...]:
+        """:meth:`full_inputs` of the examples ``rows`` of every replica."""
+        one = self.targets.shape[1] > 1  # a row of size 1 then serves every example
+        inputs = tuple(x if one and x.shape[1] == 1 else x[:, rows] for x in self.inputs)
+        return inputs if self.source is None else (*inputs, self.source)
+
     def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""
         return tuple(self._rows(x, index) for x in self.inputs), gather_rows(self.targets, index)
@@ -58,11 +71,15 @@ class ReplicaData:
         return x[self.source[:, None], index]
 
     def select(self, replicas: Tensor) -> ReplicaData:
-        """The training sets of replicas ``replicas`` (positions along the replica axis)."""
+        """The training sets of replicas ``replicas`` (positions along the replica axis);
+        shared rows that none of them reads are dropped (None: each reads its own)."""
         if self.source is None:
             inputs, source = tuple(x.index_select(0, replicas) for x in self.inputs), None
         else:
-            inputs, source = self.inputs, self.source.index_select(0, replicas)
+            rows, source = self.source.index_select(0, replicas).unique(return_inverse=True)
+            inputs = tuple(x.index_select(0, rows) for x in self.inputs)
+            if len(rows) == len(replicas):  # nothing shared: row r for replica r
+                inputs, source = tuple(x.index_select(0, source) for x in inputs), None
         return ReplicaData(
             inputs,
             self.targets.index_select(0, replicas),

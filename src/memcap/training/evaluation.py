@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
-from memcap.training.data import ReplicaData, gather_rows
+from memcap.training.data import ReplicaData
 from memcap.training.engine import Step
 from memcap.training.objectives import Objective, example_correct, example_losses
 
@@ -41,18 +41,13 @@ def evaluate(
 def chunks(
     data: ReplicaData, chunk: int = 4096
 ) -> Iterator[tuple[tuple[Tensor, ...], Tensor, Tensor]]:
-    """Inputs, targets and valid-example weights (R, B) of every example chunk an evaluation
-    reads, in order: the data's own tensors when they fit one chunk (a step may cache what it
-    derives from them); on a GPU at most :data:`CUDA_ROWS` replica-examples a chunk."""
-    mask = data.mask()
+    """Inputs (:meth:`~memcap.training.data.ReplicaData.examples`), targets and valid-example
+    weights (R, B) of every example chunk an evaluation reads, in order; on a GPU at most
+    :data:`CUDA_ROWS` replica-examples a chunk."""
+    mask = data.mask().float()
     t_max = data.targets.shape[1]
     if mask.device.type == "cuda":  # a GPU's memory bounds the chunk's intermediates
         chunk = min(chunk, max(256, CUDA_ROWS // data.replicas))
-    if t_max <= chunk:
-        yield data.replica_inputs(), data.targets, mask.float()
-        return
     for start in range(0, t_max, chunk):
-        index = torch.arange(start, min(t_max, start + chunk), device=mask.device)
-        index = index.expand(data.replicas, -1)
-        inputs, targets = data.take(index)
-        yield inputs, targets, gather_rows(mask, index).float()
+        rows = slice(start, min(t_max, start + chunk))
+        yield data.examples(rows), data.targets[:, rows], mask[:, rows]

@@ -7,9 +7,9 @@ only on replica r's parameters, and Adam is element-wise, so one optimizer step 
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
 Each step (:mod:`~memcap.training.update`: eager, or replayed as a CUDA graph) runs through a
-:class:`~memcap.training.engine.Step`: the model's own forward and autograd (the reference)
-or an experiment's fast step. Settings come from
-:class:`~memcap.training.config.TrainConfig`: precision (:mod:`~memcap.training.precision`),
+:class:`~memcap.training.engine.Step`: the model's own forward and autograd. Settings come from
+:class:`~memcap.training.config.TrainConfig`: precision (:mod:`~memcap.training.precision`;
+subnormal floats are flushed to zero whatever it is),
 ``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_budgets``: further budgets
 for the replicas still learning when a budget ends (:mod:`~memcap.training.plateau`). The
 host reads the device at evaluations only.
@@ -29,15 +29,14 @@ from memcap.training.active import ActiveReplicas, SelectReplicas
 from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData
-from memcap.training.engine import CheckedStep, ReferenceStep, Step
+from memcap.training.engine import AutogradStep, Step
 from memcap.training.evaluation import evaluate
 from memcap.training.objectives import Objective, example_correct
 from memcap.training.plateau import still_learning
-from memcap.training.precision import matmul_precision
+from memcap.training.precision import matmul_precision, subnormals_flushed
 from memcap.training.record import Record, TrainResult
 from memcap.training.schedule import lr_multipliers
 from memcap.training.update import updater
-from memcap.training.verify import verified
 
 _logger = logging.getLogger(__name__)
 
@@ -61,10 +60,8 @@ def train_replicas(
         seeds: one seed per replica for its mini-batch stream.
         select: compacts the model's replica-axis buffers when replicas leave
             (``cfg.leave_when_fit``, ``cfg.extra_budgets``; :mod:`memcap.training.active`).
-        step: how outputs and gradients are computed
-            (:func:`~memcap.training.engine.choose_step`; a fast step is checked against the
-            reference on the first batch, :mod:`~memcap.training.verify`); None: the
-            reference step.
+        step: how outputs and gradients are computed; None: the model's forward and
+            autograd (:class:`~memcap.training.engine.AutogradStep`).
 
     Returns:
         Per-replica metrics at each replica's best evaluation; the model is left holding each
@@ -72,12 +69,10 @@ def train_replicas(
     """
     _check_replica_axis(model, data.replicas, len(seeds))
     device = data.sizes.device
-    step = step or ReferenceStep(cfg, device)
+    step = step or AutogradStep(cfg, device)
     keep_freed_memory()  # the step's tensors are freed and allocated again every step
-    with matmul_precision(cfg.precision, device):
+    with matmul_precision(cfg.precision, device), subnormals_flushed():
         active = ActiveReplicas(model, data, cfg, seeds, select)
-        if isinstance(step, CheckedStep):  # a fast step, checked on the first batch
-            step = verified(step, active, objective, cfg)
         _logger.info("training %d replicas through the %s step", data.replicas, step.name)
         record = Record.start(model, evaluate(model, data, objective, cfg.regression_tol, step))
         if cfg.leave_when_fit and not record.all_fit(active.index):
