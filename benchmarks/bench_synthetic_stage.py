@@ -49,18 +49,18 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     print(json.dumps({"sweep": sweep, "cpu": cpu, "rows": len(result.table)}))
 
 
-def memorized_differences(work: Path, sweep: str) -> tuple[int, int, int]:
-    """Replicas of ``sweep``, how many memorized a different count in the two trees, and the
-    largest |difference|."""
+def memorized_differences(work: Path, sweep: str) -> tuple[int, int, int, int]:
+    """Replicas of ``sweep`` trained by both trees, how many of them memorized a different
+    count, the largest |difference|, and the replicas only one tree trained (a series whose
+    ladder took another T in one tree: training is chaotic at float-rounding level)."""
     import pandas as pd
 
     ours = pd.read_csv(work / f"ours_{sweep}.csv")
     before = pd.read_csv(work / f"before_{sweep}.csv")
     both = ours.merge(before, on=KEYS, suffixes=("", "_before"), validate="one_to_one")
-    if len(both) != len(ours) or len(both) != len(before):
-        raise RuntimeError(f"{sweep}: the two trees' replicas differ")
+    alone = len(ours) + len(before) - 2 * len(both)
     gap = (both["memorized"] - both["memorized_before"]).abs()
-    return len(both), int((gap > 0).sum()), int(gap.max())
+    return len(both), int((gap > 0).sum()), int(gap.max()) if len(gap) else 0, alone
 
 
 def main() -> None:
@@ -72,14 +72,15 @@ def main() -> None:
         return
     before, ours, sweeps, work = timings.before, timings.ours, timings.sweeps, timings.work
     print(f"{'sweep':<12} {'before s':>9} {'ours s':>8} {'ratio':>6}  memorized differs")
-    differing = replicas_in_all = 0
+    differing = replicas_in_all = one_tree = 0
     for sweep in sweeps:
         ratio = before[sweep] / ours[sweep]
-        replicas, differ, worst = memorized_differences(work, sweep)
+        replicas, differ, worst, alone = memorized_differences(work, sweep)
         differing, replicas_in_all = differing + differ, replicas_in_all + replicas
+        one_tree += alone
         print(
             f"{sweep:<12} {before[sweep]:9.1f} {ours[sweep]:8.1f} {ratio:6.2f}"
-            f"  {differ}/{replicas} (max {worst})"
+            f"  {differ}/{replicas} (max {worst}); {alone} in one tree only"
         )
     total_before, total_ours = sum(before.values()), sum(ours.values())
     print(f"{'total':<12} {total_before:9.1f} {total_ours:8.1f}")
@@ -94,7 +95,8 @@ def main() -> None:
         repeats=1,
         settings={"sweeps": sweeps},
         other_ratios={f"{s} before/ours": before[s] / ours[s] for s in sweeps},
-        summary=f"memorized counts differ on {differing} of {replicas_in_all} replicas",
+        summary=f"memorized counts differ on {differing} of {replicas_in_all} replicas trained by "
+        f"both trees; {one_tree} replicas trained by one tree only",
     )
     print(f"RATIO {total_before / total_ours:.2f}")
 
