@@ -28,14 +28,19 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "default_run"
 CAPTIONS = ROOT / "workflow" / "report"
 
+# Tables the report's figures read (tests/report/test_report_figures.py), not its page.
+FIGURE_TABLES = ("results/capacity/shared_spread.csv",)
 DROPPED = ("example_inputs", "example_tokens_head", "source_images", "forward_error")
 STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
 
 
 def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
     """The job lists of the run in ``run``, read from its result folders."""
+    from memcap.config_schema import validate_schema
+
     extract = sorted((run / "results" / "extract").glob("*/*/provenance.json"))
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    validate_schema(config, str(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
     order = [m["name"] for m in config["extract"]["models"]]
     layers = [{"model": p.parts[-3], "layer": p.parts[-2]} for p in extract]
     layers.sort(key=lambda j: (order.index(j["model"]), _layer_key(j["layer"])))
@@ -64,6 +69,24 @@ def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
         "capacity_models": [m for m in models if any(j["model"] == m["model"] for j in capacity)],
         "capacity": capacity,
         **sweeps,
+        **_coarse_cut_jobs(config, models, sweeps),
+    }
+
+
+def _coarse_cut_jobs(config: dict, models: list, sweeps: dict) -> dict[str, list]:
+    """The check and training jobs of the default config's coarse cuts (one per model, one
+    per sweep, one for paper B's stage); the fine cuts' lists are empty."""
+    cuts = (config["assumptions"]["cut"], config["synthetic"]["cut"], config["aot"]["cut"])
+    if cuts != ("model", "sweep", "stage"):
+        raise SystemExit(f"the fixture stores a run in the default cuts, not {cuts}")
+    return {
+        "assumption_model_jobs": models,
+        "assumption_layer_jobs": [],
+        "synthetic_sweep_jobs": sweeps["synthetic"],
+        "synthetic_setting_jobs": [],
+        "aot_stage_jobs": sweeps["aot"],
+        "aot_sweep_jobs": [],
+        "aot_setting_jobs": [],
     }
 
 
@@ -81,9 +104,8 @@ def snapshot(run: Path, fixture: Path = FIXTURE) -> None:
     if fixture.exists():
         shutil.rmtree(fixture)
     (fixture / "files").mkdir(parents=True)
-    for name in files_read(layout) + sorted(
-        {f for files in layout["benchmarks"].values() for f in files}
-    ):
+    benchmarks = sorted({f for files in layout["benchmarks"].values() for f in files})
+    for name in files_read(layout) + benchmarks + list(FIGURE_TABLES):
         source, target = run / name, fixture / "files" / name
         if not source.exists() or source.suffix == ".png" or source.is_dir():
             continue

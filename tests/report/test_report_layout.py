@@ -19,7 +19,8 @@ def _jobs(**lists):
 
 
 def test_a_rule_run_once_for_a_list_has_one_benchmark_file():
-    jobs = _jobs(aot=[{"sweep": "heads"}, {"sweep": "low_dim"}], synthetic=[{"sweep": "heads"}])
+    aot, synthetic = [{"sweep": "heads"}, {"sweep": "low_dim"}], [{"sweep": "heads"}]
+    jobs = _jobs(aot=aot, aot_stage_jobs=aot, synthetic=synthetic, synthetic_sweep_jobs=synthetic)
     files = benchmark_files(jobs)
     assert files["train_aot"] == ["benchmarks/results/train_aot/train_aot.tsv"]
     assert files["run_synthetic_sweep"] == ["benchmarks/results/run_synthetic_sweep/heads.tsv"]

@@ -92,7 +92,7 @@ def test_the_answer_and_the_rules_are_reached_from_the_first_screen(stored):
 def test_limitations_hold_only_limitations(stored):
     context, html = stored
     texts = [lim.text for lim in context.limitations]
-    assert not any("input audit" in t or "recipe" in t for t in texts)
+    assert not any("input audit" in t or "model variant" in t for t in texts)  # run notes
     assert not any(t.startswith("Not reproduced") for t in texts)  # a finding, in its section
     assert not any("query vectors are identical" in t for t in texts)  # structure, in its card
     assert any("tokenizer substitute" in t for t in texts)
@@ -111,10 +111,11 @@ def test_limitations_hold_only_limitations(stored):
 
 def test_counts_name_their_unit(stored):
     _, html = stored
-    assert "9 of 130 seeds are under-trained" in html
-    assert "of 130 seeds memorize more than 10% fewer" in html
-    assert not re.search(r"of 130 (settings|series)", html)
-    assert "of 530 trainings (one setting, seed and T each)" in html
+    assert "22 of 180 seeds are under-trained" in html
+    assert "of 180 seeds memorize more than 10% fewer" in html
+    assert not re.search(r"of 180 (settings|series)", html)
+    assert not re.search(r"of 36 seeds", html)  # the estimates' rows are settings
+    assert "4 of 36 settings optimiser-limited (head_dim d_h=2 shared classification," in html
 
 
 def test_every_term_is_linked_to_the_glossary_where_first_used(stored):

@@ -244,11 +244,11 @@ def _convergence_notes(estimates: pd.DataFrame) -> list[str]:
         "relative gain lies above the margin (synthetic.convergence.gain), not limited when it "
         f"lies below, else undetermined. Mean gains {gains.min():+.1%} to {gains.max():+.1%}; "
         + ", ".join(
-            f"{count} of {len(estimates)} settings {name}" for name, count in counts.items()
+            f"{count} of {len(estimates)} settings {name}"
+            + (f" ({', '.join(_named_settings(limited))})" if name == "optimiser-limited" else "")
+            for name, count in counts.items()
         )
     )
-    if len(limited):
-        text += " (" + ", ".join(_settings(limited)) + ")"
     return [
         text + ". Every seed's capacity counts both budgets: it is what this recipe memorized, "
         "a lower bound on the layer's capacity, and more so where the setting is "
@@ -322,6 +322,15 @@ def _bound_note(ratios: pd.DataFrame) -> str:
 def _settings(rows: pd.DataFrame) -> list[str]:
     """The distinct swept settings of ``rows``, named "sweep swept=value", sorted."""
     return sorted({f"{r.sweep} {r.swept}={r.value}" for r in rows.itertuples()})
+
+
+def _named_settings(rows: pd.DataFrame) -> list[str]:
+    """Each row's setting, "sweep swept=value" with its context and task where it has them."""
+    extra = [c for c in ("context", "task") if c in rows]
+    return [
+        " ".join([f"{r['sweep']} {r['swept']}={r['value']}", *(str(r[c]) for c in extra)])
+        for _, r in rows.iterrows()
+    ]
 
 
 def _extra_budgets(summary: pd.DataFrame) -> list[str]:
