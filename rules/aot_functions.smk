@@ -10,7 +10,7 @@ def aot_sweeps():
 
 
 def aot_cut_sweeps(cut):
-    """The sweeps the rule of ``cut`` trains: every sweep under the configured cut, none
+    """The sweeps trained under ``cut``: every sweep under the configured cut, none
     under another (so each sweep's table has one rule)."""
     return aot_sweeps() if config["aot"]["cut"] == cut else []
 
