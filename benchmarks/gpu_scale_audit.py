@@ -54,9 +54,11 @@ def snakemake_command(
     root: Path, config: Path, cores: int, targets: list[str], python: str = sys.executable
 ) -> list[str]:
     """The workflow's command line: targets first, then ``--configfile=`` (one value), so that
-    no target is read as another config file."""
+    no target is read as another config file. The checks run in the model cut whatever the
+    config's ``assumptions.cut``: the audit reads one check job's log per model."""
     workflow = [python, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(root)]
-    return [*workflow, *targets, "--cores", str(cores), f"--configfile={config}"]
+    one_job = ["--config", "assumptions={cut: model}"]
+    return [*workflow, *targets, *one_job, "--cores", str(cores), f"--configfile={config}"]
 
 
 def run_workflow(command: list[str], timeout: float | None) -> tuple[float, str]:

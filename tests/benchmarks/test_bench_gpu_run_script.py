@@ -122,8 +122,9 @@ def test_targets_precede_a_one_value_configfile_as_snakemake_parses_them(tmp_pat
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     planned = done.stdout + done.stderr
-    # scale.yaml cuts the checks per layer (assumptions.cut: layer)
-    assert "check_assumption_layer" in planned and "extract_model" in planned
+    # one check job per model (its log is read), though scale.yaml cuts the checks per layer
+    assert "check_assumptions" in planned and "extract_model" in planned
+    assert "check_assumption_layer" not in planned
     assert "certify_real_capacity" not in planned  # the depth table's chain only
 
 
