@@ -16,7 +16,16 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-COPIED = ("Snakefile", "config.yaml", "configs", "rules", "workflow", "envs", "profiles")
+COPIED = (
+    "Snakefile",
+    "config.yaml",
+    "configs",
+    "rules",
+    "workflow",
+    "envs",
+    "profiles",
+    "benchmarks/cluster_costs.json",
+)  # the jobs' requests read the cost model's rates
 RELATIVE = "positions enter inside attention, as a relative bias"
 LAYERS = {"t5-tiny": ["0", "1", "random_attention"],
           "swin-tiny": ["0", "1", "2", "3", "random_attention"]}  # fmt: skip
@@ -30,6 +39,7 @@ def run(tmp_path_factory):
     for name in COPIED:
         source = ROOT / name
         copy = shutil.copytree if source.is_dir() else shutil.copy
+        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
         copy(source, workdir / name)
     (workdir / "reports").mkdir()
     result = subprocess.run(

@@ -31,7 +31,8 @@ def tiny_scale_config() -> dict:
         entry["data"]["T"] = 48
         if entry["family"] != "vit":
             entry["n"] = 16
-    config["assumptions"] |= {"samples": 40, "depth_samples": 20}
+    # one check job per model, as gpu_scale_audit.snakemake_command runs them (its log is read)
+    config["assumptions"] |= {"samples": 40, "depth_samples": 20, "cut": "model"}
     config["capacity"] |= {"max_H": 2, "max_T": 32}
     config["report"] = {"enabled": False}
     return config
