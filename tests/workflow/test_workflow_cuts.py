@@ -4,7 +4,6 @@ and the tiny paper-shaped config writes the same tables in both cuts."""
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from workflow_copy import copy_workflow
 
 from memcap.aot.cut import sweep_settings
 from memcap.cluster.plan import parse_dry_run
@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DAY_MINUTES = 24 * 60
-SKIP = {".venv", ".git", ".snakemake", "results", "logs", ".pytest_cache", ".ruff_cache"}
 
 
 def _dry_run(configfile: str) -> list:
@@ -94,14 +93,6 @@ def test_the_cluster_pages_generated_blocks_are_current():
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _copy_repo(dest: Path) -> None:
-    def ignore(directory, names):
-        top = Path(directory) == ROOT
-        return {n for n in names if (n in SKIP and top) or n == "__pycache__"}
-
-    shutil.copytree(ROOT, dest, ignore=ignore)
-
-
 TIMINGS = re.compile(r"seconds|time|_s$")
 
 
@@ -116,7 +107,7 @@ def test_both_cuts_write_byte_identical_tables(tmp_path):
         ("coarse", ("sweep", "stage", "model")),
     ):
         repo = tmp_path / cut
-        _copy_repo(repo)
+        copy_workflow(repo)
         config = yaml.safe_load((repo / "configs" / "test_paper.yaml").read_text())
         for section, value in zip(("synthetic", "aot", "assumptions"), cuts, strict=True):
             config[section]["cut"] = value

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 from html_tags import parse
+from workflow_copy import copy_workflow
 
 pytestmark = pytest.mark.slow
 
@@ -35,21 +36,6 @@ SECTIONS = (
     "limitations",
     "method",
 )
-# Generated or environment folders that the copy leaves behind.
-SKIP = {".venv", ".git", ".snakemake", "results", "logs", ".pytest_cache", ".ruff_cache"}
-
-
-def _copy_repo(dest: Path) -> None:
-    def ignore(directory, names):
-        top = Path(directory) == ROOT
-        skipped = {n for n in names if n in SKIP and top or n == "__pycache__"}
-        if Path(directory) == ROOT / "reports":
-            skipped |= {n for n in names if n != ".gitkeep"}
-        if Path(directory) == ROOT / "benchmarks":
-            skipped.add("results")
-        return skipped
-
-    shutil.copytree(ROOT, dest, ignore=ignore)
 
 
 def _snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
@@ -64,7 +50,7 @@ def _snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.Com
 def run(tmp_path_factory):
     """The tiny pipeline run, once for the module; its wall time is printed."""
     workdir = tmp_path_factory.mktemp("e2e") / "repo"
-    _copy_repo(workdir)
+    copy_workflow(workdir)
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
     config["report"] = {**(config.get("report") or {}), "title": EVIL_TITLE}
     (workdir / "configs" / "e2e.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

@@ -3,7 +3,6 @@ encoder stack and a tiny Swin) through extract -> assumptions -> capacity -> rep
 Snakemake CLI, in a copy of the repository; the report's rows and the mechanism they name."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,21 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from html_tags import parse
+from workflow_copy import copy_workflow
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-COPIED = (
-    "Snakefile",
-    "config.yaml",
-    "configs",
-    "rules",
-    "workflow",
-    "envs",
-    "profiles",
-    "benchmarks/cluster_costs.json",
-)  # the jobs' requests read the cost model's rates
 RELATIVE = "positions enter inside attention, as a relative bias"
 LAYERS = {"t5-tiny": ["0", "1", "random_attention"],
           "swin-tiny": ["0", "1", "2", "3", "random_attention"]}  # fmt: skip
@@ -35,13 +24,7 @@ LAYERS = {"t5-tiny": ["0", "1", "random_attention"],
 def run(tmp_path_factory):
     """The workflow's files copied (not results or caches), run once on the tiny config."""
     workdir = tmp_path_factory.mktemp("families") / "repo"
-    workdir.mkdir()
-    for name in COPIED:
-        source = ROOT / name
-        copy = shutil.copytree if source.is_dir() else shutil.copy
-        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
-        copy(source, workdir / name)
-    (workdir / "reports").mkdir()
+    copy_workflow(workdir)
     result = subprocess.run(
         [SNAKEMAKE, "--cores", "2", "--configfile", "configs/test_families.yaml"],
         cwd=workdir,
