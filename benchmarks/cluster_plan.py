@@ -47,8 +47,11 @@ from memcap.cluster.plan import (  # noqa: E402
 from memcap.config_schema import validate_schema  # noqa: E402
 from memcap.extract.depth import with_layers  # noqa: E402
 from memcap.extract.entries import model_entries  # noqa: E402
+from memcap.synthetic.groups import replica_groups  # noqa: E402
+from memcap.synthetic.settings import StageSettings, sweep_spec  # noqa: E402
 
 DOC = ROOT / "docs" / "cluster.md"
+GRID = ROOT / "benchmarks" / "gpu" / "paper_a_grid.json"  # the measured paper A models
 PROFILE = ROOT / "profiles" / "slurm" / "config.yaml"
 DEVICES = (1, 8, 16, 64)
 GOAL = ("paper A's grid", 16, 15 * 60)  # within 15 minutes on 16 GPUs
@@ -176,6 +179,52 @@ def goal_line(jobs: list[DryJob]) -> str:
     )
 
 
+def grid_batching(config: dict) -> tuple[int, int, int, float]:
+    """Batched models, their fewest and most replicas, and model-steps (millions) of the
+    listed grid of ``config``'s paper A sweeps (the convergence check not counted)."""
+    section = config["synthetic"]
+    stage = StageSettings.from_config(section, config["seed"], config["engine"])
+    sizes, steps = [], 0
+    for name in section["sweeps"]:
+        spec = sweep_spec(section, name)
+        for members in replica_groups(spec, stage).values():
+            cfg = stage.train_config(spec, max(r.T for r in members))
+            sizes.append(len(members))
+            steps += cfg.steps * (1 + cfg.extra_budgets)
+    return len(sizes), min(sizes), max(sizes), steps / 1e6
+
+
+def engine_line(jobs: list[DryJob]) -> str:
+    """How paper A's GPU rates were measured, against how configs/paper.yaml trains."""
+    grid = json.loads(GRID.read_text())
+    model = job_costs("configs/paper.yaml")
+    engine = model.config["engine"]
+    models, fewest, most, steps = grid_batching(model.config)
+    bound = sum(
+        model.work(job.rule, job.wildcards, 1)["synthetic_step"]
+        for job in jobs
+        if job.rule == "run_synthetic_setting"
+    )
+    timed = [m for s in grid["sweeps"].values() for m in s["models"]]
+    measured = sum(s["steps"] for s in grid["sweeps"].values()) / 1e6
+    graphs = {True: "CUDA graphs", False: "no CUDA graphs"}
+
+    def group_by(keys: list[str]) -> str:
+        return f"`group_by: [{', '.join(keys)}]`"
+
+    return (
+        f"Paper A's rates were measured with precision {grid['precision']}, "
+        f"{graphs[grid['cuda_graph']]} and {group_by(grid['group_by'])} ({len(timed)} batched "
+        f"models of {min(m['replicas'] for m in timed)}–{max(m['replicas'] for m in timed)} "
+        f"replicas, {measured:.2f} M model-steps for the grid). `configs/paper.yaml` trains "
+        f"with precision {engine['precision']}, {graphs[engine['cuda_graph']]} and "
+        f"{group_by(engine['synthetic']['group_by'])}: {models} batched models of "
+        f"{fewest}–{most} replicas, {steps:.2f} M model-steps for the grid, {bound / 1e6:.1f} M "
+        "with the convergence check's upper bound. A step of a model that small has not been "
+        "timed on a GPU, in either engine."
+    )
+
+
 def calibration_table() -> str:
     """The cost model's measurements by kind: how many, and the spread of measured over
     modelled seconds (1: the rate's own measurement)."""
@@ -213,7 +262,7 @@ def main() -> None:
     paper_a = [j for j in paper if j.rule == "run_synthetic_setting"]
     table = request_table(paper)
     figures = "\n".join(
-        [*plan("configs/paper.yaml", paper_a), "", goal_line(paper), "",
+        [*plan("configs/paper.yaml", paper_a), "", engine_line(paper), "", goal_line(paper), "",
          *plan("configs/scale.yaml", scale)]
     ) + "\n"  # fmt: skip
     text = DOC.read_text()

@@ -154,6 +154,8 @@ rule summarize_aot:
         ),
     log:
         "logs/summarize_aot/summarize_aot.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1
@@ -170,6 +172,8 @@ rule plot_aot:
         figures=folder_report("results/aot/figures"),
     log:
         "logs/plot_aot/plot_aot.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1

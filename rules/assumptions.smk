@@ -119,6 +119,8 @@ rule summarize_assumptions:
         ),
     log:
         "logs/summarize_assumptions/summarize_assumptions.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1

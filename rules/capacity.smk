@@ -61,6 +61,8 @@ rule summarize_real_capacity:
         figure=figure_report("capacity_real"),
     log:
         "logs/summarize_real_capacity/summarize_real_capacity.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1

@@ -37,6 +37,10 @@ except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
 REPORT_CAPTIONS = "../workflow/report/"
+# The summaries, plots and the report: seconds of CPU each, after every compute job. On a
+# cluster they run as one group job (one submission and queue wait for the chain, not three);
+# a local run ignores groups.
+REPORT_GROUP = "report"
 
 
 def stage_enabled(stage):

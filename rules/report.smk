@@ -26,6 +26,8 @@ rule render_report:
         ),
     log:
         "logs/render_report/render_report.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/report.yaml"
     threads: 1

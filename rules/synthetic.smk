@@ -150,6 +150,8 @@ rule summarize_synthetic:
         ),
     log:
         "logs/summarize_synthetic/summarize_synthetic.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1
@@ -168,6 +170,8 @@ rule plot_synthetic:
         saturation=figure_report("synthetic_saturation"),
     log:
         "logs/plot_synthetic/plot_synthetic.log",
+    group:
+        REPORT_GROUP
     conda:
         "../envs/compute.yaml"
     threads: 1

@@ -17,6 +17,8 @@
 #                     T = 2,000, and a torch.profiler table of one device search
 #   grid              (240) paper_a_grid.py on configs/paper.yaml's batching (bf16, CUDA
 #                     graphs, 5,000 steps a timed model, one timed model a context kind)
+#   grid-eager        (240) paper_a_grid.py on configs/paper.yaml's engine as it is (float32,
+#                     no graphs), 2,000 steps a timed model, two timed models a context kind
 #   sweep             (540) gpu_sweeps.py: paper B's sweeps of configs/paper.yaml
 #   paper-a-sweep     (540) gpu_sweeps.py: paper A's context_size sweep of configs/paper.yaml
 #                     trained end to end (SWEEP=heads|head_dim for another), its capacities
@@ -33,7 +35,7 @@ PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/site}  # where the wheels are installed
 USAGE="usage: $0 MEASUREMENT... (audit-gpt2-large audit-7b extract-gpt2-large extract-7b"
-USAGE="$USAGE context-ranks profile-extract kruskal grid sweep paper-a-sweep)"
+USAGE="$USAGE context-ranks profile-extract kruskal grid grid-eager sweep paper-a-sweep)"
 
 plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds); fails on an unknown one
     local own=""
@@ -76,6 +78,11 @@ plan() {  # sets BUDGET_S and COMMAND for measurement $1 (name or name=seconds);
             COMMAND="$COMMAND --cuda-graph --models-per-sweep 1 --max-steps 5000"
             COMMAND="$COMMAND --profile-steps 500"
             COMMAND="$COMMAND --commit $COMMIT --out $OUT/paper_a_grid.json" ;;
+        grid-eager)
+            BUDGET_S=${budget:-240}
+            COMMAND="$PY benchmarks/paper_a_grid.py configs/paper.yaml --models-per-sweep 2"
+            COMMAND="$COMMAND --max-steps 2000 --profile-steps 200"
+            COMMAND="$COMMAND --commit $COMMIT --out $OUT/paper_a_grid_eager.json" ;;
         sweep)
             BUDGET_S=${budget:-540}
             COMMAND="$sweeps --aot heads head_dim embed_dim low_dim --out $OUT/gpu_sweeps.csv" ;;

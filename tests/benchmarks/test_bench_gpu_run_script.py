@@ -70,6 +70,7 @@ def test_audits_measure_one_model_under_a_time_guard(measurement, model, budget)
         ("profile-extract", "profile_extract.py", "profile_extract.json"),
         ("kruskal", "bench_kruskal_device.py", "bench_kruskal_device.json"),
         ("grid", "paper_a_grid.py", "paper_a_grid.json"),
+        ("grid-eager", "paper_a_grid.py", "paper_a_grid_eager.json"),
         ("sweep", "gpu_sweeps.py", "gpu_sweeps.csv"),
         ("paper-a-sweep", "gpu_sweeps.py", "paper_a_sweep.json"),
     ],

@@ -126,6 +126,22 @@ rule merge_synthetic_settings:
 rule summarize_synthetic:
     input: results/synthetic/heads.csv
     resources: tmpdir=/tmp, mem_mb=1000, runtime=30
+Shell command: None
+[Sat Nov 28 07:24:34 2026] Group job report (jobs in lexicogr. order):
+
+    [Sat Nov 28 07:24:34 2026]
+    rule plot_synthetic:
+        input: results/synthetic/capacity.csv
+        jobid: 12
+        resources: tmpdir=/tmp, mem_mb=1000, mem=1 GB, runtime=30
+Shell command: None
+
+    [Sat Nov 28 07:24:34 2026]
+    rule render_report:
+        output: reports/report.html
+        jobid: 20
+        resources: tmpdir=/tmp, mem_mb=1000, mem=1 GB, runtime=30
+Shell command: None
 """
 
 
@@ -133,14 +149,20 @@ def test_the_dry_run_gives_each_jobs_rule_wildcards_and_requests():
     jobs = parse_dry_run(DRY_RUN)
     assert [j.rule for j in jobs] == [
         "run_synthetic_setting", "run_synthetic_setting", "merge_synthetic_settings",
-        "summarize_synthetic",
+        "summarize_synthetic", "plot_synthetic", "render_report",
     ]  # fmt: skip
     assert jobs[1].wildcards == {"sweep": "heads", "setting": "H60_random"} and jobs[1].gpus == 1
+    assert [j.grouped for j in jobs] == [False] * 4 + [True] * 2
+    assert jobs[5].resources["mem_mb"] == "1000" and jobs[5].resources["runtime"] == "30"
     local = local_rules(["localrules:\n    merge_synthetic_settings,\n"])
     rows = request_rows(list(reversed(jobs)), {"run_synthetic_setting": 4}, local)
     assert rows == [
         {"rule": "run_synthetic_setting", "jobs": "2", "GPU": "1", "CPUs": "4",
          "runtime (min)": "12 – 27", "mem_mb": "1,641 – 5,806"},
+        {"rule": "plot_synthetic (in a group job)", "jobs": "1", "GPU": "–", "CPUs": "1",
+         "runtime (min)": "30", "mem_mb": "1,000"},
+        {"rule": "render_report (in a group job)", "jobs": "1", "GPU": "–", "CPUs": "1",
+         "runtime (min)": "30", "mem_mb": "1,000"},
         {"rule": "summarize_synthetic", "jobs": "1", "GPU": "–", "CPUs": "1",
          "runtime (min)": "30", "mem_mb": "1,000"},
     ]  # fmt: skip

@@ -345,29 +345,44 @@ class SnakemakeRun:
 
 @dataclass
 class JobRecord:
-    """One job as Snakemake's log describes it."""
+    """One job as Snakemake's log describes it (``grouped``: a member of a group job)."""
 
     rule: str
     local: bool
     threads: int
     resources: dict[str, str]
     slurm_id: str | None = None
+    grouped: bool = False
 
 
 def _parse_jobs(log: str) -> dict[str, JobRecord]:
-    """Snakemake job id -> rule, threads, resources and SLURM job id, from a run's log."""
-    jobs = {}
-    for block in re.finditer(r"^(local)?rule (\w+):\n((?:    .*\n)+)", log, re.MULTILINE):
-        fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(3), re.MULTILINE))
+    """Snakemake job id -> rule, threads, resources and SLURM job id, from a run's log. A
+    group job's members are listed indented under its report, and the group is submitted as
+    one SLURM job (named by a UUID) after them."""
+    jobs, members = {}, []
+    pattern = r"^( *)(local)?rule (\w+):\n((?:\1    .*\n)+)"
+    for block in re.finditer(pattern, log, re.MULTILINE):
+        fields = dict(re.findall(r"^ *    (\w+): (.*)$", block.group(4), re.MULTILINE))
         resources = dict(re.findall(r"(\w+)=([^,]+)", fields.get("resources", "")))
         jobs[fields["jobid"]] = JobRecord(
-            rule=block.group(2),
-            local=block.group(1) is not None,
+            rule=block.group(3),
+            local=block.group(2) is not None,
             threads=int(fields.get("threads", 1)),
             resources=resources,
+            grouped=bool(block.group(1)),
         )
-    for jobid, slurm_id in re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)", log):
-        jobs[jobid].slurm_id = slurm_id
+        if block.group(1):
+            members.append((block.end(), fields["jobid"]))
+    submitted = r"Job ([\w-]+) has been submitted with SLURM jobid (\d+)"
+    groups = []
+    for found in re.finditer(submitted, log):
+        jobid, slurm_id = found.groups()
+        if jobid in jobs:
+            jobs[jobid].slurm_id = slurm_id
+        else:  # a group job's UUID: its members are those listed since the previous group
+            groups.append((found.start(), slurm_id))
+    for end, jobid in members:
+        jobs[jobid].slurm_id = next(slurm_id for start, slurm_id in groups if start > end)
     return jobs
 
 
@@ -403,6 +418,47 @@ def _check_slurm_job(job: JobRecord, info: dict[str, str]) -> None:
     assert _to_minutes(info["TimeLimit"]) == int(job.resources["runtime"]), (job, info)
     cpus = int(job.resources.get("cpus_per_task", job.threads))
     assert int(info["NumCPUs"]) == cpus, (job, info)
+
+
+# The rules of the group job (rules/common.smk's REPORT_GROUP): the summaries, plots, report.
+REPORT_GROUP = "report"
+REPORT_RULES = {
+    "summarize_synthetic", "summarize_aot", "summarize_assumptions", "summarize_real_capacity",
+    "plot_synthetic", "plot_aot", "render_report",
+}  # fmt: skip
+
+
+def _check_group_job(members: list[JobRecord], info: dict[str, str]) -> None:
+    """One SLURM job ran the group's members on the CPU partition with their requests
+    combined: memory and CPUs at least one member's and at most all of theirs (summed over
+    members that run side by side), runtime at least the longest member's and at most all of
+    theirs (summed along the chain)."""
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
+    assert info["Comment"].startswith(f"rule_{REPORT_GROUP}_"), info
+    assert "gpu" not in info.get("TresPerJob", "") and info["Partition"] == "cpu", info
+    granted = {
+        "mem_mb": _to_mb(info["MinMemoryNode"]),
+        "runtime": _to_minutes(info["TimeLimit"]),
+    }
+    for key, value in granted.items():
+        each = [int(member.resources[key]) for member in members]
+        assert max(each) <= value <= sum(each), (key, value, each)
+    threads = [member.threads for member in members]
+    assert max(threads) <= int(info["NumCPUs"]) <= sum(threads), (threads, info)
+
+
+def _check_remote(cluster: Cluster, jobs: list[JobRecord]) -> None:
+    """Every SLURM job of ``jobs`` ran with its requests: a job per rule's job, and the
+    report's group as one job holding every summary, plot and the report."""
+    groups: dict[str, list[JobRecord]] = {}
+    for job in jobs:
+        if job.grouped:
+            groups.setdefault(job.slurm_id, []).append(job)
+        else:
+            _check_slurm_job(job, _slurm_job(cluster, job.slurm_id))
+    for slurm_id, members in groups.items():
+        assert {m.rule for m in members} <= REPORT_RULES, members
+        _check_group_job(members, _slurm_job(cluster, slurm_id))
 
 
 def _timing_column(name: str) -> bool:
@@ -518,8 +574,10 @@ def test_tiny_workflow_runs_through_slurm(
     assert remote and all(job.slurm_id for job in remote), "every job went through SLURM"
     assert any(int(job.resources.get("gpu", 0)) for job in remote), "a job asked for a GPU"
     assert any(not int(job.resources.get("gpu", 0)) for job in remote), "a job asked for none"
-    for job in remote:
-        _check_slurm_job(job, _slurm_job(slurm_cluster, job.slurm_id))
+    _check_remote(slurm_cluster, remote)
+    grouped = [job for job in remote if job.grouped]
+    assert {job.rule for job in grouped} == REPORT_RULES, "the report's chain is one group"
+    assert len({job.slurm_id for job in grouped}) == 1, "and one SLURM job"
     differences = _output_differences(local, cluster) + _report_differences(local, cluster)
     assert not differences, "\n".join(differences)
 
@@ -550,8 +608,10 @@ def test_slurm_profile_comments_every_entry_and_names_real_rules() -> None:
 
 # configs/test_paper.yaml: configs/paper.yaml's shape at tiny sizes, every stage in its fine cut.
 PAPER_ARGS = ("--configfile", "configs/test_paper.yaml", "--config", "device=auto")
-# The per-setting and per-layer outputs that the merges join (one folder per sweep or model).
+# The per-setting and per-layer outputs that the merges join (one folder per sweep or model;
+# results/aot/figures/ beside them holds plot_aot's figures).
 PART_FOLDERS = ("results/synthetic/*/", "results/aot/*/", "results/assumptions_layers/*/")
+NOT_PARTS = ("results/aot/figures",)
 
 
 def _first_submitted(log: Path, rule: str, timeout_s: float) -> tuple[str, str]:
@@ -577,6 +637,7 @@ def _parts(root: Path) -> dict[str, float]:
         str(path.relative_to(root)): path.stat().st_mtime
         for pattern in PART_FOLDERS
         for folder in root.glob(pattern)
+        if str(folder.relative_to(root)) not in NOT_PARTS
         for path in folder.rglob("*")
         if path.is_file()
     }
@@ -588,9 +649,9 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
 ) -> None:
     """The tiny paper-shaped config in its fine cuts: one SLURM job per paper A and paper B
     setting and per checked layer, the merges on the submit host; a setting job cancelled with
-    scancel fails alone, and the same command run again submits that job alone (with what
-    reads its outputs), leaves every other part untouched, and ends with the local run's
-    tables."""
+    scancel fails alone, and the same command run again submits that job alone (with its
+    sweep's merge and the report's group job, which waits for every stage), leaves every
+    other part untouched, and ends with the local run's tables."""
     env = {**slurm_cluster.env, "CUDA_VISIBLE_DEVICES": ""}
     local, cluster = tmp_path / "local", tmp_path / "slurm"
     shutil.copytree(REPO, local, ignore=COPY_IGNORE)
@@ -626,9 +687,7 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
     assert len(per_rule["check_assumption_layer"]) == 4  # gpt2-tiny: 0, 1, 2, random_attention
     assert not (cluster / f"{cancelled}.csv").exists()
     assert not (cluster / "results" / "synthetic" / f"{sweep}.csv").exists()
-    for job in remote:
-        if job.slurm_id != slurm_id and job.rule != "all":
-            _check_slurm_job(job, _slurm_job(slurm_cluster, job.slurm_id))
+    _check_remote(slurm_cluster, [job for job in remote if job.slurm_id != slurm_id])
     assert _slurm_job(slurm_cluster, slurm_id)["JobState"] == "CANCELLED"
 
     before = _parts(cluster)
@@ -642,9 +701,13 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
     rerun = _parse_jobs(second_log).values()
     trained = [job for job in rerun if job.rule in (*fine, "extract_model")]
     assert [job.rule for job in trained] == ["run_synthetic_setting"], trained
-    readers = {"merge_synthetic_settings", "summarize_synthetic", "plot_synthetic"}
-    downstream = readers | {"render_report", "all", "run_synthetic_setting"}
+    # The report's group job waits for every stage, so none of it ran after the cancel: the
+    # rerun runs all of it once, beside the cancelled setting and its sweep's merge.
+    assert not any(job.grouped for job in jobs.values()), "no summary ran after the cancel"
+    downstream = REPORT_RULES | {"merge_synthetic_settings", "all", "run_synthetic_setting"}
     assert {job.rule for job in rerun} <= downstream
+    assert {job.rule for job in rerun if job.grouped} == REPORT_RULES
+    _check_remote(slurm_cluster, [job for job in rerun if not job.local])
     after = _parts(cluster)
     rebuilt = {path for path in after if after[path] != before.get(path)}
     assert rebuilt == {

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DryJob:
-    """One job of a dry run: its rule, wildcards and resources as Snakemake printed them."""
+    """One job of a dry run: its rule, wildcards and resources as Snakemake printed them, and
+    whether it is a member of a group job (submitted with the group's other members)."""
 
     rule: str
     wildcards: dict[str, str]
     resources: dict[str, str]
+    grouped: bool = False
 
     @property
     def gpus(self) -> int:
@@ -26,13 +28,15 @@ class DryJob:
 
 
 def parse_dry_run(text: str) -> list[DryJob]:
-    """Every job block (``rule <name>:`` and its indented fields) of a dry run's output."""
+    """Every job block (``rule <name>:`` and its indented fields) of a dry run's output; a
+    group job's members are listed indented under its ``Group job report``."""
     jobs = []
-    for block in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", text, re.MULTILINE):
-        fields = dict(re.findall(r"^    (\w+): (.*)$", block.group(2), re.MULTILINE))
+    pattern = r"^( *)(?:local)?rule (\w+):\n((?:\1    .*\n)+)"
+    for block in re.finditer(pattern, text, re.MULTILINE):
+        fields = dict(re.findall(r"^ *    (\w+): (.*)$", block.group(3), re.MULTILINE))
         wildcards = dict(re.findall(r"(\w+)=([^,]+)", fields.get("wildcards", "")))
         resources = dict(re.findall(r"(\w+)=([^,]+)", fields.get("resources", "")))
-        jobs.append(DryJob(block.group(1), wildcards, resources))
+        jobs.append(DryJob(block.group(2), wildcards, resources, grouped=bool(block.group(1))))
     return jobs
 
 
@@ -50,14 +54,15 @@ def request_rows(
 ) -> list[dict[str, str]]:
     """One row per rule of the batch jobs (``local`` rules and ``all`` left out): its job
     count, GPUs, CPUs (``threads``: the profile's set-threads) and the range of its runtime
-    and mem_mb requests; GPU rules first, each kind by name (a dry run's order varies)."""
+    and mem_mb requests (a group member's: Snakemake combines its group's into one); GPU
+    rules first, each kind by name (a dry run's order varies)."""
     by_rule: dict[str, list[DryJob]] = {}
     for job in jobs:
         if job.rule not in local and job.rule != "all":
             by_rule.setdefault(job.rule, []).append(job)
     return [
         {
-            "rule": rule,
+            "rule": f"{rule} (in a group job)" if group[0].grouped else rule,
             "jobs": str(len(group)),
             "GPU": str(group[0].gpus or "–"),
             "CPUs": str(threads.get(rule, 1)),
