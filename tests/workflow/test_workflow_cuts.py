@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from workflow_copy import copy_workflow
+from workflow_copy import copy_workflow, run_snakemake
 
 from memcap.aot.cut import sweep_settings
 from memcap.cluster.plan import parse_dry_run
@@ -22,21 +22,13 @@ from memcap.synthetic.cut import setting_ids
 from memcap.synthetic.settings import sweep_names, sweep_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DAY_MINUTES = 24 * 60
 
 
 def _dry_run(configfile: str) -> list:
-    result = subprocess.run(
-        [SNAKEMAKE, "-n", "--forceall", "--profile", "profiles/slurm", "--configfile", configfile],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    args = ["-n", "--forceall", "--profile", "profiles/slurm", "--configfile", configfile]
+    result = run_snakemake(ROOT, *args, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return parse_dry_run(result.stdout)
 
 
@@ -112,15 +104,9 @@ def test_both_cuts_write_byte_identical_tables(tmp_path):
         for section, value in zip(("synthetic", "aot", "assumptions"), cuts, strict=True):
             config[section]["cut"] = value
         (repo / "configs" / "cuts.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        result = subprocess.run(
-            [SNAKEMAKE, "--cores", "2", "--configfile", "configs/cuts.yaml"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env={**os.environ, "PYTHONPATH": str(repo / "src")},
-        )
-        assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+        env = {**os.environ, "PYTHONPATH": str(repo / "src")}
+        args = ("--cores", "2", "--configfile", "configs/cuts.yaml")
+        run_snakemake(repo, *args, timeout=1800, env=env)
         runs[cut] = repo
     fine = runs["fine"] / "results"
     tables = sorted(

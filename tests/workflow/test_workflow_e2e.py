@@ -10,8 +10,6 @@ nothing external, the title shown as text. Also builds Snakemake's own report
 import base64
 import json
 import shutil
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -20,12 +18,11 @@ import pandas as pd
 import pytest
 import yaml
 from html_tags import parse
-from workflow_copy import copy_workflow
+from workflow_copy import copy_workflow, run_snakemake
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 EVIL_TITLE = "memcap e2e <script>alert('x')</script>"
 SECTIONS = (
     "at-a-glance",
@@ -38,14 +35,6 @@ SECTIONS = (
 )
 
 
-def _snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True, timeout=timeout
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    return result
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The tiny pipeline run, once for the module; its wall time is printed."""
@@ -55,7 +44,7 @@ def run(tmp_path_factory):
     config["report"] = {**(config.get("report") or {}), "title": EVIL_TITLE}
     (workdir / "configs" / "e2e.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     start = time.perf_counter()
-    _snakemake(workdir, "--cores", "2", "--configfile", "configs/e2e.yaml")
+    run_snakemake(workdir, "--cores", "2", "--configfile", "configs/e2e.yaml")
     print(f"\npipeline on the tiny config: {time.perf_counter() - start:.0f} s wall (2 cores)")
     html = (workdir / "reports" / "report.html").read_text(encoding="utf-8")
     return workdir, html, parse(html)
@@ -146,7 +135,7 @@ def test_config_text_is_escaped(run):
 
 def test_snakemake_report_has_every_figure_with_caption_and_category(run):
     workdir, _, _ = run
-    _snakemake(workdir, "--configfile", "configs/e2e.yaml", "--report", "smk_report.zip")
+    run_snakemake(workdir, "--configfile", "configs/e2e.yaml", "--report", "smk_report.zip")
     with zipfile.ZipFile(workdir / "smk_report.zip") as archive:
         index = archive.read("smk_report/report.html").decode("utf-8")
     decoder = json.JSONDecoder()

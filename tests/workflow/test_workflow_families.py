@@ -3,18 +3,14 @@ encoder stack and a tiny Swin) through extract -> assumptions -> capacity -> rep
 Snakemake CLI, in a copy of the repository; the report's rows and the mechanism they name."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from html_tags import parse
-from workflow_copy import copy_workflow
+from workflow_copy import copy_workflow, run_snakemake
 
 pytestmark = pytest.mark.slow
 
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 RELATIVE = "positions enter inside attention, as a relative bias"
 LAYERS = {"t5-tiny": ["0", "1", "random_attention"],
           "swin-tiny": ["0", "1", "2", "3", "random_attention"]}  # fmt: skip
@@ -25,14 +21,7 @@ def run(tmp_path_factory):
     """The workflow's files copied (not results or caches), run once on the tiny config."""
     workdir = tmp_path_factory.mktemp("families") / "repo"
     copy_workflow(workdir)
-    result = subprocess.run(
-        [SNAKEMAKE, "--cores", "2", "--configfile", "configs/test_families.yaml"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    run_snakemake(workdir, "--cores", "2", "--configfile", "configs/test_families.yaml")
     return workdir, parse((workdir / "reports" / "report.html").read_text(encoding="utf-8"))
 
 
