@@ -89,6 +89,24 @@ def test_the_committed_rates_cover_every_measurement_and_are_current():
     assert all(m["ratio"] <= 1 + 1e-9 for m in measured), [m for m in measured if m["ratio"] > 1]
 
 
+def test_the_cost_file_keeps_12_digits_and_its_check_ignores_the_cpus_last_digits():
+    """The fits' last digits move with the CPU's BLAS: the file keeps 12 significant digits,
+    and --check takes a 1e-12 relative difference as current, a 1e-6 one as stale."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cluster_costs import rounded, same
+
+    assert rounded({"a": [1.9784126489808007e-13, 3, "x"]}) == {"a": [1.97841264898e-13, 3, "x"]}
+    text = (ROOT / costs.COSTS_FILE).read_text()
+    assert rounded(json.loads(text)) == json.loads(text)
+    base = {"rates": {"r": 1.9784126489808007e-13, "n": 2}, "job": "x"}
+    assert same(base, {"rates": {"r": 1.9784126489808002e-13, "n": 2}, "job": "x"})
+    assert not same(base, {"rates": {"r": 1.97841e-13, "n": 2}, "job": "x"})
+    assert not same(base, {"rates": {"r": 1.9784126489808007e-13, "n": 2}, "job": "y"})
+    assert not same(base, {"rates": {"r": 1.9784126489808007e-13}, "job": "x"})
+
+
 @pytest.mark.parametrize("devices", [1, 2, 3])
 def test_longest_first_is_within_four_thirds_of_the_best_schedule(devices):
     draw = random.Random(devices)
