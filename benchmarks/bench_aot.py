@@ -14,7 +14,7 @@ trees alternate shape by shape, ``--rounds`` times, in fresh processes (the mach
 shared); each tree's median over rounds is kept. Prints the single-thread float32 1024²
 matmul GFLOP/s and ``RATIO before/ours`` of the summed step times.
 
-    .venv/bin/python benchmarks/bench_aot.py --before /tmp/aot_before --rounds 3
+    .venv/bin/python benchmarks/bench_aot.py --before ../aot_before --rounds 3
 """
 
 from __future__ import annotations

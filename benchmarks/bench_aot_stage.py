@@ -4,7 +4,7 @@ Every sweep of ``config.yaml``'s ``aot`` section runs in its own process, one th
 ``time.process_time()`` around :func:`memcap.aot.sweep.run_sweep` (so a sweep pays its own
 one-off costs; imports are not counted: the rule ``train_aot`` imports once for every sweep,
 docs/aot.md times the jobs themselves). ``--before PATH`` runs the same resolved config
-through the package of another checkout (``PATH/src``, e.g. ``git worktree add /tmp/aot_before
+through the package of another checkout (``PATH/src``, e.g. ``git worktree add ../aot_before
 main``). The two trees alternate sweep by sweep, ``--repeats`` times (the machine may be
 shared: interleaved repeats see the same load), and each sweep's median is kept. Prints one
 line per sweep, the totals, the per-setting accuracies of the two trees compared (largest
@@ -13,7 +13,7 @@ changed outcome, each setting's seed mean against today's seeds' standard error,
 machine's single-thread float32 1024² matmul GFLOP/s, and ``RATIO before/ours`` of the
 stage's median CPU seconds.
 
-    .venv/bin/python benchmarks/bench_aot_stage.py --before /tmp/aot_before --repeats 3
+    .venv/bin/python benchmarks/bench_aot_stage.py --before ../aot_before --repeats 3
     .venv/bin/python benchmarks/bench_aot_stage.py --sweeps heads low_dim   # ours only
 """
 

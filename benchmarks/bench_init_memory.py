@@ -1,8 +1,8 @@
 """Peak host memory of building a random bfloat16 model: ours vs float32-then-cast.
 
 Ours (``memcap.extract.registry.create_model`` with ``precision: bfloat16``) draws the
-weights on the job's device at bfloat16 directly; the naive way (the route before issue 25)
-builds the model in float32 and casts it, so a float32 copy of every weight exists first.
+weights on the job's device at bfloat16 directly; the naive way builds the model in float32
+and casts it, so a float32 copy of every weight exists first.
 Each way runs in a fresh interpreter (peak RSS cannot be reset); the figure compared is the
 peak RSS growth over the interpreter's own after the imports. Expected: ours about the
 bfloat16 size (2 bytes per parameter), the naive way about the float32 size (4 bytes), so

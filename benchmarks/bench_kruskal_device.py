@@ -14,7 +14,7 @@ results/extract/<model>/<layer>/queries.npy).
 
     .venv/bin/python benchmarks/bench_kruskal_device.py --d 256 --T 512 --samples 200
     .venv/bin/python benchmarks/bench_kruskal_device.py --d 4096 --T 4096 --samples 100 \\
-        --device cuda                                    # the GPU session (docs/kruskal.md)
+        --device cuda                                    # on a GPU (docs/kruskal.md)
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ Every sweep of ``config.yaml``'s ``synthetic`` section runs as the rule runs it
 ``time.process_time()`` around :func:`memcap.synthetic.sweep.run_sweep` (so a sweep pays its
 own one-off costs, certification included, as a Snakemake job does). ``--before PATH`` runs the
 same resolved config through the package of another checkout (``PATH/src``, e.g.
-``git worktree add /tmp/synth_before 9953d94``), sweep by sweep, and compares the replicas'
+``git worktree add ../synth_before 9953d94``), sweep by sweep, and compares the replicas'
 memorized counts (training is chaotic at float-rounding level, so a changed summation order
 may move a few). Prints one line per sweep, the totals, how many replicas' counts differ and
 by how much at most, the machine's single-thread float32 1024² matmul GFLOP/s, and
 ``RATIO before/ours`` of the stage's CPU seconds.
 
-    .venv/bin/python benchmarks/bench_synthetic_stage.py --before /tmp/synth_before
+    .venv/bin/python benchmarks/bench_synthetic_stage.py --before ../synth_before
     .venv/bin/python benchmarks/bench_synthetic_stage.py --sweeps context_size   # ours only
 """
 
@@ -39,7 +39,7 @@ def worker(config_json: str, sweep: str, table_out: str) -> None:
     torch.set_num_threads(1)
     config = json.loads(Path(config_json).read_text())
     section = config["synthetic"]
-    engine = (config["engine"],) if "engine" in config else ()  # none before issue 35's
+    engine = (config["engine"],) if "engine" in config else ()  # none in an older tree's
     stage = StageSettings.from_config(section, config["seed"], *engine)
     spec = sweep_spec(section, sweep)
     start = time.process_time()

@@ -11,7 +11,7 @@ and bench_aot.json. Each rate is the largest of its measurements' seconds per un
 so the model is at or above every one of them; the file keeps each measurement with its work
 and its ratio of measured to modelled seconds (docs/cluster.md prints their spread).
 
-    .venv/bin/python benchmarks/cluster_costs.py --cpu-run /tmp/run1   # writes the file
+    .venv/bin/python benchmarks/cluster_costs.py --cpu-run ../run1      # writes the file
     .venv/bin/python benchmarks/cluster_costs.py --check               # exit 1 when stale
 
 ``--check`` derives the GPU rates again from the committed files, and the CPU rates from the

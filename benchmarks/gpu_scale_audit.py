@@ -1,4 +1,4 @@
-"""Time the scale audit (configs/scale.yaml, issue 25): every block of one model, one GPU.
+"""Time the scale audit (configs/scale.yaml): every block of one model, one GPU.
 
 With ``--run --model NAME`` runs the Snakemake workflow up to the model's depth table
 (extraction of every block, then every layer's checks) and, finished or not, writes what the

@@ -18,7 +18,7 @@ measured on models of their kind.
 On the CPU in seconds (a smoke test of the whole path, tiny config):
 
     PYTHONPATH=src python benchmarks/paper_a_grid.py configs/test.yaml --max-steps 3 \\
-        --warmup 2 --out /tmp/paper_a_grid.json
+        --warmup 2 --out "$(mktemp -d)/paper_a_grid.json"
 
 The config is a YAML validated against the schema (needs jsonschema) or the JSON written by
 ``gpu_sweeps.py resolve``. Prints one line per model and the grid total.

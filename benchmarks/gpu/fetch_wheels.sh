@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Download the wheels the GPU machine lacks (benchmarks/gpu/device-wheels.txt) into .whl/ for
-# its Python 3.12 (x86-64, manylinux), so a device call can install them offline:
-#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#   export PYTHONPATH=/tmp/site:src
-# Packages published only as source (pure Python) are built into wheels here. Run it on this
-# machine, where the package registry is reachable; .whl/ is git-ignored and travels with
-# `carry: [".whl"]` (about 31 MB).
+# its Python 3.12 (x86-64, manylinux), so that benchmarks/gpu/run.sh installs them there
+# without network access (pip install --no-index --no-deps, docs/gpu.md). Packages published
+# only as source (pure Python) are built into wheels here. Run it in the checkout on a machine
+# where the package registry is reachable, then copy .whl/ (git-ignored, about 31 MB) with
+# the checkout to the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .whl && mkdir .whl

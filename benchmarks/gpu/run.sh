@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# GPU measurements in one device call (docs/gpu.md): install the carried wheels (.whl/, from
-# benchmarks/gpu/fetch_wheels.sh), run each measurement under its own time guard, and leave in
-# $OUT what they wrote, also when one is cut short (a trap on exit):
+# GPU measurements on a machine without network access (docs/gpu.md): install the wheels
+# brought in .whl/ (from benchmarks/gpu/fetch_wheels.sh), run each measurement under its own
+# time guard, and leave in $OUT what they wrote, also when one is cut short (a trap on exit):
 #
-#   bash benchmarks/gpu/run.sh <measurement> [<measurement> ...]   # on the GPU, carry .whl
+#   bash benchmarks/gpu/run.sh <measurement> [<measurement> ...]   # on the GPU machine
 #   PRINT_ONLY=1 bash benchmarks/gpu/run.sh <measurement> ...      # print the commands only
 #
-# Measurements (default budget in seconds; BUDGET=<s> sets it for every one of the call,
+# Measurements (default budget in seconds; BUDGET=<s> sets it for every one of the run,
 # NAME=<s> for one: `grid=200 extract-7b=240`):
 #   audit-gpt2-large  (330) the scale audit of gpt2-large-random, every block (goal: 3 minutes)
 #   audit-7b          (540) the scale audit of llama-7b-random, every block (goal: 8 minutes)
@@ -23,10 +23,11 @@
 #   paper-a-sweep     (540) gpu_sweeps.py: paper A's context_size sweep of configs/paper.yaml
 #                     trained end to end (SWEEP=heads|head_dim for another), its capacities
 #                     and laws in paper_a_sweep.json
-# $OUT then holds each measurement's result files and logs.tar.gz (run logs, GPU use and load
-# every 5 s, nvidia-smi, the workflow's logs and benchmark files). Environment: OUT (default
-# benchmarks/gpu/out), COMMIT (the commit measured: the machine's copy of the tree has no
-# git), BUDGET, PYTHON (python3), WHEELS (.whl), SITE (/tmp/site).
+# $OUT then holds each measurement's result files, logs.tar.gz (run logs, GPU use and load
+# every 5 s, nvidia-smi) and after an audit workflow_logs.tar.gz (the workflow's logs and
+# benchmark files). Environment: OUT (default benchmarks/gpu/out), COMMIT (the commit
+# measured; default git's HEAD, `unknown` in a copy without .git), BUDGET, SWEEP, PYTHON
+# (python3), WHEELS (.whl), SITE (/tmp/site, where the wheels are installed).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-benchmarks/gpu/out}
@@ -110,7 +111,8 @@ if [ -n "${PRINT_ONLY:-}" ]; then
     exit 0
 fi
 if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    echo "no wheels in $WHEELS/: run benchmarks/gpu/fetch_wheels.sh here and carry .whl" >&2
+    echo "no wheels in $WHEELS/: fill it with benchmarks/gpu/fetch_wheels.sh where the" \
+        "package registry is reachable and copy it here" >&2
     exit 2
 fi
 mkdir -p "$OUT"
