@@ -1,8 +1,8 @@
-"""Simulated behaviour of the law tests (:mod:`memcap.law_tests`) at the default run's noise.
+"""Simulated behaviour of the law tests (:mod:`memcap.laws`) at the default run's noise.
 
 Each row simulates seeds from a known truth, decides them with the real test, counts how often
 each outcome falls, and sets the rate beside what the test must do (its level) or beside the
-power :mod:`memcap.law_power` predicts. ``tests/laws/test_laws_simulated.py`` checks every
+power :mod:`memcap.laws.power` predicts. ``tests/laws/test_laws_simulated.py`` checks every
 row's requirement and that docs/laws.md holds this table; ``python
 tests/helpers/law_simulation.py`` rewrites the table there.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from memcap import law_power
-from memcap import law_tests as lt
+from memcap import laws as lt
+from memcap.laws import power as law_power
 
 CV = 0.15
 GAIN_SD = 0.13

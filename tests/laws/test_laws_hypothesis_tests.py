@@ -1,4 +1,4 @@
-"""The law tests of memcap.law_tests: each statistic against an independent computation and
+"""The law tests of memcap.laws: each statistic against an independent computation and
 each outcome where it should fall (their behaviour on simulated seeds at the measured noise:
 test_laws_simulated.py)."""
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from memcap import law_tests as lt
+from memcap import laws as lt
 
 X = np.arange(1, 7, dtype=float)
 PROPORTIONAL = "proportional"  # paper A's variance model: the spread a fraction of the mean

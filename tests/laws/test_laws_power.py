@@ -1,4 +1,4 @@
-"""The power of the law tests and the seeds 80% power needs (memcap.law_power), each against an
+"""The power of the law tests and the seeds 80% power needs (memcap.laws.power), each against an
 independent computation: simulation of the test itself, SciPy's noncentral distributions, a
 brute-force search, Holm's procedure by hand."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from memcap import law_power
-from memcap import law_tests as lt
+from memcap import laws as lt
+from memcap.laws import power as law_power
 
 
 def test_one_sided_t_power_is_the_noncentral_t_and_matches_the_test_simulated():

@@ -1,6 +1,6 @@
 """The law tests on seeds simulated from a known truth at the default run's noise
 (tests/helpers/law_simulation.py): every outcome rate meets its requirement (the test's level,
-or the power memcap.law_power predicts), and docs/laws.md holds the table these runs give."""
+or the power memcap.laws.power predicts), and docs/laws.md holds the table these runs give."""
 
 from __future__ import annotations
 

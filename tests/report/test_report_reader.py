@@ -164,3 +164,16 @@ def test_a_page_without_the_new_columns_still_renders(stored, tmp_path):
     )  # fmt: skip
     html = render_html(TEMPLATE, ctx=old)
     assert "Kruskal rank at the measured error" in html
+
+
+def test_the_paper_a_section_opens_with_the_setup_beside_the_papers(stored):
+    context, html = stored
+    setup = context.paper_a.setup
+    assert setup is not None and setup.columns == ("setting", "paper A", "this run")
+    rows = {row[0]: row[1:] for row in setup.rows}
+    assert rows["d (token dimension)"] == ("64", "16") and rows["classes"] == ("100", "50")
+    assert rows["batch"] == ("256", "full batch")
+    section = html[html.index('<section id="paper-a">') :]
+    assert section.index("setup beside the paper") < section.index("decided on this run's seeds")
+    assert "smaller sizes (d = 16, 50 classes)" in context.paper_a.setup_note
+    assert context.paper_b.setup is None  # paper B's section has no such table yet

@@ -1,5 +1,5 @@
 """Paper B's findings decided on this run's AoT curves by tests on the seeds, one row per
-finding and curve (:mod:`memcap.law_tests`; every outcome holds / fails / inconclusive with
+finding and curve (:mod:`memcap.laws`; every outcome holds / fails / inconclusive with
 its test, statistic and p-value).
 
 - ``matches the authors' published accuracies``: at every point of a published curve
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from memcap import law_power, law_tests
+from memcap import laws as law_tests
 from memcap.aot.bounds import SATURATION as CEILING
 from memcap.aot.summary import curve_form, facet_groups, seed_means
 
@@ -74,7 +74,7 @@ def law_table(summary: pd.DataFrame, reference: Mapping[str, Any] | None = None)
         rows += [_alike(sweep, label, curve, curves) for model, label, curve in curves]
         rows += [_form(sweep, model, label, curve) for model, label, curve in curves]
     table = pd.DataFrame([row for row in rows if row is not None], columns=COLUMNS)
-    table["p_holm"] = law_power.holm(table["p_value"])
+    table["p_holm"] = law_tests.holm(table["p_value"])
     alike = table["law"] == ALIKE
     table.loc[alike, "caveat"] = [
         budget_caveat(summary, sweep, reference.get("budgets", {}))
@@ -207,7 +207,7 @@ def _alike(sweep: str, label: str, aot: pd.DataFrame, curves: list) -> dict | No
     seeds = sorted({p["seeds"] for p in pairs})
     power = seeds_needed = float("nan")
     if outcome == "inconclusive" and compared:  # every pair alike, at no difference
-        power, seeds_needed = law_power.joint(
+        power, seeds_needed = law_tests.joint(
             [p["equivalence"].power for p in compared], min(p["seeds"] for p in compared)
         )
     return {

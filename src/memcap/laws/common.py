@@ -1,7 +1,8 @@
 """What the law tests share: thresholds, a decision with its power, a form's design matrix.
 
-The private half of :mod:`memcap.law_tests` (which re-exports it): :class:`LawTest` with its
-power where inconclusive, the one-sided t-test of a mean, and how a p-value is printed."""
+:class:`LawTest` with its power where inconclusive, the one-sided t-test of a mean, how a
+p-value is printed and the seed-level points every test reads; :mod:`memcap.laws` re-exports
+the thresholds, :class:`LawTest`, :func:`p_text` and :func:`design`."""
 
 from __future__ import annotations
 
@@ -123,3 +124,12 @@ def outcome_of(holds: bool, fails: bool) -> str:
 def spread(values) -> float:
     values = np.asarray(values, dtype=float)
     return float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+
+
+def points(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """Seed-level points (x, y) as 1-D float arrays, the pairs with a missing value left out."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError("x and y must be 1-D arrays of the same length")
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]

@@ -1,8 +1,8 @@
 """The law tests on seeds paired across x: growth steps, no gain, alike, bounds, published values.
 
-The private half of :mod:`memcap.law_tests` (which re-exports it): steps of growth and where
-they stop, no gain beyond a reference (non-superiority), two models alike (TOST), means above
-bounds or within a tolerance of published values."""
+Steps of growth and where they stop, no gain beyond a reference (non-superiority), two models
+alike (TOST), means above bounds or within a tolerance of published values; :mod:`memcap.laws`
+re-exports them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from memcap import law_power
-from memcap._law_decision import (
+from memcap.laws import power as law_power
+from memcap.laws.common import (
     ALPHA,
     MARGIN,
     TESTS,

@@ -1,6 +1,6 @@
 """Power of the law tests, the seeds 80% power would need, and Holm's adjustment over a table.
 
-The tests are those of :mod:`memcap.law_tests`.
+The tests are those of :mod:`memcap.laws`.
 
 Each function answers "how likely was this test to decide, and how many seeds per setting
 would it need to decide four times in five?" at a stated effect and the measured noise:

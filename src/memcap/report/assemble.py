@@ -26,6 +26,7 @@ from memcap.report.context import (
     Limitation,
     ReportContext,
     ScalingSection,
+    Table,
 )
 from memcap.report.depth import (
     depth_strips,
@@ -37,6 +38,7 @@ from memcap.report.paper_a import comparison_table
 from memcap.report.render import render_html
 from memcap.report.scaling import scaling_section
 from memcap.report.timings import rule_timings, run_span
+from memcap.synthetic.setup import setup_sentence, setup_table
 
 _logger = logging.getLogger(__name__)
 
@@ -206,7 +208,12 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     """A paper's scaling laws (:mod:`memcap.report.scaling`)."""
     figures = _figures(inputs.stage(stage).figures, inputs.config)
     enabled = inputs.stages.get(stage, False)
-    return scaling_section(stage, enabled, figures, lambda name: inputs.table(stage, name))
+    section = scaling_section(stage, enabled, figures, lambda name: inputs.table(stage, name))
+    if stage == "synthetic" and enabled and "synthetic" in inputs.config:
+        setup = inputs.config["synthetic"]  # the validated section: this run beside paper A
+        section.setup = Table.from_frame(setup_table(setup))
+        section.setup_note = setup_sentence(setup)
+    return section
 
 
 def _run_limitations(

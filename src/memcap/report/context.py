@@ -159,6 +159,8 @@ class ScalingSection:
 
     enabled: bool
     figures: list[Figure] = field(default_factory=list)
+    setup: Table | None = None  # this run's settings beside the paper's
+    setup_note: str = ""  # what the difference in setup means for the laws
     laws: Table | None = None  # the paper's laws or findings: criteria and what was measured
     verdicts: Table | None = None  # the same laws, compact: outcome, test, statistic, p-value
     fits: Table | None = None

@@ -3,7 +3,7 @@ outcomes in the captions, the capacity estimates and the caveats.
 
 The laws come decided (``laws.csv`` of the stage: outcome, test, statistic, p-value, Holm's
 adjusted p-value, and beside an inconclusive test its power and the seeds 80% power would need,
-per law and curve, :mod:`memcap.law_tests`); this module only arranges them: a compact verdict
+per law and curve, :mod:`memcap.laws`); this module only arranges them: a compact verdict
 table, the full table behind it, each figure's caption completed with the outcomes of the laws
 it draws, "Not reproduced in this run" naming only the laws whose test fails (with any caveat
 on the verdict), the inconclusive and untestable ones apart, and a note on multiplicity. A
@@ -34,7 +34,7 @@ FULL_COLUMNS = [
 ]  # fmt: skip
 # How the compact table heads the columns a reader would not guess.
 HEADERS = {"p_holm": "p (Holm)", "seeds_needed": "seeds for 80% power"}
-ALPHA = 0.05  # the level the multiplicity note counts p-values against (memcap.law_tests)
+ALPHA = 0.05  # the level the multiplicity note counts p-values against (memcap.laws)
 # The per-seed table's columns in the report (the fixed sizes H, n, d_h, certified counts and
 # the T grid stay in capacity.csv: the page keeps its width).
 SEED_COLUMNS = [
@@ -275,9 +275,17 @@ def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection)
             "level: their capacity is a lower bound, and the laws leave out every setting with "
             "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
         )
+    if "at_chance" in capacity and capacity["at_chance"].astype(bool).any():
+        chance = capacity[capacity["at_chance"].astype(bool)]
+        section.limitations.append(
+            f"{len(chance)} of {seeds} memorize no more than a constant output would (at or "
+            "below the upper 95% quantile of its count at their T): shown as chance, not as a "
+            "capacity, and the laws leave their settings out: "
+            f"{', '.join(sorted(set(_named_settings(chance))))}."
+        )
     if stage == "synthetic" and {"bound", "task"} <= set(capacity.columns):
         ratios = bound_ratios(capacity).round(2)
-        section.tables["Trained counts against H(n−1)+1 (best seeds)"] = Table.from_frame(ratios)
+        section.tables["Trained counts against the bound (best seeds)"] = Table.from_frame(ratios)
         section.notes.append(_bound_note(ratios))
     if "largest_drop" in capacity:
         drops = capacity[capacity["largest_drop"] > 0.10]
@@ -310,6 +318,8 @@ def _bound_note(ratios: pd.DataFrame) -> str:
         else ""
     )
     return (
+        "The bound is H(n−1)+1 where d_h ≥ n and, below, the construction's H(d_h−1)+1 "
+        "(Theorem 1 gives only the order Ω(H·d_h) there; bound_kind in capacity.csv). "
         "H(n−1)+1 is what Theorem 1's construction memorizes with its attention weights fixed; "
         "with a shared context it is also the most a readout of fixed head outputs can fit "
         "for generic regression targets (the head outputs span at most H(n−1)+1 directions), "

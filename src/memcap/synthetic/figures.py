@@ -8,10 +8,11 @@ import pandas as pd
 import seaborn as sns
 from scipy.optimize import isotonic_regression
 
-from memcap.law_tests import MARGIN, LawTest, p_text
+from memcap.laws import MARGIN, LawTest, p_text
 from memcap.plotting import legend_beside, set_theme
 from memcap.synthetic.laws import curve_tests, estimates
 from memcap.synthetic.settings import SWEPT
+from memcap.theory import THEOREM
 
 LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
 
@@ -19,8 +20,9 @@ LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
 def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
     """One panel per law and curve of ``sweep`` (:func:`memcap.synthetic.laws.curve_tests`):
     every seed's capacity, the seed means ± standard errors, the law's fit with its band, and
-    the law's outcome and p-value in the title. Censored settings are hollow; black dashed:
-    Theorem 1's H(n−1)+1 (not drawn beyond d_h = n, where it does not change)."""
+    the law's outcome and p-value in the title. Censored seeds are hollow, seeds at chance grey
+    crosses; black dashed: Theorem 1's H(n−1)+1, the construction's H(d_h−1)+1 below d_h = n
+    (not drawn beyond d_h = n, where it does not change)."""
     set_theme()
     data = capacity[capacity["sweep"] == sweep]
     panels = list(curve_tests(data))
@@ -35,7 +37,7 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
         _law_fit(ax, rows, result, color, keys["n"])
         bound = rows.groupby("value")["bound"].first()
         if sweep != "head_dim" or law.startswith("grows"):
-            ax.plot(bound.index, bound.values, "k--", linewidth=1, label="H(n−1)+1")
+            ax.plot(bound.index, bound.values, "k--", linewidth=1, label=_bound_label(rows))
         ax.set_xlabel(LABELS[SWEPT[sweep]])
         ax.set_ylabel("memorized examples (capacity)")
         p_value = "" if np.isnan(result.p_value) else f", {p_text(result.p_value, result.p_floor)}"
@@ -47,16 +49,30 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
     return fig
 
 
+def _bound_label(rows: pd.DataFrame) -> str:
+    """The dashed line's label: Theorem 1's H(n−1)+1, and the construction's H(d_h−1)+1 where
+    the curve has d_h < n (never the count at n there)."""
+    kinds = set(rows.get("bound_kind", pd.Series(THEOREM, index=rows.index)))
+    return "H(n−1)+1" if kinds <= {THEOREM} else "H(min(n, d_h)−1)+1 (construction below n)"
+
+
 def _points(ax: plt.Axes, rows: pd.DataFrame, color) -> None:
-    """Every seed's capacity (hollow: censored) and the seed means ± standard errors."""
+    """Every seed's capacity (hollow: censored; grey crosses: at chance) and the seed means ±
+    standard errors."""
     censored = rows.get("censored", pd.Series(False, index=rows.index)).astype(bool)
+    chance = rows.get("at_chance", pd.Series(False, index=rows.index)).astype(bool)
+    censored &= ~chance
     jitter = (rows["seed"].rank(method="dense") - rows["seed"].nunique() / 2) * 0.03
     x = rows["value"] + jitter * max(1.0, float(np.ptp(rows["value"])) / 10)
-    ax.scatter(x[~censored], rows["capacity"][~censored], color=color, alpha=0.5, s=14,
+    plain = ~censored & ~chance
+    ax.scatter(x[plain], rows["capacity"][plain], color=color, alpha=0.5, s=14,
                label="seeds")  # fmt: skip
     if censored.any():
         ax.scatter(x[censored], rows["capacity"][censored], facecolors="none",
                    edgecolors=color, s=18, label="censored (left out)")  # fmt: skip
+    if chance.any():
+        ax.scatter(x[chance], rows["capacity"][chance], marker="x", color="grey", s=18,
+                   label="at chance (left out)")  # fmt: skip
     stats = estimates(rows)
     ax.errorbar(stats.index, stats["mean"], yerr=stats["se"], fmt="_", color="black",
                 capsize=3, markersize=10, label="seed mean ± SE")  # fmt: skip

@@ -4,7 +4,7 @@ Theorem 1 with its construction predicts capacity linear in H, growing with the 
 n, and growing with the head dimension d_h up to d_h = n with no gain beyond it. Each curve
 (sweep, context kind, task) is decided on every seed's ``capacity`` (the most examples it
 memorized over its T grid: paper A's plotted notion, a lower bound on the capacity) by
-:mod:`memcap.law_tests`, the seeds of a setting being its replicates:
+:mod:`memcap.laws`, the seeds of a setting being its replicates:
 
 - ``linear in H``: lack-of-fit F-test of the line against the per-H means (p ≥ 0.05 holds,
   p < 0.01 fails, between inconclusive) and the slope's 95% interval above zero, weighted by
@@ -21,7 +21,8 @@ memorized over its T grid: paper A's plotted notion, a lower bound on the capaci
   the values).
 
 Censored settings (the grid, not the model, bounds a seed's estimate: ``capacity_table``'s
-``censored``) are left out of the tests and named. Each table carries Holm-adjusted p-values
+``censored``) and settings with a seed at chance (``at_chance``: no more than a constant output
+counts) are left out of the tests and named. Each table carries Holm-adjusted p-values
 (``p_holm``) over its laws and, beside an inconclusive test, its power and the seeds 80% power
 would need. The estimate of a setting is its seed mean ± standard error (:func:`estimates`);
 the best seed is reported beside it, not tested.
@@ -30,13 +31,14 @@ the best seed is reported beside it, not tested.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from memcap import law_power, law_tests
-from memcap.law_tests import LawTest
+from memcap import laws as law_tests
+from memcap.laws import LawTest
 from memcap.synthetic.settings import SWEPT
 
 COLUMNS = [
@@ -44,7 +46,7 @@ COLUMNS = [
     "test", "statistic", "p_value", "p_floor", "p_holm", "p_unweighted",
     "power", "seeds_needed", "power_at",
 ]  # fmt: skip
-# Per sweep: (law, law of memcap.law_tests, the part of the curve it is decided on).
+# Per sweep: (law, law of memcap.laws, the part of the curve it is decided on).
 LAWS = {
     "heads": [("linear in H", "linear", "all")],
     "context_size": [("grows with n", "grows", "all")],
@@ -128,13 +130,28 @@ def _part(group: pd.DataFrame, part: str, n: int) -> pd.DataFrame:
 def _decide(
     rows: pd.DataFrame, kind: str, n: int, swept: str, variance: str = "proportional"
 ) -> LawTest:
+    rows, at_chance = _without_chance(rows)
     censored = "censored" if "censored" in rows else None
     common = {"censored": censored, "name": swept}
     if kind in ("saturates", "grows to"):
         law = "grows" if kind == "grows to" else kind
-        return law_tests.decide(rows, law, reference=n, **common)
-    # the seeds' spread grows with the capacity (spread_exponent): weighted by 1 / mean²
-    return law_tests.decide(rows, kind, variance=variance, **common)
+        result = law_tests.decide(rows, law, reference=n, **common)
+    else:  # the seeds' spread grows with the capacity (spread_exponent): weighted by 1 / mean²
+        result = law_tests.decide(rows, kind, variance=variance, **common)
+    if not at_chance:
+        return result
+    named = ", ".join(f"{v:g}" for v in at_chance)
+    return replace(result, detail=f"{result.detail}; at chance, left out: {swept} = {named}")
+
+
+def _without_chance(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[float]]:
+    """``rows`` without every value where a seed's capacity is at chance (a count a constant
+    output reaches is no capacity), and those values."""
+    if "at_chance" not in rows:
+        return rows, []
+    values = rows["value"].astype(float)
+    flagged = sorted(set(values[rows["at_chance"].astype(bool)]))
+    return rows[~values.isin(flagged)], flagged
 
 
 def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +185,7 @@ def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
             }
         )
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table["p_holm"] = law_power.holm(table["p_value"])
+    table["p_holm"] = law_tests.holm(table["p_value"])
     return table
 
 

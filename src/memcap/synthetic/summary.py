@@ -14,6 +14,14 @@ A series is ``censored`` when its largest T is memorized at or above the ladder'
 (``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
 its estimate, and the laws leave that value out. ``largest_drop`` is the largest fall of the
 memorized count from a smaller T to a larger one, as a fraction of the smaller T's count.
+``fitted_T_low`` and ``fitted_T_high`` bracket ``fitted_T``: the largest T fitted and the
+smallest larger T tried that was not (NaN where none was tried).
+
+A capacity is **at chance** when it is at or below ``chance_high``, the upper 95% quantile of
+what a constant output counts at the capacity's T (:mod:`memcap.synthetic.chance`; ``chance``
+is its expectation): it is shown as "chance (count)" and the laws leave its value out.
+``bound`` is Theorem 1's H(n−1)+1 where d_h ≥ n, and its construction's H(d_h−1)+1 below
+(``bound_kind`` says which, :mod:`memcap.theory`).
 
 **Optimiser-limited** is decided per setting on every seed (:func:`convergence_decision`):
 each seed's relative gain g_s from the convergence check's longer budget, their mean and its
@@ -38,6 +46,7 @@ import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
 from memcap.synthetic.series import censor_level
+from memcap.theory import THEOREM
 from memcap.training.plateau import STILL_FALLING
 
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
@@ -58,16 +67,28 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
         group = group.sort_values("T")
         best = group.loc[group["memorized"].idxmax()]  # the first, smallest T, on a tie
         top = group.iloc[-1]
-        fitted = group.loc[group["memorized"] >= group["T"], "T"]
+        fit = group["memorized"] >= group["T"]
+        fitted_T = int(group.loc[fit, "T"].max()) if fit.any() else 0
+        unfitted = group.loc[~fit & (group["T"] > fitted_T), "T"]
         bracketed = bool(best["T"] < top["T"])
+        capacity = int(best["memorized"])
+        chance = float(best.get("chance", _NAN_VALUE))
+        chance_high = float(best.get("chance_high", _NAN_VALUE))
+        at_chance = bool(capacity <= chance_high)  # False where no chance was recorded (NaN)
         rows.append(
             {
                 **dict(zip(SETTING, key, strict=True)),
-                "capacity": int(best["memorized"]),
-                "capacity_shown": f"{'' if bracketed else '≥ '}{int(best['memorized'])}",
+                "capacity": capacity,
+                "capacity_shown": _shown(capacity, bracketed, at_chance),
                 "bracketed": bracketed,
                 "T_at_capacity": int(best["T"]),
-                "fitted_T": int(fitted.max()) if len(fitted) else 0,
+                "fitted_T": fitted_T,
+                "fitted_T_low": fitted_T,
+                "fitted_T_high": int(unfitted.min()) if len(unfitted) else _NAN_VALUE,
+                "chance": chance,
+                "chance_high": chance_high,
+                "at_chance": at_chance,
+                "bound_kind": str(group.get("bound_kind", _KIND).iloc[0]),
                 "certified": int(group["certified"].max()),
                 "certified_trained": int(group["certified_trained"].max()),
                 "T_max": int(top["T"]),
@@ -91,6 +112,14 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
     settings = table[ESTIMATE_KEYS].itertuples(index=False, name=None)
     decided = pd.DataFrame([decisions[key] for key in settings], index=table.index)
     return pd.concat([table, decided], axis=1)
+
+
+def _shown(capacity: int, bracketed: bool, at_chance: bool) -> str:
+    """A seed's capacity as the report shows it: "chance (11)" at or below chance, "≥ 57"
+    where no larger T memorized fewer, else the count."""
+    if at_chance:
+        return f"chance ({capacity})"
+    return f"{'' if bracketed else '≥ '}{capacity}"
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,8 @@ def convergence_decision(gains: Iterable[float], margin: float) -> dict[str, Any
 
 
 _NAN = pd.Series([float("nan")])
+_NAN_VALUE = float("nan")
+_KIND = pd.Series([THEOREM])  # tables written before the bound's kind was recorded
 _FALSE = pd.Series([False])
 ESTIMATE_KEYS = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "bound"]
 
@@ -148,14 +179,17 @@ def estimate_table(capacity: pd.DataFrame) -> pd.DataFrame:
         mean = round(float(values.mean()), 2)
         se = round(float(values.sem()), 2) if len(values) > 1 else float("nan")
         bracketed = int(group["bracketed"].sum())
+        at_chance = int(group.get("at_chance", _FALSE).sum())
+        shown = f"{'' if bracketed == len(group) else '≥ '}{mean:.1f} ± {se:.1f}"
         rows.append(
             {
                 **dict(zip(ESTIMATE_KEYS, key, strict=True)),
                 "seeds": len(values),
                 "capacity_mean": mean,
                 "capacity_se": se,
-                "capacity_shown": f"{'' if bracketed == len(group) else '≥ '}{mean:.1f} ± {se:.1f}",
+                "capacity_shown": f"chance ({shown})" if at_chance == len(group) else shown,
                 "bracketed_seeds": bracketed,
+                "at_chance_seeds": at_chance,
                 "capacity_seeds": " ".join(group["capacity_shown"]),
                 "capacity_best": int(values.max()),
                 "fitted_T_seeds": " ".join(str(int(v)) for v in group["fitted_T"]),
@@ -182,8 +216,9 @@ def largest_drop(series: pd.DataFrame) -> float:
 
 
 def bound_ratios(capacity: pd.DataFrame) -> pd.DataFrame:
-    """Trained counts against Theorem 1's H(n−1)+1, per sweep, task and context kind: the
-    range and median over settings of each setting's best seed over its bound."""
+    """Trained counts against the bound (H(n−1)+1, or H(d_h−1)+1 where d_h < n), per sweep,
+    task and context kind: the range and median over settings of each setting's best seed over
+    its bound."""
     best = capacity.groupby(["sweep", "task", "context", "value"], sort=True).agg(
         capacity=("capacity", "max"), bound=("bound", "first")
     )
@@ -199,9 +234,9 @@ def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
     """Linear fits of every capacity quantity against the swept value.
 
     One row per sweep, context, task and quantity, over the points the laws are decided on
-    (:mod:`memcap.synthetic.laws`): a value where any seed is censored is left out (named in
-    ``left_out``), and the d_h sweep is fitted over d_h ≤ n only (Theorem 1 predicts growth up
-    to d_h = n and none beyond).
+    (:mod:`memcap.synthetic.laws`): a value where any seed is censored or at chance is left out
+    (named in ``left_out``), and the d_h sweep is fitted over d_h ≤ n only (Theorem 1 predicts
+    growth up to d_h = n and none beyond).
     """
     rows = []
     for (sweep, swept, context, task), group in capacity.groupby(
@@ -210,6 +245,7 @@ def fit_table(capacity: pd.DataFrame) -> pd.DataFrame:
         if sweep == "head_dim":
             group = group[group["d_h"] <= group["n"]]
         censored = group.get("censored", pd.Series(False, index=group.index)).astype(bool)
+        censored |= group.get("at_chance", pd.Series(False, index=group.index)).astype(bool)
         left_out = sorted(set(group.loc[censored, "value"]))
         group = group[~group["value"].isin(left_out)]
         for quantity in QUANTITIES:

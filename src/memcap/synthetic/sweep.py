@@ -33,13 +33,14 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.batched import batched_model, data_key, member_datasets
+from memcap.synthetic.chance import chance_count
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
 from memcap.synthetic.series import Series, Trained, check, climb
 from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.synthetic.warm import trained_states, warm_start
-from memcap.theory import theory_bound
+from memcap.theory import bound_kind, construction_count
 from memcap.training.active import select_parameters
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
@@ -135,6 +136,8 @@ def _train_group(
     started = warm_start(model, [warm[r] for r in members])
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
+    classes = stage.classes if task == "classification" else 0
+    chance = {T: chance_count(T, classes, cfg.regression_tol) for T in {r.T for r in members}}
     trained = {}
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
     for r, replica, weights, embedded in _trained_attention(model, data, members):
@@ -148,7 +151,7 @@ def _train_group(
             "swept": SWEPT[spec.name],
             "d": stage.d,
             "d_v": stage.d_v,
-            "classes": stage.classes if task == "classification" else 0,
+            "classes": classes,
             "accuracy": float(result.accuracy[r]),
             "memorized": int(result.memorized[r]),
             "certified": certified_capacity_curve(
@@ -160,7 +163,10 @@ def _train_group(
                 device=device,
             )[0].rank,
             "certified_trained": certified_capacity_from_attention(weights, embedded),
-            "bound": theory_bound(s.H, s.n),
+            "bound": construction_count(s.H, s.n, s.d_h),
+            "bound_kind": bound_kind(s.n, s.d_h),
+            "chance": chance[t].expected,
+            "chance_high": chance[t].high,
             "saturation": float(per_head.mean()),
             "loss": float(result.loss[r]),
             "fit_step": int(result.fit_step[r]),

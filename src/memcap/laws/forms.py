@@ -1,0 +1,124 @@
+"""A law's form decided on seed-level data: the lack-of-fit F-test against the seeds' pure error.
+
+The forms: ``linear``, ``quadratic``, ``hinge`` (piecewise linear with a known knot). The
+least-squares fit over every seed is tested against the per-x means, F = [SS_lof / (k − p)] /
+[SS_pe / (N − k)] for k values, p coefficients, N points; p ≥ ``HOLD_P`` holds, p < ``FAIL_P``
+fails, between is inconclusive. Where the seeds' spread grows with the mean the fit and both
+sums of squares are weighted by 1 / mean² (``variance="proportional"``). A form that must
+*grow* also needs its growth term's 95% interval above zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from memcap.laws import power as law_power
+from memcap.laws.common import (
+    ALPHA,
+    COEFFICIENTS,
+    FAIL_P,
+    HOLD_P,
+    TESTS,
+    LawTest,
+    design,
+    no_test,
+    points,
+    untestable,
+    with_power,
+)
+
+
+def decide_form(
+    x,
+    y,
+    form: str = "linear",
+    knot: float = float("nan"),
+    grows: bool = False,
+    variance: str = "constant",
+) -> LawTest:
+    """Lack-of-fit F-test of ``form`` over seed-level points (x, y) against the per-x means;
+    with ``grows``, also the growth term's 95% interval (slope; hinge: the slope before the
+    knot; quadratic: the slope at the mean x). ``variance``: ``constant`` (least squares) or
+    ``proportional`` (the seeds' standard deviation a fixed fraction of the mean: weighted
+    least squares with weights 1 / mean², the per-x seed mean standing in for it)."""
+    x, y = points(x, y)
+    p = COEFFICIENTS[form]
+    levels, inverse = np.unique(x, return_inverse=True)
+    k, n = len(levels), len(x)
+    if k <= p:
+        return untestable(form, f"{k} values; the form has {p} coefficients")
+    if n <= k:
+        return no_test(form, "one seed per value (no pure error)")
+    basis = design(x, form, knot)
+    means = np.bincount(inverse, y) / np.bincount(inverse)
+    weights = _weights(means, variance)[inverse]
+    root = np.sqrt(weights)
+    coef, *_ = np.linalg.lstsq(basis * root[:, None], y * root, rcond=None)
+    sse = float(np.sum(weights * (y - basis @ coef) ** 2))
+    ss_pe = float(np.sum(weights * (y - means[inverse]) ** 2))
+    ss_lof = max(sse - ss_pe, 0.0)
+    df_lof, df_pe = k - p, n - k
+    if ss_pe == 0.0:
+        statistic = 0.0 if ss_lof <= 1e-12 * max(sse, 1.0) else float("inf")
+        p_value = 1.0 if statistic == 0.0 else 0.0
+    else:
+        statistic = (ss_lof / df_lof) / (ss_pe / df_pe)
+        p_value = float(stats.f.sf(statistic, df_lof, df_pe))
+    covariance = sse / (n - p) * np.linalg.pinv(basis.T @ (basis * weights[:, None]))
+    outcome = "holds" if p_value >= HOLD_P else "fails" if p_value < FAIL_P else "inconclusive"
+    detail = f"F({df_lof}, {df_pe}) = {statistic:.2f}, p = {p_value:.3g}"
+    extra: dict[str, Any] = {"df": (df_lof, df_pe)}
+    seeds = n / k
+    candidates = []
+    if outcome == "inconclusive":
+        power, needed = law_power.lack_of_fit(statistic, df_lof, df_pe, k, seeds, FAIL_P)
+        candidates.append((power, needed, f"the observed lack of fit, failing at p < {FAIL_P}"))
+    if grows:
+        gradient = _growth_gradient(form, x)
+        slope = float(gradient @ coef)
+        se = float(np.sqrt(gradient @ covariance @ gradient))
+        half = stats.t.ppf(1 - ALPHA / 2, n - p) * se
+        extra.update(slope=slope, slope_low=slope - half, slope_high=slope + half)
+        detail += f"; slope {slope:.3g} [{slope - half:.3g}, {slope + half:.3g}] (95%)"
+        if slope + half < 0:
+            outcome = "fails"
+        elif slope - half <= 0 and outcome != "fails":
+            outcome = "inconclusive"
+            power, needed = law_power.slope(slope / se if se else 0.0, seeds, k, p, ALPHA)
+            candidates.append((power, needed, "the observed slope, its interval above 0"))
+    result = LawTest(
+        form,
+        outcome,
+        TESTS["form"],
+        float(statistic),
+        p_value,
+        detail,
+        form=form,
+        knot=knot,
+        coefficients=tuple(float(c) for c in coef),
+        covariance=tuple(tuple(float(v) for v in row) for row in covariance),
+        dof=n - p,
+        extra=extra,
+    )
+    return with_power(result, candidates)
+
+
+def _weights(means: np.ndarray, variance: str) -> np.ndarray:
+    """Per-x weights of the fit: 1 (constant variance) or 1 / mean² (proportional), the means
+    floored at 1% of the largest so that a value near 0 cannot take every weight."""
+    if variance == "constant":
+        return np.ones_like(means)
+    if variance == "proportional":
+        scale = np.maximum(np.abs(means), 0.01 * float(np.max(np.abs(means))) or 1.0)
+        return 1.0 / scale**2
+    raise ValueError(f"unknown variance model '{variance}'; use constant or proportional")
+
+
+def _growth_gradient(form: str, x: np.ndarray) -> np.ndarray:
+    """The linear functional of the coefficients that is the form's growth term."""
+    if form == "quadratic":
+        return np.array([0.0, 1.0, 2.0 * float(np.mean(x))])
+    return np.array([0.0, 1.0] + [0.0] * (COEFFICIENTS[form] - 2))
