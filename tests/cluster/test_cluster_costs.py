@@ -12,7 +12,7 @@ import pytest
 
 from memcap.cluster import costs
 from memcap.cluster.plan import local_rules, longest_first, parse_dry_run, request_rows
-from memcap.synthetic.series import Series, Trained, check, climb
+from memcap.synthetic.series import Series, Trained, bracket, bracket_passes, check, climb
 from memcap.synthetic.settings import Convergence, Ladder, StageSettings, SweepSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,18 +31,22 @@ def _stage(ladder: Ladder, convergence: Convergence) -> StageSettings:
 
 
 @pytest.mark.parametrize(
-    ("grow_at", "warm_start", "restarts", "factor", "recipe"),
-    list(itertools.product([None, 0.5], [False, True], [0, 2], [None, 3], ["ours", "authors"])),
-)
+    ("grow_at", "warm_start", "restarts", "factor", "recipe", "ratio"),
+    [
+        *itertools.product([None, 0.5], [False, True], [0, 2], [None, 3], ["ours", "authors"],
+                           [None]),
+        *itertools.product([None, 0.5], [False], [0], [None, 3], ["ours", "authors"], [1.1, 1.25]),
+    ],
+)  # fmt: skip
 def test_the_protocol_bound_costs_at_least_what_the_protocol_trains(
-    grow_at, warm_start, restarts, factor, recipe
+    grow_at, warm_start, restarts, factor, recipe, ratio
 ):
     """Whatever the counts memorized, the passes the protocol runs cost no more steps, FLOPs
-    or SVDs than the bound's."""
-    ladder = Ladder(grow_at, 2.0, 64, warm_start, restarts)
+    or SVDs than the bound's (the bracket's bisection among them)."""
+    ladder = Ladder(grow_at, 2.0, 64, warm_start, restarts, ratio)
     stage = _stage(ladder, Convergence(factor or 0, 0.05))
     spec = SPEC if recipe == "ours" else dataclasses.replace(SPEC, recipe="authors")
-    draw = random.Random(f"{grow_at}{warm_start}{restarts}{factor}{recipe}")
+    draw = random.Random(f"{grow_at}{warm_start}{restarts}{factor}{recipe}{ratio}")
     passes = []
 
     def train(replicas, states):
@@ -58,6 +62,9 @@ def test_the_protocol_bound_costs_at_least_what_the_protocol_trains(
         series = [Series(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
         climb(series, spec.T, ladder, train)
         check(series, ladder, stage.convergence, budget, train)
+        before = len(passes)
+        bracket(series, ladder, stage.convergence, budget, train)
+        assert len(passes) - before <= sum(n for n, _ in bracket_passes(spec.T, ladder))
         ran, bound = costs.passes_work(spec, stage, passes), costs.synthetic_work(spec, stage)
         for unit, amount in ran.items():
             assert amount <= bound[unit] * (1 + 1e-12), (unit, amount, bound[unit])

@@ -276,8 +276,67 @@ def trend_rows(runs: int = 60) -> list[Row]:
     ]  # fmt: skip
 
 
+def bracket_midpoint(value: float, grid=(32, 64, 128, 256), ratio: float = 1.1) -> float:
+    """A seed's fitted_T measured as the protocol measures it (memcap.synthetic.series): the
+    grid doubled while its largest T fits, then bisected by ``between`` until a fitted T and
+    an unfitted one are ``ratio`` apart; the bracket's geometric midpoint (what the laws take).
+    Every T up to ``value`` fits, none above."""
+    from memcap.synthetic.series import between
+
+    tried = set(grid)
+    while max(tried) <= value:
+        tried.add(2 * max(tried))
+    while True:
+        low = max((T for T in tried if value >= T), default=0)
+        high = min(T for T in tried if low < T)
+        mid = between(low, high, ratio)
+        if mid is None:
+            return 0.0 if low == 0 else float(np.sqrt(low * high))
+        tried.add(mid)
+
+
+def bracket_rows(runs: int = 400) -> list[Row]:
+    """The laws decided on bracket midpoints (ratio 1.1) of fitted_T keep their level: the
+    lack-of-fit F on a line, the trend test on a flat truth, and the stop verdict of "grows
+    with d_h up to n" on a step of exactly +10% (the margin) into n."""
+    rng = np.random.default_rng(6)
+    line, flat = 45.0 * H, np.full(len(H), 150.0)
+
+    def measured(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x, y = _seeds(means, CV * means, SEEDS, rng)
+        return x, np.array([bracket_midpoint(v) for v in y])
+
+    lines = [lt.decide_form(*measured(line), "linear", grows=True, variance="proportional")
+             for _ in range(runs)]  # fmt: skip
+    flats = [lt.decide_grows(*measured(flat), power=False).outcome for _ in range(runs // 5)]
+    stops = []
+    for _ in range(runs):
+        at_4 = 150.0 * (1 + CV * rng.normal(size=SEEDS))
+        at_8 = at_4 * (1 + lt.MARGIN + STEP_SD * rng.normal(size=SEEDS))
+        table = pd.DataFrame({4.0: [bracket_midpoint(v) for v in at_4],
+                              8.0: [bracket_midpoint(v) for v in at_8]})  # fmt: skip
+        stops.append("stop measured" if lt.steps(table)[0].below(lt.MARGIN)[1] < lt.ALPHA
+                     else "not")  # fmt: skip
+    truth = f"fitted_T as bracket midpoints (ratio 1.1) of a line 45·H, seed SD {CV:.0%}"
+    return [
+        Row(truth, "lack-of-fit F, 1/mean² weights", "fails", f"fails ≤ {lt.FAIL_P:.0%}",
+            _rates([r.outcome for r in lines]), runs, check=at_most(lt.FAIL_P)),
+        Row(truth, "lack-of-fit F, 1/mean² weights", "p < 0.05", "≤ 5% (its level)",
+            _rates(["p < 0.05" if r.p_value < lt.HOLD_P else "p ≥ 0.05" for r in lines]), runs,
+            check=at_most(lt.HOLD_P)),
+        Row("the same of a flat truth 150", "Jonckheere–Terpstra", "holds",
+            f"≤ {lt.ALPHA:.0%} (its level)", _rates(flats), len(flats), check=at_most(lt.ALPHA)),
+        Row(f"a step of +{lt.MARGIN:.0%} (the margin) into n, bracket midpoints",
+            "step below the margin (stops before n)", "stop measured",
+            f"≤ {lt.ALPHA:.0%} (its level)", _rates(stops), runs, check=at_most(lt.ALPHA)),
+    ]  # fmt: skip
+
+
 def rows() -> list[Row]:
-    return form_rows() + saturation_rows() + step_rows() + equivalence_rows() + trend_rows()
+    return (
+        form_rows() + saturation_rows() + step_rows() + equivalence_rows() + trend_rows()
+        + bracket_rows()
+    )  # fmt: skip
 
 
 def markdown(table: list[Row]) -> str:

@@ -241,13 +241,25 @@ def test_steps_and_growth_up_to_a_reference():
     assert walk[-1].p_down == pytest.approx(stats.ttest_1samp(last, 0, alternative="less").pvalue)
     rows = table.reset_index(names="seed").melt(id_vars="seed", var_name="d_h", value_name="y")
     result = lt.decide(rows, "grows", x="d_h", y="y", reference=8, name="d_h")
-    # the trend holds over 1..8, but growth stops at 4 < 8: the law is not shown
+    # the trend holds over 1..8, but growth stops at 4 < 8, measured: the step into 8 lies
+    # significantly below +10% (one-sided t on the paired changes), so the law fails there
     assert lt.decide(rows, "grows", x="d_h", y="y").outcome == "holds"
-    assert result.outcome == "inconclusive" and result.extra["stop"] == 4.0
+    assert result.outcome == "fails" and result.extra["stop"] == 4.0
     assert result.test == "Jonckheere–Terpstra + step t"
     assert result.p_value == pytest.approx(walk[-1].p_up)  # the larger of trend and step
-    assert "d_h 4 → 8: -9.0%" in result.detail and 0 < result.power < 1
-    assert "+10% step into d_h = 8" in result.power_at
+    below = stats.ttest_1samp(last, 0.10, alternative="less").pvalue
+    assert "d_h 4 → 8: -9.0%" in result.detail and f"p = {below:.3g})" in result.detail
+    assert "stops at d_h = 4 < 8: the step into 8 is below +10%" in result.detail
+    upper = last.mean() + stats.t.ppf(0.95, 4) * last.std(ddof=1) / np.sqrt(5)
+    assert f"95% upper bound {upper:+.1%}" in result.detail
+    # a step into 8 too noisy to place below +10%: inconclusive, with its power
+    noisy = table.copy()
+    noisy[8.0] = table[4.0] * [0.8, 1.3, 0.9, 1.25, 0.85]
+    rows_noisy = noisy.reset_index(names="seed").melt(id_vars="seed", var_name="d_h",
+                                                      value_name="y")  # fmt: skip
+    open_ = lt.decide(rows_noisy, "grows", x="d_h", y="y", reference=8, name="d_h")
+    assert open_.outcome == "inconclusive" and 0 < open_.power < 1
+    assert "+10% step into d_h = 8" in open_.power_at and "stops at" not in open_.detail
     # growth into the reference: holds; a significant fall into it fails
     grown = rows.assign(y=np.where(rows["d_h"] == 8.0, rows["y"] * 1.5, rows["y"]))
     assert lt.decide(grown, "grows", x="d_h", y="y", reference=8).outcome == "holds"

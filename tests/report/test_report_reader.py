@@ -177,3 +177,15 @@ def test_the_paper_a_section_opens_with_the_setup_beside_the_papers(stored):
     assert section.index("setup beside the paper") < section.index("decided on this run's seeds")
     assert "smaller sizes (d = 16, 50 classes)" in context.paper_a.setup_note
     assert context.paper_b.setup is None  # paper B's section has no such table yet
+
+
+def test_the_first_screen_names_the_underpowered_laws(stored):
+    context, html = stored
+    assert context.paper_a.underpowered == [
+        "saturates in d_h beyond n (shared context, classification): inconclusive at power 6%, "
+        "56 seeds for 80%"
+    ]
+    assert len(context.paper_b.underpowered) == 2
+    glance = html[html.index('<section id="at-a-glance">') : html.index('id="depth-strip"')]
+    assert "Underpowered laws, paper A" in glance and "56 seeds for 80%" in glance
+    assert "Underpowered laws, paper B" in glance

@@ -15,7 +15,7 @@ from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.synthetic import laws
 from memcap.synthetic.checks import check_synthetic_config
-from memcap.synthetic.series import Series, Trained, check, climb, grows, next_T
+from memcap.synthetic.series import Series, Trained, between, bracket, check, climb, grows, next_T
 from memcap.synthetic.settings import (
     Convergence,
     Ladder,
@@ -235,3 +235,42 @@ def test_ladder_rules():
     assert next_T(ladder, 128) == 256 and next_T(replace(ladder, factor=1.01), 10) == 11
     assert ladder.data_size((64, 128)) == 256
     assert Ladder(None, 2, 256, False, 0).data_size((64, 128)) == 128
+
+
+def test_the_bracket_bisects_fitted_t_and_checks_every_unfitted_end():
+    """A series that fits every T up to 45 and none above: bisection between the grid's T
+    finds a fitted T and an unfitted one at most 1.1x apart, the unfitted end trained with
+    the longer budget too; one that fits nothing halves down to one example."""
+    spec, stage = _tiny({"grow_at": 0.9, "max_T": 64, "restarts": 0, "bracket": 1.1})
+    assert stage.ladder.bracket == 1.1
+    fits = {0: 45, 1: 0}  # seed -> the largest T it fits
+    log = []
+    counts = lambda key, T, budget, restart: T if fits[key[1]] >= T else T // 3  # noqa: E731
+    train = _fake_train(counts, log)
+    series = [Series(next(iter(spec.settings())), seed) for seed in (0, 1)]
+    climb(series, (8, 16, 32), stage.ladder, train)
+    check(series, stage.ladder, Convergence(2, 0.05), lambda T: 100, train)
+    bracket(series, stage.ladder, Convergence(2, 0.05), lambda T: 100, train)
+    low, high = series[0].fitted_bracket
+    assert low == 45 and high in (46, 47, 48, 49) and high <= 1.1 * low
+    assert all(s.fitted_bracket[1] in s.longer for s in series)  # unfitted by both budgets
+    assert series[1].fitted_bracket == (0, 1)  # halved from 8 down to 1, none fitted
+    table = capacity_table(pd.DataFrame(
+        [row | {"sweep": "heads", "swept": "H", "value": 1, "H": 1, "n": 4, "d_h": 4,
+                "context": "random", "task": "classification", "seed": s.seed, "bound": 4,
+                "accuracy": row["memorized"] / T, "certified": 1, "certified_trained": 1,
+                "T": T, "bracket": 1.1}
+         for s in series for T, row in zip(s.T_tried, s.rows(), strict=True)]
+    ))  # fmt: skip
+    first = table[table["seed"] == 0].iloc[0]
+    assert not first["fitted_censored"] and first["fitted_T_mid"] == pytest.approx(
+        (45 * high) ** 0.5, abs=0.01
+    )
+    assert table[table["seed"] == 1].iloc[0]["fitted_T_mid"] == 0.0
+
+
+def test_between_halves_then_bisects_geometrically():
+    assert between(0, 32, 1.1) == 16 and between(0, 1, 1.1) is None
+    assert between(32, 64, 1.1) == 45 and between(45, 48, 1.1) is None  # 48 <= 1.1 * 45
+    assert between(9, 10, 1.1) is None  # one example apart
+    assert between(100, 111, 1.1) == 105

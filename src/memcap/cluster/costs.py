@@ -35,7 +35,7 @@ from memcap.aot.settings import StageSettings as AotStage
 from memcap.aot.settings import expand_sweep
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
-from memcap.synthetic.series import next_T
+from memcap.synthetic.series import bracket_passes, next_T
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 
 COSTS_FILE = "benchmarks/cluster_costs.json"
@@ -117,7 +117,8 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
     times again. The check's pass k (a walk's k-th step) holds each series at most once, at a
     T k rungs or more up the T its walks can reach, so it costs at most one pass of every
     series at all of those; without growth each series checks once, at its capacity T, whose
-    FLOPs are at most the largest T's (budgets and FLOPs grow with T)."""
+    FLOPs are at most the largest T's (budgets and FLOPs grow with T). The bracket's passes
+    (:func:`~memcap.synthetic.series.bracket_passes`) each hold every series at most once."""
     ladder = stage.ladder
     series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
 
@@ -136,6 +137,10 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
         work = passes_work(spec, stage, [[r for T in rungs for r in at(T, k)] for k in restarts])
     else:
         work = passes_work(spec, stage, [at(T, k) for T in rungs for k in restarts])
+    for passes, T in bracket_passes(spec.T, ladder):  # a pass may hold both budgets' models
+        one = passes_work(spec, stage, [at(T, budget=_bracket_budget(spec, stage, T))])
+        one["synthetic_step"] += passes_work(spec, stage, [at(T)])["synthetic_step"]
+        work = add(work, {unit: passes * amount for unit, amount in one.items()})
     if not stage.convergence.enabled:
         return work
     checked = sorted({T for start in rungs for T in walk(start)})
@@ -145,6 +150,12 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
         return add(work, passes_work(spec, stage, walks))
     steps = passes_work(spec, stage, [[r for c in checks for r in c]])["synthetic_step"]
     return add(work, passes_work(spec, stage, checks[-1:]) | {"synthetic_step": steps})
+
+
+def _bracket_budget(spec: SweepSpec, stage: StageSettings, T: int) -> int:
+    """The longer budget a bracket pass at T or below may train: the check's where it runs,
+    else the recipe's (0)."""
+    return _check_budget(spec, stage, T) if stage.convergence.enabled else 0
 
 
 def _check_budget(spec: SweepSpec, stage: StageSettings, T: int) -> int:

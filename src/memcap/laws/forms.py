@@ -5,11 +5,15 @@ least-squares fit over every seed is tested against the per-x means, F = [SS_lof
 [SS_pe / (N − k)] for k values, p coefficients, N points; p ≥ ``HOLD_P`` holds, p < ``FAIL_P``
 fails, between is inconclusive. Where the seeds' spread grows with the mean the fit and both
 sums of squares are weighted by 1 / mean² (``variance="proportional"``). A form that must
-*grow* also needs its growth term's 95% interval above zero.
+*grow* also needs its growth term's 95% interval above zero. A form that holds carries its
+power against a stated alternative: a quadratic bend of ``CURVATURE`` (20%) of the mean over
+the swept range, detected at p < ``HOLD_P`` (:func:`memcap.laws.power.curvature`), and the
+seeds per value 80% power would need.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,8 @@ from memcap.laws.common import (
     untestable,
     with_power,
 )
+
+CURVATURE = 0.20  # the bend a "holds" carries its power against: 20% of the mean over the range
 
 
 def decide_form(
@@ -103,7 +109,16 @@ def decide_form(
         dof=n - p,
         extra=extra,
     )
-    return with_power(result, candidates)
+    if outcome != "holds" or df_lof < 1 or ss_pe == 0.0:
+        return with_power(result, candidates)
+    level_basis = design(levels, form, knot)
+    level_weights = _weights(means, variance)
+    power, needed = law_power.curvature(
+        level_basis, levels, means, np.bincount(inverse).astype(float), level_weights,
+        ss_pe / df_pe, CURVATURE, HOLD_P,
+    )  # fmt: skip
+    at = f"a {CURVATURE:.0%} bend over the swept range, detected at p < {HOLD_P}"
+    return replace(result, power=power, seeds_needed=needed, power_at=at)
 
 
 def _weights(means: np.ndarray, variance: str) -> np.ndarray:

@@ -49,6 +49,15 @@ class Step:
     p_up: float
     p_down: float
 
+    def below(self, margin: float) -> tuple[float, float]:
+        """The change's one-sided 95% upper bound and the p-value of "below ``margin``"
+        (one-sided t on the paired seeds)."""
+        if self.seeds < 2 or self.sd == 0:
+            return self.change, 0.0 if self.change < margin else 1.0
+        se = self.sd / np.sqrt(self.seeds)
+        upper = self.change + float(stats.t.ppf(1 - ALPHA, self.seeds - 1)) * se
+        return upper, float(stats.t.cdf((self.change - margin) / se, self.seeds - 1))
+
     def describe(self, name: str) -> str:
         return (
             f"{name} {self.start:g} → {self.end:g}: {self.change:+.1%} (SD {self.sd:.1%}), "
@@ -71,8 +80,10 @@ def steps(table: pd.DataFrame) -> list[Step]:
 def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -> LawTest:
     """The trend ``trend`` and the steps of ``table`` (seeds × x ≤ ``reference``): holds when
     the trend holds and the step into ``reference`` rises significantly, fails on a
-    significant fall (the trend or that step); growth stops at the largest x whose step rises
-    significantly (``extra["stop"]``; the smallest x when none does)."""
+    significant fall (the trend or that step) and where growth is measured to stop before
+    ``reference`` (the step into it significantly below +``MARGIN``: "stops at x = 4 < 8");
+    growth stops at the largest x whose step rises significantly (``extra["stop"]``; the
+    smallest x when none does)."""
     table = table[[c for c in table.columns if c <= reference]]
     walk = steps(table) if len(table) >= 2 else []
     into = [s for s in walk if s.end == reference]
@@ -80,13 +91,21 @@ def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -
         return no_test("grows", f"no paired step into {name} = {reference:g}")
     step = into[0]
     stop = max((s.end for s in walk if s.p_up < ALPHA), default=float(min(table.columns)))
+    upper, p_flat = step.below(MARGIN)
     if trend.outcome == "fails" or step.p_down < ALPHA:
         outcome = "fails"
     elif trend.outcome == "holds" and step.p_up < ALPHA:
         outcome = "holds"
+    elif stop < reference and p_flat < ALPHA:  # growth measured to have stopped before it
+        outcome = "fails"
     else:
         outcome = "inconclusive"
     detail = f"{trend.detail}; " + "; ".join(s.describe(name) for s in walk)
+    if outcome == "fails" and stop < reference and step.p_up >= ALPHA:
+        detail += (
+            f"; stops at {name} = {stop:g} < {reference:g}: the step into {reference:g} is below "
+            f"+{MARGIN:.0%} (95% upper bound {upper:+.1%}, p = {p_flat:.3g})"
+        )
     decided = replace(
         trend,
         outcome=outcome,

@@ -112,6 +112,60 @@ def lack_of_fit(
     return power(seeds), needed
 
 
+def curvature(
+    basis: np.ndarray,
+    levels: np.ndarray,
+    means: np.ndarray,
+    counts: np.ndarray,
+    weights: np.ndarray,
+    pure_error: float,
+    size: float,
+    level: float,
+) -> tuple[float, float]:
+    """Power of the lack-of-fit F-test (rejecting at ``level``) against a quadratic bend: the
+    per-value means off the fitted form by a parabola over the swept range whose largest
+    departure from the form is ``size`` of the mean there (relative to the per-value mean
+    where the fit is weighted by 1/mean², to the overall mean otherwise), with the measured
+    pure error; and the seeds per value that ``TARGET`` power needs.
+
+    ``basis`` is the form's design at ``levels``; ``counts`` the seeds per value, ``weights``
+    each value's weight, ``pure_error`` the (weighted) pure-error mean square."""
+    shift = bend_shift(basis, levels, means, counts * weights, size, relative=np.ptp(weights) > 0)
+    if shift is None or pure_error <= 0:
+        return float("nan"), float("nan")
+    lam_per_seed = float(np.sum(weights * shift**2) / pure_error)
+    values, df_lof = len(levels), len(levels) - basis.shape[1]
+
+    def power(n: float) -> float:
+        dof = max(values * (n - 1), 1.0)
+        critical = stats.f.isf(level, df_lof, dof)
+        return float(stats.ncf.sf(critical, df_lof, dof, lam_per_seed * n))
+
+    seeds = float(counts.mean())
+    return power(seeds), smallest_seeds(power)
+
+
+def bend_shift(
+    basis: np.ndarray,
+    levels: np.ndarray,
+    means: np.ndarray,
+    weights: np.ndarray,
+    size: float,
+    relative: bool,
+) -> np.ndarray | None:
+    """The per-value shift of a quadratic bend that the form's (``weights``-weighted) fit
+    cannot absorb, scaled so that its largest departure is ``size`` of the mean there
+    (``relative``) or of the overall mean; None when the form absorbs every bend."""
+    scale = means if relative else np.full_like(means, means.mean())
+    centred = (levels - levels.mean()) / max(np.ptp(levels), 1e-12)
+    bend = scale * centred**2
+    root = np.sqrt(weights)
+    coef = np.linalg.lstsq(basis * root[:, None], bend * root, rcond=None)[0]
+    shift = bend - basis @ coef
+    largest = np.abs(shift / scale).max()
+    return None if largest <= 1e-12 else size * shift / largest
+
+
 def jonckheere(*groups: np.ndarray, axis: int = -1) -> np.ndarray:
     """Jonckheere–Terpstra statistic over groups in increasing x (vectorised over ``axis``):
     pairs of a smaller and a larger x's values that increase, ties counted half (each pair of

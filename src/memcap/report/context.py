@@ -168,6 +168,7 @@ class ScalingSection:
     notes: list[str] = field(default_factory=list)
     limitations: list[str] = field(default_factory=list)
     recipes: list[str] = field(default_factory=list)
+    underpowered: list[str] = field(default_factory=list)  # laws under 80% power, for the top
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,12 @@ ALPHA = 0.05  # the level the multiplicity note counts p-values against (memcap.
 # the T grid stay in capacity.csv: the page keeps its width).
 SEED_COLUMNS = [
     "sweep", "value", "context", "task", "seed", "capacity_shown", "T_at_capacity", "fitted_T",
-    "bound", "censored", "convergence_gain", "convergence",
+    "fitted_T_high", "bound", "censored", "convergence_gain", "convergence",
 ]  # fmt: skip
 # The estimates table's columns in the report (estimates.csv has every column).
 ESTIMATE_COLUMNS = [
-    "sweep", "value", "context", "task", "capacity_shown", "capacity_seeds", "fitted_T_seeds",
-    "bound", "censored", "gain_mean", "gain_low", "gain_high", "convergence",
+    "sweep", "value", "context", "task", "fitted_T_shown", "capacity_shown", "capacity_seeds",
+    "fitted_T_seeds", "bound", "censored", "gain_mean", "gain_low", "gain_high", "convergence",
 ]  # fmt: skip
 
 
@@ -60,6 +60,7 @@ def scaling_section(
         section.verdicts, section.laws = verdict_tables(laws)
         section.figures = [_with_outcomes(f, laws) for f in section.figures]
         section.notes += law_notes(laws[laws["outcome"] != "inconclusive"]) + multiplicity(laws)
+        section.underpowered = underpowered(laws)
         section.limitations += law_notes(laws[laws["outcome"] == "inconclusive"])
     estimates_path, capacity_path = table("estimates"), table("capacity")
     if estimates_path is not None:
@@ -90,6 +91,23 @@ def scaling_section(
         summary = pd.read_csv(summary_path)
         section.recipes += _extra_budgets(summary) + _restarts(summary)
     return section
+
+
+def underpowered(laws: pd.DataFrame) -> list[str]:
+    """The laws whose test had under 80% power against its stated effect (``power_at``), one
+    phrase each: law, curve, outcome, power and the seeds 80% would need."""
+    if "power" not in laws:
+        return []
+    weak = laws[laws["power"].notna() & (laws["power"] < 0.8)]
+    return [
+        f"{row.law} ({row.curve}): {row.outcome} at power {row.power:.0%}, "
+        f"{_seeds_text(row.seeds_needed)} seeds for 80%"
+        for row in weak.itertuples()
+    ]
+
+
+def _seeds_text(seeds: float) -> str:
+    return "∞" if pd.isna(seeds) or seeds == float("inf") else f"{seeds:.0f}"
 
 
 def verdict_tables(laws: pd.DataFrame) -> tuple[Table, Table]:
@@ -275,6 +293,19 @@ def _capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection)
             "level: their capacity is a lower bound, and the laws leave out every setting with "
             "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
         )
+    if "fitted_censored" in capacity and capacity.get("bracket", pd.Series()).notna().any():
+        open_fit = capacity[capacity["fitted_censored"].astype(bool)]
+        if len(open_fit):
+            section.limitations.append(
+                f"{len(open_fit)} of {seeds} have a fitted_T not measured (no fitted and "
+                "unfitted T within 1.25× of each other): censored, a lower bound; the laws "
+                f"leave their settings out: {', '.join(sorted(set(_named_settings(open_fit))))}."
+            )
+        else:
+            section.recipes.append(
+                f"Every one of {seeds} has its fitted_T measured: a fitted T and an unfitted T "
+                "at most 1.25× apart (the laws take the geometric midpoint)."
+            )
     if "at_chance" in capacity and capacity["at_chance"].astype(bool).any():
         chance = capacity[capacity["at_chance"].astype(bool)]
         section.limitations.append(

@@ -48,3 +48,21 @@ def _window_count(values: np.ndarray, width: float) -> int:
     """The most sorted ``values`` that one closed window of ``width`` holds."""
     ends = np.searchsorted(values, values + width, side="right")
     return int((ends - np.arange(len(values))).max())
+
+
+@lru_cache(maxsize=64)
+def fitted_chance(classes: int, tol: float | None = 0.0, seed: int = 0) -> Chance:
+    """Chance for ``fitted_T``: the longest prefix of nested random labels that one constant
+    output fits exactly (labels all equal; targets all within ``tol`` of one value)."""
+    rng = np.random.default_rng(seed)
+    if classes > 0:
+        labels = rng.integers(0, classes, size=(DRAWS, 64))
+        runs = np.argmin(labels == labels[:, :1], axis=1)
+        runs[(labels == labels[:, :1]).all(axis=1)] = labels.shape[1]
+    elif tol:
+        targets = rng.random((DRAWS, 64))
+        spread = np.maximum.accumulate(targets, 1) - np.minimum.accumulate(targets, 1)
+        runs = np.argmax(spread > 2.0 * tol, axis=1)
+    else:
+        return Chance(0.0, 0.0)
+    return Chance(round(float(runs.mean()), 2), float(np.quantile(runs, LEVEL)))

@@ -10,21 +10,28 @@ from scipy.optimize import isotonic_regression
 
 from memcap.laws import MARGIN, LawTest, p_text
 from memcap.plotting import legend_beside, set_theme
-from memcap.synthetic.laws import curve_tests, estimates
+from memcap.synthetic.laws import curve_tests, estimates, notion
 from memcap.synthetic.settings import SWEPT
 from memcap.theory import THEOREM
 
 LABELS = {"H": "heads H", "n": "context size n", "d_h": "head dimension d_h"}
+YLABELS = {
+    "fitted_T": "fitted_T: largest T fitted exactly (bracket midpoint)",
+    "capacity": "memorized examples (capacity)",
+}
 
 
 def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
     """One panel per law and curve of ``sweep`` (:func:`memcap.synthetic.laws.curve_tests`):
-    every seed's capacity, the seed means ± standard errors, the law's fit with its band, and
-    the law's outcome and p-value in the title. Censored seeds are hollow, seeds at chance grey
-    crosses; black dashed: Theorem 1's H(n−1)+1, the construction's H(d_h−1)+1 below d_h = n
-    (not drawn beyond d_h = n, where it does not change)."""
+    every seed's value of the deciding notion (fitted_T where bisected, with the most-memorized
+    means dotted beside it; else the capacity), the seed means ± standard errors, the law's
+    fit with its band, and the law's outcome and p-value in the title. Censored seeds are
+    hollow, seeds at chance grey crosses; black dashed: Theorem 1's H(n−1)+1, the
+    construction's H(d_h−1)+1 below d_h = n (not drawn beyond d_h = n, where it does not
+    change)."""
     set_theme()
     data = capacity[capacity["sweep"] == sweep]
+    deciding = notion(data)
     panels = list(curve_tests(data))
     fig, axes = plt.subplots(
         1, len(panels), figsize=(6.2 * len(panels), 4.0), squeeze=False, sharey=True,
@@ -39,7 +46,11 @@ def plot_sweep(capacity: pd.DataFrame, sweep: str) -> plt.Figure:
         if sweep != "head_dim" or law.startswith("grows"):
             ax.plot(bound.index, bound.values, "k--", linewidth=1, label=_bound_label(rows))
         ax.set_xlabel(LABELS[SWEPT[sweep]])
-        ax.set_ylabel("memorized examples (capacity)")
+        ax.set_ylabel(YLABELS[deciding])
+        if deciding == "fitted_T":
+            most = estimates(rows, "most_memorized")
+            ax.plot(most.index, most["mean"], ":", color="grey", linewidth=1,
+                    label="most memorized (seed mean)")  # fmt: skip
         p_value = "" if np.isnan(result.p_value) else f", {p_text(result.p_value, result.p_floor)}"
         ax.set_title(
             f"{law}: {result.outcome}\n{keys['context']}, {keys['task']} ({result.test}{p_value})",

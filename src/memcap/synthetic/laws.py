@@ -2,9 +2,12 @@
 
 Theorem 1 with its construction predicts capacity linear in H, growing with the context size
 n, and growing with the head dimension d_h up to d_h = n with no gain beyond it. Each curve
-(sweep, context kind, task) is decided on every seed's ``capacity`` (the most examples it
-memorized over its T grid: paper A's plotted notion, a lower bound on the capacity) by
-:mod:`memcap.laws`, the seeds of a setting being its replicates:
+(sweep, context kind, task) is decided by :mod:`memcap.laws`, the seeds of a setting being
+its replicates, on every seed's ``fitted_T`` (the largest T fitted exactly: the theorem's
+notion) where the run bisected it, the geometric midpoint of its bracket standing for it
+(:func:`notion`, :func:`decided_on`); else on its ``capacity`` (the most examples memorized
+over its T grid: paper A's plotted notion). Both are lower bounds on the layer's capacity;
+``notion`` in the table says which decides, and the other is shown beside it:
 
 - ``linear in H``: lack-of-fit F-test of the line against the per-H means (p ≥ 0.05 holds,
   p < 0.01 fails, between inconclusive) and the slope's 95% interval above zero, weighted by
@@ -42,7 +45,7 @@ from memcap.laws import LawTest
 from memcap.synthetic.settings import SWEPT
 
 COLUMNS = [
-    "law", "sweep", "curve", "criterion", "measured", "outcome", "holds",
+    "law", "sweep", "curve", "notion", "criterion", "measured", "outcome", "holds",
     "test", "statistic", "p_value", "p_floor", "p_holm", "p_unweighted",
     "power", "seeds_needed", "power_at",
 ]  # fmt: skip
@@ -55,10 +58,47 @@ LAWS = {
         ("saturates in d_h beyond n", "saturates", "from n"),
     ],
 }
-NOTION = (
-    "on each seed's capacity (the most examples memorized over its T grid: paper A's "
-    "plotted notion)"
-)
+NOTIONS = {
+    "fitted_T": (
+        "on each seed's fitted_T (the largest T fitted exactly: the theorem's notion), the "
+        "geometric midpoint of its bracket (a fitted and an unfitted T at most 1.25× apart); "
+        "a seed not so bracketed is censored"
+    ),
+    "capacity": (
+        "on each seed's capacity (the most examples memorized over its T grid: paper A's "
+        "plotted notion)"
+    ),
+}
+FITTED = {
+    "capacity": "fitted_T_mid",
+    "censored": "fitted_censored",
+    "at_chance": "fitted_at_chance",
+}
+
+
+def notion(capacity: pd.DataFrame) -> str:
+    """The notion the laws are decided on: ``fitted_T`` where the run bisected it (its
+    ``bracket``), else the most-memorized ``capacity`` (fitted_T bracketed only by the grid)."""
+    bisected = "bracket" in capacity and capacity["bracket"].notna().any()
+    return "fitted_T" if bisected and set(FITTED) <= set(capacity) else "capacity"
+
+
+def decided_on(capacity: pd.DataFrame) -> pd.DataFrame:
+    """``capacity`` with the deciding notion's value, censoring and chance in ``capacity``,
+    ``censored`` and ``at_chance`` (the most-memorized count kept as ``most_memorized``); a
+    censored fitted_T stands at its bracket's fitted end (a lower bound, left out of the
+    tests)."""
+    table = capacity.assign(most_memorized=capacity["capacity"])
+    if notion(capacity) == "capacity":
+        return table
+    value = capacity["fitted_T_mid"].where(~capacity["fitted_censored"].astype(bool))
+    return table.assign(
+        capacity=value.fillna(capacity["fitted_T_low"]).astype(float),
+        censored=capacity["fitted_censored"].astype(bool),
+        at_chance=capacity["fitted_at_chance"].astype(bool),
+    )
+
+
 A = law_tests.ALPHA
 CRITERIA = {
     "linear": (
@@ -83,13 +123,14 @@ CRITERIA = {
 }
 
 
-def estimates(group: pd.DataFrame) -> pd.DataFrame:
+def estimates(group: pd.DataFrame, y: str = "capacity") -> pd.DataFrame:
     """Seed mean, standard error, standard deviation, seed count, best seed and the seeds'
-    capacities of one curve, by swept value, and whether any seed's estimate is censored."""
+    values of ``y`` on one curve, by swept value, and whether any seed's estimate is
+    censored."""
     by_value = group.groupby("value")
-    stats = by_value["capacity"].agg(["mean", "sem", "std", "count", "max"]).sort_index()
+    stats = by_value[y].agg(["mean", "sem", "std", "count", "max"]).sort_index()
     stats = stats.rename(columns={"max": "best", "sem": "se"}).fillna({"se": 0.0, "std": 0.0})
-    stats["seeds"] = by_value["capacity"].agg(lambda c: " ".join(str(int(v)) for v in c))
+    stats["seeds"] = by_value[y].agg(lambda c: " ".join(f"{v:g}" for v in c))
     censored = group.get("censored", pd.Series(False, index=group.index)).astype(bool)
     stats["censored"] = censored.groupby(group["value"]).any().reindex(stats.index)
     return stats
@@ -110,7 +151,9 @@ def spread_exponent(capacity: pd.DataFrame) -> tuple[float, float, float, int]:
 
 
 def curve_tests(capacity: pd.DataFrame) -> Iterator[tuple[dict, str, pd.DataFrame, LawTest]]:
-    """Every law of every curve: (curve keys, law, the rows it is decided on, decision)."""
+    """Every law of every curve: (curve keys, law, the rows it is decided on, decision), the
+    rows' ``capacity`` being the deciding notion's value (:func:`decided_on`)."""
+    capacity = decided_on(capacity)
     for (sweep, context, task), group in capacity.groupby(["sweep", "context", "task"], sort=True):
         n = int(group["n"].iloc[0])
         keys = {"sweep": sweep, "context": context, "task": task, "n": n}
@@ -156,7 +199,8 @@ def _without_chance(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[float]]:
 
 def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
     """One row per law and curve (sweep, context, task); COLUMNS, ``p_holm`` over the table."""
-    b, low, high, settings = spread_exponent(capacity)
+    deciding = notion(capacity)
+    b, low, high, settings = spread_exponent(decided_on(capacity))
     spread = (
         f"the seeds' SD grows as mean^{b:.2f} [{low:.2f}, {high:.2f}] (95%) over this run's "
         f"{settings} settings; 1 is a spread proportional to the mean"
@@ -167,6 +211,9 @@ def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
         kind = next(k for name, k, _ in LAWS[sweep] if name == law)
         measured = _measured(result, kind, curve, keys["n"], swept)
         unweighted = float("nan")
+        if deciding == "fitted_T":
+            most = describe(estimates(curve, "most_memorized"), swept)
+            measured += f"; most memorized (paper A's plotted notion, not deciding): {most}"
         if kind == "linear":
             plain = _decide(curve, kind, keys["n"], swept, variance="constant")
             unweighted = plain.p_value
@@ -177,7 +224,8 @@ def law_table(capacity: pd.DataFrame) -> pd.DataFrame:
                 "law": law,
                 "sweep": sweep,
                 "curve": f"{keys['context']} context, {keys['task']}",
-                "criterion": f"{criterion}; {NOTION}",
+                "notion": deciding,
+                "criterion": f"{criterion}; {NOTIONS[deciding]}",
                 "measured": measured,
                 "holds": result.outcome == "holds",
                 **result.row(),

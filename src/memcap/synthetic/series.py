@@ -17,7 +17,10 @@ series of every setting follows the same protocol:
    trains again with ``factor`` times its recipe's budget, from the initialisation of its
    capacity training, at that T and up the ladder while it grows (a series that fitted every
    example of its capacity T is tested at the next).
-3. **What a series reports** (:class:`Series`): per T its best training; its capacity, the
+3. **The bracket** (:func:`bracket`), when ``ladder.bracket`` is set: ``fitted_T`` bisected
+   between the T tried until a fitted T and an unfitted one are at most ``bracket`` apart,
+   every unfitted end trained with the check's longer budget too.
+4. **What a series reports** (:class:`Series`): per T its best training; its capacity, the
    most examples memorized at any T by either budget (paper A's plotted notion, a lower bound
    on the model's capacity: it depends on how far the T grid goes); ``fitted_T``, the largest T
    fitted exactly (the theorem's notion); whether its capacity is bracketed by a larger T that
@@ -97,6 +100,18 @@ class Series:
     def latest_state(self) -> State | None:
         """The trained state at the largest T of the recipe so far (warm starts)."""
         return self.recipe[max(self.recipe)].state if self.recipe else None
+
+    def fitted(self, T: int) -> bool:
+        """Whether either budget fitted every example at ``T``."""
+        return self.best(T).memorized >= T
+
+    @property
+    def fitted_bracket(self) -> tuple[int, int | None]:
+        """(largest T fitted, 0 if none; the smallest larger T tried and not fitted, None if
+        every larger T was fitted: the bracket of ``fitted_T``."""
+        tried = self.T_tried
+        low = max((T for T in tried if self.fitted(T)), default=0)
+        return low, next((T for T in tried if low < T and not self.fitted(T)), None)
 
     @property
     def recipe_capacity(self) -> tuple[int, Trained]:
@@ -195,6 +210,67 @@ def check(
             for s, T, restart in walk
             if grows(ladder, s.best(T).memorized, T)
         ]
+
+
+def bracket(
+    series: list[Series],
+    ladder: Ladder,
+    convergence: Convergence,
+    budget: Callable[[int], int],
+    train: Train,
+) -> None:
+    """Step 3 of the protocol: every series' ``fitted_T`` bisected until a fitted T and an
+    unfitted one are at most ``ladder.bracket`` apart (or one example apart). Each pass trains
+    a series at most once: the longer budget at its bracket's unfitted end when that end has
+    not had it (an unfitted T is unfitted by both budgets), else the recipe at the bracket's
+    geometric midpoint (halving down from the smallest T tried while none is fitted)."""
+    if ladder.bracket is None:
+        return
+    while True:
+        members, budgets = [], []
+        for s in series:
+            low, high = s.fitted_bracket
+            if high is None:
+                continue  # every T tried fitted: censored above
+            if convergence.enabled and high not in s.longer:
+                members.append((s, high))
+                budgets.append(convergence.factor * budget(high))
+            elif (mid := between(low, high, ladder.bracket)) is not None:
+                members.append((s, mid))
+                budgets.append(0)
+        if not members:
+            return
+        _train(members, budgets, [None] * len(members), train)
+
+
+def between(low: int, high: int, ratio: float) -> int | None:
+    """The next T to try inside the bracket (``low`` fitted, ``high`` not): None when it is
+    narrow enough (``high`` at most ``ratio`` × ``low``, or one example above it); half of
+    ``high`` while nothing is fitted; else the geometric midpoint."""
+    if high - low <= 1 or (low > 0 and high <= ratio * low):
+        return None
+    if low == 0:
+        return high // 2
+    return min(high - 1, max(low + 1, round(math.sqrt(low * high))))
+
+
+def bracket_passes(grid: tuple[int, ...], ladder: Ladder) -> list[tuple[int, int]]:
+    """What :func:`bracket` may train at most, as (passes, the largest T in them) pairs, each
+    pass holding every series at most once (for the cost model): two passes a halving of the
+    smallest T down to one; for every rung the bracket may reach (a longer budget that fits
+    the unfitted end moves the bracket up a rung), one to check its end and two a bisection of
+    a rung's ratio (``ladder.factor``, or the grid's widest step) down to ``ladder.bracket``,
+    all at T up to that rung; and as many after a halving found a fit."""
+    if ladder.bracket is None:
+        return []
+    rungs = [*grid]
+    while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
+        rungs.append(next_T(ladder, rungs[-1]))
+    steps = [b / a for a, b in zip(rungs, rungs[1:], strict=False)] + [ladder.factor]
+    bisections = max(0, math.ceil(math.log2(math.log(max(steps)) / math.log(ladder.bracket))))
+    halvings = math.ceil(math.log2(max(2, rungs[0])))
+    per_rung = 2 * bisections + 1
+    return [(2 * halvings + per_rung, rungs[0])] + [(per_rung, T) for T in rungs]
 
 
 def _capacity_start(series: Series) -> tuple[int, int]:

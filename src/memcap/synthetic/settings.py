@@ -109,12 +109,13 @@ class Ladder:
     max_T: int  # no series grows past this T
     warm_start: bool  # each T starts from the series' state at the previous one
     restarts: int  # retrainings from fresh initialisations of a replica that fell along T
+    bracket: float | None = None  # fitted_T is bisected until its bracket is this narrow
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> Ladder:
         ladder = section["ladder"]
-        keys = ("grow_at", "factor", "max_T", "warm_start", "restarts")
-        return cls(*(ladder[key] for key in keys))
+        keys = ("grow_at", "factor", "max_T", "warm_start", "restarts", "bracket")
+        return cls(*(ladder.get(key) for key in keys))
 
     def data_size(self, grid: tuple[int, ...]) -> int:
         """Examples drawn per dataset: the largest T any series may reach."""

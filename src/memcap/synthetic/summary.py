@@ -15,7 +15,11 @@ A series is ``censored`` when its largest T is memorized at or above the ladder'
 its estimate, and the laws leave that value out. ``largest_drop`` is the largest fall of the
 memorized count from a smaller T to a larger one, as a fraction of the smaller T's count.
 ``fitted_T_low`` and ``fitted_T_high`` bracket ``fitted_T``: the largest T fitted and the
-smallest larger T tried that was not (NaN where none was tried).
+smallest larger T tried that was not (NaN where none was tried); it is *measured* when they
+are at most 1.25× (or one example) apart, the bracket's geometric midpoint ``fitted_T_mid``
+standing for it, else ``fitted_censored`` (:func:`fitted_bracket`). ``fitted_at_chance``: no
+more than one constant output fits of nested random labels (:func:`~memcap.synthetic.chance.
+fitted_chance`). ``bracket`` is the ratio the protocol bisected to (NaN: no bisection).
 
 A capacity is **at chance** when it is at or below ``chance_high``, the upper 95% quantile of
 what a constant output counts at the capacity's T (:mod:`memcap.synthetic.chance`; ``chance``
@@ -37,6 +41,7 @@ fifth of its evaluations (:mod:`memcap.training.plateau`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -52,6 +57,7 @@ from memcap.training.plateau import STILL_FALLING
 SETTING = ["sweep", "swept", "value", "H", "n", "d_h", "context", "task", "seed", "bound"]
 QUANTITIES = ("capacity", "certified", "certified_trained")
 ALPHA = 0.05  # each side of the convergence decision's interval
+MEASURED = 1.25  # fitted_T is measured when a fitted T and an unfitted one are this close
 
 
 def summarize(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -83,8 +89,9 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "bracketed": bracketed,
                 "T_at_capacity": int(best["T"]),
                 "fitted_T": fitted_T,
-                "fitted_T_low": fitted_T,
-                "fitted_T_high": int(unfitted.min()) if len(unfitted) else _NAN_VALUE,
+                **fitted_bracket(fitted_T, int(unfitted.min()) if len(unfitted) else None),
+                "fitted_at_chance": bool(fitted_T <= float(best.get("fitted_chance_high", -1))),
+                "bracket": float(best.get("bracket", _NAN_VALUE)),
                 "chance": chance,
                 "chance_high": chance_high,
                 "at_chance": at_chance,
@@ -112,6 +119,21 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
     settings = table[ESTIMATE_KEYS].itertuples(index=False, name=None)
     decided = pd.DataFrame([decisions[key] for key in settings], index=table.index)
     return pd.concat([table, decided], axis=1)
+
+
+def fitted_bracket(low: int, high: int | None) -> dict[str, Any]:
+    """``fitted_T``'s bracket: ``fitted_T_low`` (the largest T fitted) and ``fitted_T_high``
+    (the next T tried and not fitted; NaN: none); ``fitted_T_mid``, their geometric midpoint
+    (0 where not even one example was fitted), the value the laws take; and
+    ``fitted_censored``: not measured (no unfitted T above it, or the ends more than
+    ``MEASURED`` apart), left out of the laws."""
+    if high is None:
+        return {"fitted_T_low": low, "fitted_T_high": _NAN_VALUE, "fitted_T_mid": _NAN_VALUE,
+                "fitted_censored": True}  # fmt: skip
+    mid = 0.0 if low == 0 and high == 1 else math.sqrt(low * high)
+    measured = high - low <= 1 or (low > 0 and high <= MEASURED * low)
+    return {"fitted_T_low": low, "fitted_T_high": high, "fitted_T_mid": round(mid, 2),
+            "fitted_censored": not measured}  # fmt: skip
 
 
 def _shown(capacity: int, bracketed: bool, at_chance: bool) -> str:
@@ -193,11 +215,29 @@ def estimate_table(capacity: pd.DataFrame) -> pd.DataFrame:
                 "capacity_seeds": " ".join(group["capacity_shown"]),
                 "capacity_best": int(values.max()),
                 "fitted_T_seeds": " ".join(str(int(v)) for v in group["fitted_T"]),
+                **_fitted_estimate(group),
                 "censored": bool(group["censored"].any()),
                 **{column: group[column].iloc[0] for column in decision},
             }
         )
     return pd.DataFrame(rows)
+
+
+def _fitted_estimate(group: pd.DataFrame) -> dict[str, Any]:
+    """A setting's fitted_T over its measured seeds: the bracket midpoints' mean ± standard
+    error (``fitted_T_shown``, "≥" where a seed is censored), and how many seeds are measured."""
+    if "fitted_T_mid" not in group:
+        return {}
+    censored = group["fitted_censored"].astype(bool)
+    mids = group.loc[~censored, "fitted_T_mid"].astype(float)
+    mean = round(float(mids.mean()), 2) if len(mids) else float("nan")
+    se = round(float(mids.sem()), 2) if len(mids) > 1 else float("nan")
+    return {
+        "fitted_T_mean": mean,
+        "fitted_T_se": se,
+        "fitted_T_shown": f"{'≥ ' if censored.any() else ''}{mean:.1f} ± {se:.1f}",
+        "fitted_measured_seeds": int((~censored).sum()),
+    }
 
 
 def _censor_level(row: pd.Series) -> float:

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import pandas as pd
 import torch
@@ -33,10 +34,10 @@ from memcap.capacity.certified import (
 )
 from memcap.provenance import array_checksum
 from memcap.synthetic.batched import batched_model, data_key, member_datasets
-from memcap.synthetic.chance import chance_count
+from memcap.synthetic.chance import chance_count, fitted_chance
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
-from memcap.synthetic.series import Series, Trained, check, climb
+from memcap.synthetic.series import Series, Trained, bracket, check, climb
 from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.synthetic.warm import trained_states, warm_start
@@ -80,8 +81,10 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
     def train(replicas: list[Replica], states: list) -> dict[Replica, Trained]:
         return _train_pass(spec, stage, replicas, states, datasets, device)
 
+    recipe_steps = partial(_recipe_steps, spec, stage)
     climb(everyone, spec.T, stage.ladder, train)
-    check(everyone, stage.ladder, stage.convergence, lambda T: _recipe_steps(spec, stage, T), train)
+    check(everyone, stage.ladder, stage.convergence, recipe_steps, train)
+    bracket(everyone, stage.ladder, stage.convergence, recipe_steps, train)
     rows = [row for s in everyone for row in s.rows()]
     saturation_rows = [row for s in everyone for T in s.T_tried for row in s.best(T).saturation]
     checksum = array_checksum(
@@ -167,6 +170,7 @@ def _train_group(
             "bound_kind": bound_kind(s.n, s.d_h),
             "chance": chance[t].expected,
             "chance_high": chance[t].high,
+            "fitted_chance_high": fitted_chance(classes, cfg.regression_tol).high,
             "saturation": float(per_head.mean()),
             "loss": float(result.loss[r]),
             "fit_step": int(result.fit_step[r]),
@@ -176,6 +180,7 @@ def _train_group(
             "late_loss_drop": float(still_falling[r]),
             "warm_start": started[r],
             "grow_at": stage.ladder.grow_at,
+            "bracket": stage.ladder.bracket or NAN,
             "grown": t > max(spec.T),
             "budget": replica.budget,
             "convergence_margin": stage.convergence.gain if stage.convergence.enabled else NAN,
