@@ -269,8 +269,10 @@ def test_the_bracket_bisects_fitted_t_and_checks_every_unfitted_end():
     assert table[table["seed"] == 1].iloc[0]["fitted_T_mid"] == 0.0
 
 
-def test_between_halves_then_bisects_geometrically():
-    assert between(0, 32, 1.1) == 16 and between(0, 1, 1.1) is None
+def test_between_halves_then_bisects_geometrically_on_one_grid():
+    assert between(0, 32, 1.1) == 16 and between(0, 1, 1.1) is None and between(0, 3, 1.1) == 2
     assert between(32, 64, 1.1) == 45 and between(45, 48, 1.1) is None  # 48 <= 1.1 * 45
     assert between(9, 10, 1.1) is None  # one example apart
-    assert between(100, 111, 1.1) == 105
+    # the grid 2^(j/8) (each step 1.09 <= 1.1): overlapping brackets train the same T
+    assert between(64, 128, 1.1) == 91 and between(91, 128, 1.1) == between(90, 128, 1.1) == 108
+    assert between(100, 111, 1.1) == 108 and between(64, 91, 1.1) == 76

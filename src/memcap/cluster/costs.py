@@ -35,7 +35,7 @@ from memcap.aot.settings import StageSettings as AotStage
 from memcap.aot.settings import expand_sweep
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
-from memcap.synthetic.series import bracket_passes, next_T
+from memcap.synthetic.series import BRACKET_PADDING, bracket_passes, next_T
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 
 COSTS_FILE = "benchmarks/cluster_costs.json"
@@ -137,10 +137,12 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
         work = passes_work(spec, stage, [[r for T in rungs for r in at(T, k)] for k in restarts])
     else:
         work = passes_work(spec, stage, [at(T, k) for T in rungs for k in restarts])
-    for passes, T in bracket_passes(spec.T, ladder):  # a pass may hold both budgets' models
+    for trainings, T in bracket_passes(spec.T, ladder):  # per series, at T or below
         one = passes_work(spec, stage, [at(T, budget=_bracket_budget(spec, stage, T))])
-        one["synthetic_step"] += passes_work(spec, stage, [at(T)])["synthetic_step"]
-        work = add(work, {unit: passes * amount for unit, amount in one.items()})
+        # buckets of any T padded at most BRACKET_PADDING, in the worst case a model a series
+        padded = {u: a * (1 + BRACKET_PADDING) for u, a in one.items() if u != "synthetic_step"}
+        padded["synthetic_step"] = one["synthetic_step"] * len(series)
+        work = add(work, {unit: trainings * amount for unit, amount in padded.items()})
     if not stage.convergence.enabled:
         return work
     checked = sorted({T for start in rungs for T in walk(start)})

@@ -18,8 +18,9 @@ series of every setting follows the same protocol:
    capacity training, at that T and up the ladder while it grows (a series that fitted every
    example of its capacity T is tested at the next).
 3. **The bracket** (:func:`bracket`), when ``ladder.bracket`` is set: ``fitted_T`` bisected
-   between the T tried until a fitted T and an unfitted one are at most ``bracket`` apart,
-   every unfitted end trained with the check's longer budget too.
+   between the T tried, on one geometric grid of T for every series, until a fitted T and an
+   unfitted one are at most ``bracket`` apart, every unfitted end trained with the check's
+   longer budget too.
 4. **What a series reports** (:class:`Series`): per T its best training; its capacity, the
    most examples memorized at any T by either budget (paper A's plotted notion, a lower bound
    on the model's capacity: it depends on how far the T grid goes); ``fitted_T``, the largest T
@@ -36,10 +37,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from memcap.synthetic.settings import Convergence, Ladder, Replica, Setting
+from memcap.synthetic.settings import Convergence, Ladder, Replica, Setting, StageSettings
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     State = dict[str, Tensor]
 
 DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
+BRACKET_PADDING = 0.5  # the bracket's passes: a batched model's padded work at most 1.5x its own
 
 
 @dataclass
@@ -221,46 +223,59 @@ def bracket(
 ) -> None:
     """Step 3 of the protocol: every series' ``fitted_T`` bisected until a fitted T and an
     unfitted one are at most ``ladder.bracket`` apart (or one example apart). Each pass trains
-    a series at most once: the longer budget at its bracket's unfitted end when that end has
-    not had it (an unfitted T is unfitted by both budgets), else the recipe at the bracket's
-    geometric midpoint (halving down from the smallest T tried while none is fitted)."""
+    a series at most once, with the convergence check's longer budget (the recipe's without
+    the check): at its bracket's unfitted end when that end has not had it (an unfitted T is
+    unfitted by both budgets), else at the bracket's geometric midpoint (halving down from
+    the smallest T tried while none is fitted). ``train`` may batch the pass's T together."""
     if ladder.bracket is None:
         return
+    factor = convergence.factor if convergence.enabled else 0
     while True:
-        members, budgets = [], []
+        members = []
         for s in series:
             low, high = s.fitted_bracket
             if high is None:
                 continue  # every T tried fitted: censored above
-            if convergence.enabled and high not in s.longer:
+            if factor and high not in s.longer:
                 members.append((s, high))
-                budgets.append(convergence.factor * budget(high))
             elif (mid := between(low, high, ladder.bracket)) is not None:
                 members.append((s, mid))
-                budgets.append(0)
         if not members:
             return
-        _train(members, budgets, [None] * len(members), train)
+        _train(members, [factor * budget(T) for _, T in members], [None] * len(members), train)
+
+
+def bracket_grouping(stage: StageSettings) -> StageSettings:
+    """How the bracket's passes batch: their series sit at many T each, so not one model a T
+    but buckets of any T whose padding stays within ``BRACKET_PADDING`` (the stage's own
+    ``max_padding`` where set); the other keys of ``group_by`` as configured."""
+    keys = tuple(key for key in stage.group_by if key != "T")
+    return replace(stage, group_by=keys, max_padding=stage.max_padding or BRACKET_PADDING)
 
 
 def between(low: int, high: int, ratio: float) -> int | None:
     """The next T to try inside the bracket (``low`` fitted, ``high`` not): None when it is
-    narrow enough (``high`` at most ``ratio`` × ``low``, or one example above it); half of
-    ``high`` while nothing is fitted; else the geometric midpoint."""
+    narrow enough (``high`` at most ``ratio`` × ``low``, or one example above it); about half
+    of ``high`` while nothing is fitted; else about the geometric midpoint. Both are snapped to
+    one geometric grid of T, 2^(j/k) with k steps a doubling each at most ``ratio`` wide, so
+    that series whose brackets overlap train the same T (one batched model a T)."""
     if high - low <= 1 or (low > 0 and high <= ratio * low):
         return None
+    steps = math.ceil(math.log(2) / math.log(ratio))  # grid points a doubling
     if low == 0:
-        return high // 2
-    return min(high - 1, max(low + 1, round(math.sqrt(low * high))))
+        index = steps * math.log2(high) - steps
+    else:
+        index = steps * (math.log2(low) + math.log2(high)) / 2
+    return min(high - 1, max(low + 1, round(2 ** (round(index) / steps))))
 
 
 def bracket_passes(grid: tuple[int, ...], ladder: Ladder) -> list[tuple[int, int]]:
-    """What :func:`bracket` may train at most, as (passes, the largest T in them) pairs, each
-    pass holding every series at most once (for the cost model): two passes a halving of the
-    smallest T down to one; for every rung the bracket may reach (a longer budget that fits
-    the unfitted end moves the bracket up a rung), one to check its end and two a bisection of
-    a rung's ratio (``ladder.factor``, or the grid's widest step) down to ``ladder.bracket``,
-    all at T up to that rung; and as many after a halving found a fit."""
+    """At most how many trainings :func:`bracket` gives one series, as (trainings, the largest
+    T among them) pairs (for the cost model): two a halving of the smallest T down to one;
+    for every rung the bracket may reach (a longer budget that fits the unfitted end moves the
+    bracket up a rung), one to check its end and two a bisection of a rung's ratio
+    (``ladder.factor``, or the grid's widest step) down to ``ladder.bracket``, all at T up to
+    that rung; and as many after a halving found a fit."""
     if ladder.bracket is None:
         return []
     rungs = [*grid]

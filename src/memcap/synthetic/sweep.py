@@ -37,7 +37,7 @@ from memcap.synthetic.batched import batched_model, data_key, member_datasets
 from memcap.synthetic.chance import chance_count, fitted_chance
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
-from memcap.synthetic.series import Series, Trained, bracket, check, climb
+from memcap.synthetic.series import Series, Trained, bracket, bracket_grouping, check, climb
 from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.synthetic.warm import trained_states, warm_start
@@ -81,10 +81,13 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
     def train(replicas: list[Replica], states: list) -> dict[Replica, Trained]:
         return _train_pass(spec, stage, replicas, states, datasets, device)
 
+    def train_any_T(replicas: list[Replica], states: list) -> dict[Replica, Trained]:
+        return _train_pass(spec, bracket_grouping(stage), replicas, states, datasets, device)
+
     recipe_steps = partial(_recipe_steps, spec, stage)
     climb(everyone, spec.T, stage.ladder, train)
     check(everyone, stage.ladder, stage.convergence, recipe_steps, train)
-    bracket(everyone, stage.ladder, stage.convergence, recipe_steps, train)
+    bracket(everyone, stage.ladder, stage.convergence, recipe_steps, train_any_T)
     rows = [row for s in everyone for row in s.rows()]
     saturation_rows = [row for s in everyone for T in s.T_tried for row in s.best(T).saturation]
     checksum = array_checksum(
