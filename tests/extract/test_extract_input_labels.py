@@ -70,7 +70,7 @@ TINY = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "vo
         ),
         ("LlamaConfig", {**TINY, "intermediate_size": 32}, "rotary"),
         ("Qwen2Config", {**TINY, "intermediate_size": 32}, "rotary"),
-        ("BloomConfig", {"hidden_size": 16, "n_layer": 1, "n_head": 2, "vocab_size": 50}, "none"),
+        ("BloomConfig", {"hidden_size": 16, "n_layer": 1, "n_head": 2, "vocab_size": 50}, "alibi"),
     ],
 )
 def test_position_encoding_of_transformers_models(config_class, kwargs, expected):

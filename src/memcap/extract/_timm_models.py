@@ -1,5 +1,7 @@
-"""timm models: VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens) and
-Swin Transformers (windowed attention)."""
+"""timm models: VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens), the
+other global-attention models over a class token and patches (BEiT: a relative position bias
+inside attention; EVA-02: rotary queries and keys) and Swin Transformers (windowed
+attention)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,42 @@ def is_timm_model(entry: ModelEntry) -> bool:
     import timm
 
     return timm.is_model(entry.model)
+
+
+def is_global_attention(model: Any) -> bool:
+    """Whether a timm model is ViT-style: one stack of global-attention blocks over its prefix
+    (class, register) tokens and patches, which its ``forward_features`` runs in order (ViT,
+    DeiT, BEiT, EVA-02); not windowed (Swin) and not class attention (CaiT)."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    if isinstance(model, VisionTransformer):
+        return True
+    blocks = getattr(model, "blocks", None)
+    return (
+        isinstance(blocks, torch.nn.ModuleList | torch.nn.Sequential)
+        and len(blocks) > 0
+        and getattr(model, "blocks_token_only", None) is None
+        and isinstance(getattr(model, "num_prefix_tokens", None), int)
+        and hasattr(getattr(model, "patch_embed", None), "num_patches")
+        and isinstance(getattr(model, "embed_dim", None), int)
+        and hasattr(blocks[0], "attn")
+        and isinstance(getattr(blocks[0].attn, "num_heads", None), int)
+    )
+
+
+def head_sizes(attn: Any) -> tuple[int | None, int | None]:
+    """(heads, d_h) of a timm attention module: its ``head_dim``, else its query projection's
+    width over the heads."""
+    H = getattr(attn, "num_heads", None)
+    if not isinstance(H, int):
+        return None, None
+    d_h = getattr(attn, "head_dim", None)
+    if isinstance(d_h, int):
+        return H, d_h
+    qkv, q = getattr(attn, "qkv", None), getattr(attn, "q_proj", None) or getattr(attn, "q", None)
+    if qkv is not None:
+        return H, qkv.weight.shape[0] // 3 // H
+    return H, (q.weight.shape[0] // H if q is not None else None)
 
 
 def timm_architecture(entry: ModelEntry) -> Any:

@@ -40,8 +40,12 @@ _RULES = (
     "config.py",
     "families.py",
     "windows.py",
+    "layers.py",
+    "positions.py",
 )
 _LIBRARIES = ("timm", "transformers", "gguf", "torch")
+# The entry's key in a stored outcome: the same model at another index reads it back with its own.
+_ENTRY = "extract.models[*]"
 _SEEN: dict[str, dict] = {}  # outcomes of this process, by fingerprint
 
 
@@ -53,6 +57,7 @@ class Resolved:
     width: int  # d (of layer 0)
     max_tokens: int | None  # vit: tokens per image; text: positions (None: no limit)
     window_n: int | None = None  # windowed attention: layer 0's n (its window's area)
+    n_required: bool = False  # no position limit (ALiBi, NoPE): the entry must set n
 
 
 def check_architecture(entry: ModelEntry) -> Resolved | None:
@@ -70,7 +75,8 @@ def check_architecture(entry: ModelEntry) -> Resolved | None:
         _SEEN[fingerprint] = _outcome(fingerprint, entry)
     outcome = _SEEN[fingerprint]
     if "problem" in outcome:
-        raise ConfigError(outcome["key"], outcome["problem"], outcome["fix"])
+        key = outcome["key"].replace(_ENTRY, entry.key, 1)
+        raise ConfigError(key, outcome["problem"], outcome["fix"])
     return Resolved(**outcome)
 
 
@@ -89,17 +95,22 @@ def _resolve(entry: ModelEntry) -> dict:
 
     try:
         arch = architecture(entry, local_only=True)
-    except ConfigError as err:
-        return {"key": err.key, "problem": err.problem, "fix": err.fix}
+    except ConfigError as err:  # stored under the entry's placeholder, not its index
+        return {
+            "key": err.key.replace(entry.key, _ENTRY, 1),
+            "problem": err.problem,
+            "fix": err.fix,
+        }
     except Exception as err:  # noqa: BLE001 - the job would fail here too: say so now
         first = str(err).splitlines()[0] if str(err) else ""
         return {
-            "key": f"{entry.key}.model",
+            "key": f"{_ENTRY}.model",
             "problem": f"cannot resolve '{entry.model}' ({type(err).__name__}: {first})",
             "fix": "check model and model_kwargs (the job builds the architecture the same way)",
         }
     window_n = arch.windows[0].n if arch.windows else None
-    return asdict(Resolved(arch.depth, arch.width, arch.max_tokens, window_n))
+    resolved = Resolved(arch.depth, arch.width, arch.max_tokens, window_n, arch.n_required)
+    return asdict(resolved)
 
 
 def _local_files(entry: ModelEntry) -> list[Path] | None:

@@ -26,6 +26,7 @@ from memcap.extract.config import (
     TEXT_SOURCES,
     DataConfig,
     ModelEntry,
+    entry_error,
 )
 from memcap.extract.corpus import WIKI_PACKAGE, wiki_article_count
 from memcap.extract.entries import model_entries
@@ -46,7 +47,10 @@ def check_extract_config(config: Mapping[str, Any]) -> None:
                 "give every entry of extract.models a distinct name",
             )
         seen.add(entry.name)
-        _check_entry(entry)
+        try:
+            _check_entry(entry)
+        except ConfigError as err:
+            raise entry_error(err, entry.index, entry.name) from None
 
 
 def _check_entry(entry: ModelEntry) -> None:
@@ -68,6 +72,18 @@ def _check_entry(entry: ModelEntry) -> None:
     resolved = check_architecture(entry)
     if resolved is not None and resolved.window_n is not None and entry.n is not None:
         raise windowed_n(entry, resolved.window_n)
+    if resolved is not None and resolved.n_required and entry.n is None:
+        raise n_required(entry)
+
+
+def n_required(entry: ModelEntry) -> ConfigError:
+    """The error of a model without a position limit (ALiBi, NoPE) whose entry sets no n."""
+    return ConfigError(
+        f"{entry.key}.n",
+        f"'{entry.model}' states no number of positions: its positions enter inside attention "
+        "(ALiBi) or not at all, so nothing but memory bounds n, and the audit takes no default",
+        "set n, the context size to audit (e.g. n: 128)",
+    )
 
 
 def windowed_n(entry: ModelEntry, window_n: int) -> ConfigError:

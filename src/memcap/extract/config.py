@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from memcap.errors import ConfigError
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, LayerSpec
 
 # Each family names what the model does with its tokens; bert and gpt2 are aliases kept from
@@ -38,11 +39,13 @@ DEFAULT_SOURCES = {"vit": "builtin", "encoder": "wikipedia", "decoder": "wikiped
 # What the extraction reads per family kind: a stack of attention blocks over the whole token
 # sequence, an encoder-decoder's encoder stack, or windowed attention (memcap.extract.families).
 SUPPORTED = {
-    "vit": "timm VisionTransformer (vit_*, deit_*, DINOv2) and Swin (swin_*, swinv2_*) models, "
-    "and transformers ViT, DINOv2, Swin and CLIP / SigLIP vision encoders",
-    "encoder": "encoder-only transformers models (BERT, RoBERTa, MiniLM, ...) and the encoders "
-    "of encoder-decoders (T5, Flan-T5, BART, mBART)",
-    "decoder": "decoder-only transformers models (GPT-2, Llama, Mistral, Qwen, SmolLM2, ...)",
+    "vit": "timm VisionTransformer (vit_*, deit_*, DINOv2), BEiT (beit*), EVA-02 (eva02_*) and "
+    "Swin (swin_*, swinv2_*) models, and transformers ViT, DeiT, DINOv2, BEiT, Swin and "
+    "CLIP / SigLIP vision encoders",
+    "encoder": "encoder-only transformers models (BERT, RoBERTa, ALBERT, DeBERTa, MiniLM, ...) "
+    "and the encoders of encoder-decoders (T5, Flan-T5, BART, mBART)",
+    "decoder": "decoder-only transformers models (GPT-2, Llama, Mistral, Qwen, BLOOM, "
+    "SmolLM2, ...)",
 }
 
 
@@ -147,3 +150,12 @@ class ExtractSettings:
     device: str = "auto"
     context_rtol: float | None = None  # Assumption 2's tolerance (assumptions.context_rtol)
     error_examples: int = 32  # examples the float64 pass measures the forward error on
+
+
+def entry_error(err: ConfigError, index: int, name: Any) -> ConfigError:
+    """``err`` naming the user's entry by its ``name`` beside the index its key gives
+    (``extract.models[2].n``: model 'bloom-tiny': ...); unchanged where it names it already."""
+    tag = f"model '{name}'"
+    if tag in err.problem:
+        return err
+    return ConfigError(err.key, f"{tag}: {err.problem}", err.fix)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from memcap.errors import ConfigError
 from memcap.extract.config import (
     DEFAULT_LAYERS,
     DEFAULT_SOURCES,
@@ -18,6 +19,7 @@ from memcap.extract.config import (
     TEXT_ALIASES,
     DataConfig,
     ModelEntry,
+    entry_error,
 )
 from memcap.extract.layer_spec import (
     Layer,
@@ -127,4 +129,10 @@ def model_entries(config: Mapping[str, Any]) -> list[ModelEntry]:
     """Every entry of ``config["extract"]["models"]``, typed."""
     seed = int(config.get("seed", 0))
     raw_models = config.get("extract", {}).get("models", [])
-    return [model_entry(raw, i, seed) for i, raw in enumerate(raw_models)]
+    entries = []
+    for index, raw in enumerate(raw_models):
+        try:
+            entries.append(model_entry(raw, index, seed))
+        except ConfigError as err:
+            raise entry_error(err, index, raw.get("name")) from None
+    return entries

@@ -1,14 +1,17 @@
 """Which architectures the extraction reads, and the one sentence for those it refuses.
 
-Read: stacks of global-attention blocks (ViT, BERT-like encoders, causal decoders), the encoder
-stack of an encoder-decoder (T5, Flan-T5, BART, mBART: family ``encoder``; the decoder is never
-run) and windowed attention (Swin: family ``vit``, :mod:`memcap.extract.windows`). Refused only
-where Theorem 1, about an attention layer reading a context of n tokens, has no object: models
-without attention (ConvNeXt, MLP-Mixer, ResNet) and state-space or recurrent models (Mamba,
-RWKV, xLSTM). Besides these, a config without the sizes the extraction reads, an
-encoder-decoder named as a decoder or vision encoder, and a timm attention model that is
-neither a ViT nor a Swin (its token layout is not one the extraction reads) stop with what it
-does read.
+Read: stacks of global-attention blocks (ViT, DeiT, BEiT, EVA-02, BERT-like encoders, causal
+decoders), one block shared across the depth (ALBERT), the encoder stack of an
+encoder-decoder (T5, Flan-T5, BART, mBART: family ``encoder``; the decoder is never run) and
+windowed attention (Swin: family ``vit``, :mod:`memcap.extract.windows`); where the blocks are,
+:func:`memcap.extract.layers.block_layout`. A text model that states no number of positions
+and no relative buckets (ALiBi: BLOOM, MPT; NoPE) has no position limit: its entry must set
+``n``. Refused only where Theorem 1, about an attention layer reading a context of n tokens,
+has no object: models without attention (ConvNeXt, MLP-Mixer, ResNet) and state-space or
+recurrent models (Mamba, RWKV, xLSTM). Besides these, a config without the sizes the
+extraction reads, an encoder-decoder named as a decoder or vision encoder, a model whose
+blocks :func:`~memcap.extract.layers.block_layout` cannot find, and a timm attention model
+that is neither ViT-style nor a Swin (CaiT's class attention) stop with what it does read.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ TEXT_FIELDS = ("num_hidden_layers", "hidden_size", "vocab_size")
 VISION_FIELDS = ("num_hidden_layers", "hidden_size", "image_size", "patch_size")
 # Where positions enter inside attention as buckets (T5): no table, so no position limit.
 RELATIVE_FIELD = "relative_attention_num_buckets"
+# A text config's number of positions (MPT: the length its ALiBi table is built for).
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_seq_len")
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,7 @@ def unreadable(kind: str, config: Any, build: Callable[[], nn.Module]) -> Refusa
     else:
         text = config.get_text_config()
         missing = [f for f in TEXT_FIELDS if getattr(text, f, None) is None]
-        positions = ("max_position_embeddings", "n_positions", RELATIVE_FIELD)
-        if not any(isinstance(getattr(text, f, None), int) for f in positions):
+        if missing and no_position_limit(config):  # not a text model at all
             return Refusal(
                 "states no number of positions (max_position_embeddings or n_positions) and "
                 "no relative position buckets",
@@ -112,10 +116,47 @@ def unreadable(kind: str, config: Any, build: Callable[[], nn.Module]) -> Refusa
     return None
 
 
+def position_limit(config: Any) -> int | None:
+    """The number of positions a text config states (None: it states none)."""
+    text = config.get_text_config()
+    for name in POSITION_FIELDS:
+        value = getattr(text, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def no_position_limit(config: Any) -> bool:
+    """Whether a text model's n is bounded by nothing but memory: it states no number of
+    positions, and no relative buckets either (T5's, which take a default n): ALiBi, NoPE."""
+    text = config.get_text_config()
+    return position_limit(config) is None and not isinstance(
+        getattr(text, RELATIVE_FIELD, None), int
+    )
+
+
+def unreadable_layout(model: nn.Module, kind: str, why: str) -> Refusal:
+    """The refusal of a built model (meta device) whose blocks the extraction cannot find."""
+    if not has_attention(model):
+        return no_attention(kind)
+    return Refusal(
+        f"has attention, but the extraction cannot read its blocks ({why})",
+        "remove the entry, or audit a model whose blocks form one list (BERT, GPT-2, Llama, "
+        "ViT, ...) or one shared block (ALBERT)",
+    )
+
+
 def unreadable_module(model: nn.Module, kind: str) -> Refusal:
     """The refusal of a built model (meta device) that is neither ViT-style nor windowed."""
     if not has_attention(model):
         return no_attention(kind)
+    if getattr(model, "blocks_token_only", None) is not None:
+        return Refusal(
+            "has class-attention blocks (CaiT): its self-attention blocks read the patches "
+            "without a class token and its class-attention blocks read the class token beside "
+            "fixed patches, a token layout the extraction does not read yet",
+            f"remove the entry; as {kind} use {SUPPORTED[kind]}",
+        )
     return Refusal(
         "has attention, but neither in ViT-style global blocks nor in Swin windows: the "
         "extraction does not read its token layout",

@@ -16,7 +16,7 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
-from memcap.extract.checks import windowed_n
+from memcap.extract.checks import n_required, windowed_n
 from memcap.extract.config import ModelEntry
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
@@ -71,6 +71,8 @@ def resolve_n(entry: ModelEntry, arch: Architecture) -> int:
         raise windowed_n(entry, arch.windows[0].n)
     if entry.n is not None:
         return entry.n
+    if arch.n_required:
+        raise n_required(entry)
     if entry.kind == "vit":
         return int(arch.max_tokens or 0)
     return min(DEFAULT_TEXT_N, arch.width, arch.max_tokens or DEFAULT_TEXT_N)

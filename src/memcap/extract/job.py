@@ -28,7 +28,8 @@ from memcap.devices import (
     resolve_device,
     synchronize,
 )
-from memcap.extract.config import ExtractSettings, ModelEntry
+from memcap.errors import ConfigError
+from memcap.extract.config import ExtractSettings, ModelEntry, entry_error
 from memcap.extract.forward_error import job_forward_errors
 from memcap.extract.inputs import check_against_model, prepare_inputs, resolve_n, size_warnings
 from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, layer_name
@@ -41,6 +42,7 @@ from memcap.extract.registry import (
     parameter_checksum,
     parameter_count,
     position_encoding,
+    position_mechanism,
 )
 from memcap.extract.store import ChunkedArrayWriter, ExtractOutputs, OrderedWrites
 from memcap.extract.weights import weights_provenance
@@ -81,7 +83,23 @@ def extract_layers(
 
     Returns:
         The provenance record of each layer.
+
+    Raises:
+        ConfigError: a value that cannot work with the built model, naming the entry.
     """
+    try:
+        return _extract_layers(entry, outputs, settings, threads, checkpoint)
+    except ConfigError as err:
+        raise entry_error(err, entry.index, entry.name) from None
+
+
+def _extract_layers(
+    entry: ModelEntry,
+    outputs: Mapping[Layer, ExtractOutputs],
+    settings: ExtractSettings,
+    threads: int,
+    checkpoint: Path | None,
+) -> dict[Layer, dict[str, Any]]:
     started = time.perf_counter()
     layers = tuple(outputs)
     device = resolve_device(settings.device)
@@ -187,6 +205,9 @@ def extract_layers(
         parameter_checksum=checksum.result() if checksum else parameter_checksum(loaded.module),
         prefix_tokens=arch.prefix_tokens if entry.kind == "vit" else None,
         positions=position_encoding(loaded.module, arch.config),
+        position_mechanism=position_mechanism(loaded.module, arch.config),
+        # ALBERT: layer k is the k-th application of one block's parameters
+        shared_weights=arch.shared_blocks,
         seed=entry.seed,
         data_seed=entry.data.seed,
         data_source=prepared.description,

@@ -5,12 +5,16 @@ layer k is the output of block k, before any final norm; ``random_attention`` is
 Proposition 4 variant: a LayerNorm without affine parameters on the layer-0 embeddings, then
 one randomly initialised single-head attention layer with a skip connection.
 
-Any model whose blocks sit in one ``nn.ModuleList`` works: timm VisionTransformers (``blocks``)
-and transformers models (``encoder.layer``, ``h``, ``layers``, an encoder-decoder's encoder
-stack ``block`` / ``layers``, ...). Windowed models (Swin) go through
-:class:`~memcap.extract.windows.WindowedTrunk` instead: each layer's contexts are one window.
-The truncated model keeps the embeddings and the first ``depth`` blocks and drops the final
-norm, so its ``last_hidden_state`` is the raw residual stream after block ``depth``.
+:func:`block_layout` is the one place that knows where each family keeps its blocks: a stack
+(one ``nn.ModuleList``: timm ``blocks``; transformers ``encoder.layer``, ``h``, ``layers``, an
+encoder-decoder's encoder stack ``block`` / ``layers``, ...), a shared block applied ``depth``
+times (ALBERT's ``albert_layer_groups``: layer k is the output of the k-th application), or a
+timm model whose blocks take more than the states (BEiT's relative bias, EVA-02's rotary
+embedding: read by hooks on its own ``forward_features``). A model it cannot read is refused
+before any job (:func:`memcap.extract.registry.architecture`). Windowed models (Swin) go
+through :class:`~memcap.extract.windows.WindowedTrunk` instead: each layer's contexts are one
+window. The truncated model keeps the embeddings and the first ``depth`` blocks and drops the
+final norm, so its ``last_hidden_state`` is the raw residual stream after block ``depth``.
 :class:`MultiLayerExtractor` runs that truncated model once, up to the deepest requested
 block, and keeps the hidden states of every requested layer: L requested blocks cost L blocks
 of compute per batch, not L(L+1)/2 as one truncated forward per layer would.
@@ -19,6 +23,8 @@ of compute per batch, not L(L+1)/2 as one truncated forward per layer would.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -41,26 +47,97 @@ def blocks_needed(layer: Layer) -> int:
     return 0 if layer == RANDOM_ATTENTION else int(layer)
 
 
-def block_path(model: nn.Module) -> str:
-    """Dotted name of the ``nn.ModuleList`` holding the model's transformer blocks.
+@dataclass(frozen=True)
+class BlockLayout:
+    """Where a model's transformer blocks are, and how a forward reaches them."""
 
-    timm: ``blocks``; transformers: the shallowest ModuleList whose length is
-    ``config.num_hidden_layers``.
+    path: str  # dotted name of the blocks' ModuleList (shared: of the shared groups)
+    depth: int  # blocks the model runs (shared: applications of the shared groups)
+    shared: bool = False  # one set of block parameters applied ``depth`` times (ALBERT)
+    hooked: bool = False  # timm: read by hooks on forward_features (not vit_hidden_states)
+
+
+def block_layout(model: nn.Module) -> BlockLayout:
+    """The layout of ``model``'s blocks: the one function that knows each family's.
+
+    timm: ``blocks`` (a VisionTransformer's read directly; BEiT's, EVA's and other global
+    models' through their ``forward_features``); transformers: the shallowest ModuleList whose
+    length is ``config.num_hidden_layers``, else the ``num_hidden_groups`` shared groups that
+    the forward applies ``num_hidden_layers`` times (ALBERT).
+
+    Raises:
+        ValueError: no such blocks (the reason, in words).
+    """
+    config = getattr(model, "config", None)
+    blocks = getattr(model, "blocks", None)
+    if config is None and isinstance(blocks, nn.ModuleList | nn.Sequential):
+        from timm.models.vision_transformer import VisionTransformer
+
+        plain = isinstance(model, VisionTransformer)
+        if not plain and not callable(getattr(model, "forward_features", None)):
+            raise ValueError(f"{type(model).__name__} has blocks but no forward_features")
+        return BlockLayout("blocks", len(blocks), hooked=not plain)
+    depth = getattr(config, "num_hidden_layers", None)
+    lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList)]
+    stacks = [name for name, module in lists if len(module) == depth]
+    if stacks:
+        return BlockLayout(min(stacks, key=lambda name: name.count(".")), int(depth))
+    groups = getattr(config, "num_hidden_groups", None)
+    shared = [name for name, module in lists if isinstance(groups, int) and len(module) == groups]
+    if shared and isinstance(depth, int) and depth % groups == 0:
+        return BlockLayout(min(shared, key=lambda name: name.count(".")), depth, shared=True)
+    raise ValueError(
+        f"no list of {depth} blocks, nor of shared blocks applied {depth} times, in "
+        f"{type(model).__name__}"
+    )
+
+
+def block_path(model: nn.Module) -> str:
+    """Dotted name of the ``nn.ModuleList`` holding the model's transformer blocks
+    (:func:`block_layout`).
 
     Raises:
         ValueError: no such list (not a block-stacked transformer).
     """
-    if isinstance(getattr(model, "blocks", None), nn.ModuleList | nn.Sequential):
-        return "blocks"
-    depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    candidates = [
-        name
-        for name, module in model.named_modules()
-        if isinstance(module, nn.ModuleList) and len(module) == depth
-    ]
-    if not candidates:
-        raise ValueError(f"no list of {depth} blocks in {type(model).__name__}")
-    return min(candidates, key=lambda name: name.count("."))
+    return block_layout(model).path
+
+
+class _Reached(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a hook once the forward has produced every state it is asked for."""
+
+
+def hooked_states(
+    run: Callable[[], object], blocks: Sequence[nn.Module], depth: int
+) -> tuple[torch.Tensor, ...]:
+    """States after 0, 1, ..., ``depth`` block calls of ``run()``: the first call's input,
+    then each call's output (a shared block counts once per application). The forward stops
+    once they are all in: no deeper block and no final norm runs."""
+    states: list[torch.Tensor] = []
+
+    def block_input(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if not states:
+            states.append(args[0] if args else kwargs["hidden_states"])
+            if depth == 0:
+                raise _Reached
+
+    def block_output(_module: nn.Module, _args: tuple, output: object) -> None:
+        states.append(output[0] if isinstance(output, tuple) else output)
+        if len(states) == depth + 1:
+            raise _Reached
+
+    modules = list(dict.fromkeys(blocks))  # a shared block hooked once
+    handles = [m.register_forward_pre_hook(block_input, with_kwargs=True) for m in modules]
+    handles += [m.register_forward_hook(block_output) for m in modules]
+    try:
+        run()
+    except _Reached:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    if len(states) != depth + 1:
+        raise ValueError(f"{len(states)} hidden states from a pass of {depth} blocks")
+    return tuple(states)
 
 
 def _owned_copy(module: nn.Module) -> nn.Module:
@@ -74,15 +151,20 @@ class TruncatedForward(nn.Module):
     """The embeddings and first ``depth`` blocks of a timm ViT or transformers model.
 
     The model is shallow-copied along the path to its block list, so the original keeps every
-    block (the tests compare both) while sharing the same parameter tensors.
+    block (the tests compare both) while sharing the same parameter tensors. A shared block
+    (ALBERT) and a hooked timm model keep the whole model: their forward stops after ``depth``
+    blocks (:func:`hooked_states`).
     """
 
     def __init__(self, model: nn.Module, depth: int) -> None:
         super().__init__()
         self.depth = depth
         self.is_timm = not hasattr(model, "config")
+        self.layout = block_layout(model)
+        self.block_path = self.layout.path
         self.model = _owned_copy(model)
-        self.block_path = block_path(model)
+        if self.layout.shared or self.layout.hooked:
+            return
         *parents, last = self.block_path.split(".")
         owner = self.model
         for name in parents:
@@ -101,38 +183,31 @@ class TruncatedForward(nn.Module):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Hidden states (B, tokens, d) after ``depth`` blocks."""
+        if self.layout.shared or self.layout.hooked:
+            return self.all_hidden_states(batch)[-1]
         if self.is_timm:
             return vit_hidden_states(self.model, batch, self.depth)[-1]
+        return self._run(batch).last_hidden_state
+
+    def _run(self, batch: Batch) -> object:
+        if self.is_timm:
+            return self.model.forward_features(batch)
         inputs = batch if isinstance(batch, dict) else {"pixel_values": batch}
-        return self.model(**inputs).last_hidden_state
+        return self.model(**inputs)
 
     def all_hidden_states(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """Hidden states (B, tokens, d) after 0, 1, ..., ``depth`` blocks, from one pass."""
+        if self.layout.shared or self.layout.hooked:
+            blocks = list(self.model.get_submodule(self.block_path))
+            return hooked_states(lambda: self._run(batch), blocks, self.depth)
         if self.is_timm:
             return vit_hidden_states(self.model, batch, self.depth)
         if self.depth == 0:  # no block to record: the embeddings are the output
             return (self.forward(batch),)
         # Hooks on the kept blocks: the input of the first, then every block's output (the
         # same tensors the model's own hidden_states hold, whatever its output conventions).
-        states: list[torch.Tensor] = []
-
-        def block_input(_module: nn.Module, args: tuple, kwargs: dict) -> None:
-            states.append(args[0] if args else kwargs["hidden_states"])
-
-        def block_output(_module: nn.Module, _args: tuple, output: object) -> None:
-            states.append(output[0] if isinstance(output, tuple) else output)
-
         blocks = self.model.get_submodule(self.block_path)
-        handles = [blocks[0].register_forward_pre_hook(block_input, with_kwargs=True)]
-        handles += [block.register_forward_hook(block_output) for block in blocks]
-        try:
-            self.forward(batch)
-        finally:
-            for handle in handles:
-                handle.remove()
-        if len(states) != self.depth + 1:
-            raise ValueError(f"{len(states)} hidden states from a model of {self.depth} blocks")
-        return tuple(states)
+        return hooked_states(lambda: self._run(batch), list(blocks), self.depth)
 
 
 def vit_hidden_states(

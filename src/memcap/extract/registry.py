@@ -23,7 +23,7 @@ from memcap.errors import ConfigError
 from memcap.extract import _hf_models, _timm_models, families, positions
 from memcap.extract.config import ModelEntry
 from memcap.extract.layer_spec import Layer
-from memcap.extract.layers import blocks_needed
+from memcap.extract.layers import block_layout, blocks_needed
 from memcap.extract.weights import weights_path
 from memcap.extract.windows import WindowLayer, is_windowed, window_layers
 from memcap.provenance import array_checksum
@@ -49,6 +49,9 @@ class Architecture:
     H: int | None = None  # attention heads per block (None: the config states none)
     d_h: int | None = None  # the query/key dimension of one head
     windows: tuple[WindowLayer, ...] = ()  # windowed attention: layers 0 ... depth (Swin)
+    shared_blocks: bool = False  # one block's parameters applied depth times (ALBERT)
+    # no position limit and no default n (ALiBi, NoPE): the entry must set n
+    n_required: bool = False
 
     def sizes(self, layer: Layer, n: int) -> tuple[int, int]:
         """(n, d) of a layer's contexts: the window's and stage's in a windowed model, else
@@ -116,11 +119,17 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
     refusal = families.unreadable(entry.kind, config, lambda: _hf_models.meta_model(config, entry))
     if refusal is not None:
         _refuse(entry, type(config).__name__, refusal)
+    model = _hf_models.meta_model(config, entry)
     if entry.kind == "vit" and families.is_windowed_config(config):
-        model = _hf_models.meta_model(config, entry)
         if not is_windowed(model):
             _refuse(entry, type(config).__name__, families.unreadable_module(model, "vit"))
         return _windowed(entry, "transformers", model, type(config).__name__, config)
+    try:
+        layout = block_layout(model)
+    except ValueError as err:
+        _refuse(
+            entry, type(config).__name__, families.unreadable_layout(model, entry.kind, str(err))
+        )
     if entry.kind == "vit":
         vision = getattr(config, "vision_config", None) or config
         patches = (int(vision.image_size) // int(vision.patch_size)) ** 2
@@ -134,18 +143,20 @@ def architecture(entry: ModelEntry, local_only: bool = False) -> Architecture:
             config=config,
             H=attention_heads(vision),
             d_h=head_dimension(vision),
+            shared_blocks=layout.shared,
         )
     text = config.get_text_config()
-    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
     return Architecture(
         library="transformers",
         depth=text.num_hidden_layers,
         width=text.hidden_size,
-        max_tokens=int(positions) if positions else None,
+        max_tokens=families.position_limit(config),
         vocab_size=text.vocab_size,
         config=config,
         H=attention_heads(text),
         d_h=head_dimension(text),
+        shared_blocks=layout.shared,
+        n_required=families.no_position_limit(config),
     )
 
 
@@ -156,23 +167,27 @@ def _refuse(entry: ModelEntry, what: str, refusal: families.Refusal) -> NoReturn
 
 
 def _timm_architecture(entry: ModelEntry) -> Architecture:
-    """A timm ViT's or Swin's sizes, from the model on the meta device."""
-    from timm.models.vision_transformer import VisionTransformer
-
+    """A timm global-attention model's (ViT, DeiT, BEiT, EVA-02) or Swin's sizes, from the
+    model on the meta device."""
     model = _timm_models.timm_architecture(entry)
     what = f"timm {type(model).__name__}"
     if is_windowed(model):
         return _windowed(entry, "timm", model, what)
-    if not isinstance(model, VisionTransformer):
+    if not _timm_models.is_global_attention(model):
         _refuse(entry, what, families.unreadable_module(model, "vit"))
+    try:
+        block_layout(model)
+    except ValueError as err:
+        _refuse(entry, what, families.unreadable_layout(model, "vit", str(err)))
+    heads = _timm_models.head_sizes(model.blocks[0].attn) if len(model.blocks) else (None, None)
     return Architecture(
         library="timm",
         depth=len(model.blocks),
         width=model.embed_dim,
         max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
         prefix_tokens=model.num_prefix_tokens,
-        H=int(model.blocks[0].attn.num_heads) if len(model.blocks) else None,
-        d_h=int(model.blocks[0].attn.head_dim) if len(model.blocks) else None,
+        H=heads[0],
+        d_h=heads[1],
     )
 
 
@@ -289,6 +304,14 @@ def position_encoding(module: nn.Module, config: Any) -> str:
     names = [name for name, _ in module.named_parameters()]
     names += [name for name, _ in module.named_buffers()]
     return positions.position_encoding(names, config)
+
+
+def position_mechanism(module: nn.Module, config: Any) -> str:
+    """How positions enter the model, in a few words
+    (:func:`memcap.extract.positions.position_mechanism`)."""
+    names = [name for name, _ in module.named_parameters()]
+    names += [name for name, _ in module.named_buffers()]
+    return positions.position_mechanism(names, config)
 
 
 def parameter_count(module: nn.Module) -> int:
