@@ -139,7 +139,8 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
         work = passes_work(spec, stage, [at(T, k) for T in rungs for k in restarts])
     for trainings, T in bracket_passes(spec.T, ladder):  # per series, at T or below
         one = passes_work(spec, stage, [at(T, budget=_bracket_budget(spec, stage, T))])
-        # buckets of any T padded at most BRACKET_PADDING, in the worst case a model a series
+        # buckets of any T padded at most BRACKET_PADDING, in the worst case a model a series;
+        # each training at the longer of the two budgets
         padded = {u: a * (1 + BRACKET_PADDING) for u, a in one.items() if u != "synthetic_step"}
         padded["synthetic_step"] = one["synthetic_step"] * len(series)
         work = add(work, {unit: trainings * amount for unit, amount in padded.items()})

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     State = dict[str, Tensor]
 
 DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
-BRACKET_PADDING = 0.5  # the bracket's passes: a batched model's padded work at most 1.5x its own
+BRACKET_PADDING = 1.0  # the bracket's passes: a batched model's padded work at most 2x its own
 
 
 @dataclass
@@ -223,26 +223,29 @@ def bracket(
 ) -> None:
     """Step 3 of the protocol: every series' ``fitted_T`` bisected until a fitted T and an
     unfitted one are at most ``ladder.bracket`` apart (or one example apart). Each pass trains
-    a series at most once, with the convergence check's longer budget (the recipe's without
-    the check): at its bracket's unfitted end when that end has not had it (an unfitted T is
-    unfitted by both budgets), else at the bracket's geometric midpoint (halving down from
-    the smallest T tried while none is fitted). ``train`` may batch the pass's T together."""
+    a series at most once: the recipe at its bracket's geometric midpoint (halving down from
+    the smallest T tried while none is fitted) while the bracket is wider, then the check's
+    longer budget at its unfitted end if that end has not had it, so that the end is unfitted
+    by both budgets (a fit there moves the bracket up, and the bisection goes on).
+    ``train`` may batch the pass's T together."""
     if ladder.bracket is None:
         return
     factor = convergence.factor if convergence.enabled else 0
     while True:
-        members = []
+        members, budgets = [], []
         for s in series:
             low, high = s.fitted_bracket
             if high is None:
                 continue  # every T tried fitted: censored above
-            if factor and high not in s.longer:
-                members.append((s, high))
-            elif (mid := between(low, high, ladder.bracket)) is not None:
+            if (mid := between(low, high, ladder.bracket)) is not None:
                 members.append((s, mid))
+                budgets.append(0)
+            elif factor and high not in s.longer:
+                members.append((s, high))
+                budgets.append(factor * budget(high))
         if not members:
             return
-        _train(members, [factor * budget(T) for _, T in members], [None] * len(members), train)
+        _train(members, budgets, [None] * len(members), train)
 
 
 def bracket_grouping(stage: StageSettings) -> StageSettings:
