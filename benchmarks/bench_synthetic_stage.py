@@ -2,7 +2,7 @@
 another tree.
 
 Every sweep of ``config.yaml``'s ``synthetic`` section runs as the rule runs it
-(``workflow/scripts/run_synthetic_sweep.py``): its own process, one thread,
+(``workflow/scripts/train_synthetic.py``): its own process, one thread,
 ``time.process_time()`` around :func:`memcap.synthetic.sweep.run_sweep` (so a sweep pays its
 own one-off costs, certification included, as a Snakemake job does). ``--before PATH`` runs the
 same resolved config through the package of another checkout (``PATH/src``, e.g.

@@ -37,6 +37,7 @@ from scipy.optimize import nnls
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from memcap.aot.cut import STAGE_JOB  # noqa: E402
 from memcap.aot.settings import StageSettings as AotStage  # noqa: E402
 from memcap.cluster import costs  # noqa: E402
 from memcap.config_schema import validate_schema  # noqa: E402
@@ -54,8 +55,13 @@ KERNEL_S = 3e-6
 # imports, about 2.5 s on this VM.
 CPU_START_S = 8.5
 # The CPU rules whose Snakemake benchmark files calibrate the CPU rates, by kind of work.
-CPU_RULES = ("run_synthetic_sweep", "train_aot", "check_assumptions", "extract_model",
+CPU_RULES = ("train_synthetic", "train_aot", "check_assumptions", "extract_model",
              "certify_real_capacity")  # fmt: skip
+# Jobs and rules an older run named otherwise (the committed cpu_run's "rule/job" keys): one
+# rule per stage, a job per sweep named by its {job} (memcap.synthetic.cut), paper B's one job
+# by memcap.aot.cut.STAGE_JOB.
+RENAMED_JOBS = {"train_aot/train_aot": f"train_aot/{STAGE_JOB}"}
+RENAMED_RULES = {"run_synthetic_sweep": "train_synthetic"}
 
 
 def resolved(config: Path, root: Path = ROOT) -> dict:
@@ -133,10 +139,17 @@ def _profile_seconds(path: Path, op: str) -> float:
     raise ValueError(f"{op} is not in {path}")
 
 
+def current_name(key: str) -> str:
+    """A "rule/job" key of a run by the workflow's names of now (an older run's renamed)."""
+    rule, _, job = RENAMED_JOBS.get(key, key).partition("/")
+    return f"{RENAMED_RULES.get(rule, rule)}/{job}"
+
+
 def cpu_measurements(config: dict, seconds: dict[str, float]) -> list[dict]:
-    """Every compute job of a default run: its CPU seconds (``seconds``, by "rule/job") and its
-    work under the run's resolved ``config``."""
+    """Every compute job of a default run: its CPU seconds (``seconds``, by "rule/job", names
+    of an older run mapped onto today's) and its work under the run's resolved ``config``."""
     rows = []
+    seconds = {current_name(key): value for key, value in seconds.items()}
 
     def add(rule: str, job: str, work: costs.Work) -> None:
         rows.append(measurement(rule, job, seconds[f"{rule}/{job}"], work))
@@ -144,10 +157,10 @@ def cpu_measurements(config: dict, seconds: dict[str, float]) -> list[dict]:
     section = config["synthetic"]
     stage = StageSettings.from_config(section, config["seed"], config["engine"])
     for name in sweep_names(section):
-        add("run_synthetic_sweep", name, costs.synthetic_work(sweep_spec(section, name), stage))
+        add("train_synthetic", name, costs.synthetic_work(sweep_spec(section, name), stage))
     aot = AotStage.from_config(config["aot"], config["seed"], config["engine"])
     sweeps = config["aot"]["sweeps"]
-    add("train_aot", "train_aot", costs.add(*(costs.aot_work(n, sweeps[n], aot) for n in sweeps)))
+    add("train_aot", STAGE_JOB, costs.add(*(costs.aot_work(n, sweeps[n], aot) for n in sweeps)))
     checks, capacity = config["assumptions"], config["capacity"]
     for entry in (with_layers(e) for e in model_entries(config)):
         T, n, d = costs.model_sizes(entry)
@@ -178,7 +191,8 @@ def _bench_aot() -> dict:
 
 
 def run_seconds(run: Path) -> dict[str, float]:
-    """CPU seconds of every job of a run, by "rule/job", from its Snakemake benchmark files."""
+    """CPU seconds of every job of a run, by "rule/job", from its Snakemake benchmark files
+    (a default run's: one file a job, none in a subfolder)."""
     seconds = {}
     for rule in CPU_RULES:
         for path in sorted((run / "benchmarks" / "results" / rule).glob("*.tsv")):
@@ -229,7 +243,7 @@ def _one_flop_rate(row: dict) -> dict:
 def derive(gpu_facts: dict, gpu_rows: list[dict], cpu_rows: list[dict]) -> dict:
     """The cost file: both kinds' rates, and every measurement with its modelled seconds."""
     gpu = fit(gpu_rows, {"synthetic_step": gpu_facts["synthetic_step"], "aot_row": 0.0})
-    paper_a = [r for r in cpu_rows if r["kind"] == "run_synthetic_sweep"]
+    paper_a = [r for r in cpu_rows if r["kind"] == "train_synthetic"]
     cpu = fit([r for r in cpu_rows if r not in paper_a], {})
     known = {u: v for u, v in cpu.items() if v} | {"svd_flop": cpu["certify_flop"]}
     cpu = fit([_one_flop_rate(r) for r in paper_a], known)

@@ -7,7 +7,7 @@ configs/scale.yaml, reads every job's rule, wildcards and requests, and prints:
   ``cluster-table`` markers);
 - the plan: each job's expected seconds (memcap.cluster.jobs, no margin), scheduled longest
   first on G = 1, 8, 16 and 64 GPUs of the measured kind (docs/cluster.md's figures, between
-  its ``cluster-plan`` markers). Paper A's grid: its run_synthetic_setting jobs, independent.
+  its ``cluster-plan`` markers). Paper A's grid: its train_synthetic jobs, independent.
   The scale audit: its extractions, then its checks (each check reads its model's
   extraction; scheduling the two phases one after the other bounds the overlap from above);
   the certified capacity runs on host CPUs beside them and is printed apart.
@@ -55,7 +55,7 @@ GRID = ROOT / "benchmarks" / "gpu" / "paper_a_grid.json"  # the measured paper A
 PROFILE = ROOT / "profiles" / "slurm" / "config.yaml"
 DEVICES = (1, 8, 16, 64)
 GOAL = ("paper A's grid", 16, 15 * 60)  # within 15 minutes on 16 GPUs
-PHASES = {"extract_model": 0, "check_assumptions": 1, "check_assumption_layer": 1}
+PHASES = {"extract_model": 0, "check_assumptions": 1}
 
 
 def dry_run(configfile: str) -> list[DryJob]:
@@ -169,7 +169,7 @@ def _minutes(seconds: float) -> str:
 def goal_line(jobs: list[DryJob]) -> str:
     """Whether paper A's grid meets the goal on its GPUs."""
     grid = [s for job, s, _ in expected_jobs("configs/paper.yaml", jobs)
-            if job.rule == "run_synthetic_setting"]  # fmt: skip
+            if job.rule == "train_synthetic"]  # fmt: skip
     name, devices, limit = GOAL
     wall = longest_first(grid, devices)
     verdict = "met" if wall <= limit else "not met"
@@ -203,7 +203,7 @@ def engine_line(jobs: list[DryJob]) -> str:
     bound = sum(
         model.work(job.rule, job.wildcards, 1)["synthetic_step"]
         for job in jobs
-        if job.rule == "run_synthetic_setting"
+        if job.rule == "train_synthetic"
     )
     timed = [m for s in grid["sweeps"].values() for m in s["models"]]
     measured = sum(s["steps"] for s in grid["sweeps"].values()) / 1e6
@@ -259,7 +259,7 @@ def main() -> None:
     args = parser.parse_args()
     paper = dry_run("configs/paper.yaml")
     scale = dry_run("configs/scale.yaml")
-    paper_a = [j for j in paper if j.rule == "run_synthetic_setting"]
+    paper_a = [j for j in paper if j.rule == "train_synthetic"]
     table = request_table(paper)
     figures = "\n".join(
         [*plan("configs/paper.yaml", paper_a), "", engine_line(paper), "", goal_line(paper), "",

@@ -1,11 +1,11 @@
 """Time the scale audit (configs/scale.yaml): every block of one model, one GPU.
 
-With ``--run --model NAME`` runs the Snakemake workflow up to the model's depth table
+With ``--run --model NAME`` runs the Snakemake workflow up to the model's check job
 (extraction of every block, then every layer's checks) and, finished or not, writes what the
 run left into one JSON: per model its sizes (parameters, d, blocks, T, n, S), the device, the
 commit, the wall seconds of each stage, windows per second, the context ranks' and Kruskal
 searches' seconds and the peak GPU memory - read from the rules' benchmark files (wall seconds
-per job), the extraction's provenance, the depth table and the jobs' logs. A run cut by
+per job), the extraction's provenance, the check job's depth rows and the jobs' logs. A run cut by
 ``--timeout`` (or a failed job) is recorded as ``partial`` (``extracted`` when only the checks
 are missing, as after ``--stage extract``), with how far the extraction got and how many
 layers were checked. Models already in ``--out`` and not measured now are kept.
@@ -44,9 +44,9 @@ STAGES["capacity"] = "certify_real_capacity"
 
 
 def audit_targets(models: list[str], stage: str = "audit") -> list[str]:
-    """The Snakemake targets of each model's audit: its assumptions folder (every layer
-    checked, the depth table), or for ``extract`` its extraction folder (every layer)."""
-    folder = "extract" if stage == "extract" else "assumptions"
+    """The Snakemake targets of each model's audit: its check job's folder (every layer
+    checked, each with its depth row), or for ``extract`` its extraction folder (every layer)."""
+    folder = "extract" if stage == "extract" else "assumptions/jobs"
     return [f"results/{folder}/{model}" for model in models]
 
 
@@ -107,6 +107,13 @@ def checked_layers(path: Path) -> int:
     return len(CHECKED_LINE.findall(path.read_text())) if path.is_file() else 0
 
 
+def depth_parts(checks: Path) -> list[dict[str, Any]]:
+    """The depth rows and profiles of a model's check job (its folder ``checks``), by layer."""
+    from memcap.assumptions.job import DEPTH_PART, read_parts
+
+    return read_parts(sorted(path.parent for path in checks.glob(f"*/{DEPTH_PART}")))
+
+
 def model_timings(root: Path, model: str, samples: int) -> dict[str, Any]:
     """One model's sizes, seconds per stage and peak GPU memory, from what a run left."""
     logs = root / "logs"
@@ -140,13 +147,14 @@ def model_timings(root: Path, model: str, samples: int) -> dict[str, Any]:
         if stages["extract_seconds"]:
             record["windows_per_second"] = round(first["T"] / stages["extract_seconds"], 2)
         peaks.append(first.get("peak_gpu_memory_gb"))
-    depth = root / "results" / "assumptions" / model / "depth.csv"
-    if depth.is_file():
-        record["kruskal_seconds"] = round(float(pd.read_csv(depth)["kruskal_seconds"].sum()), 2)
+    checks = root / "results" / "assumptions" / "jobs" / model
+    if checks.is_dir():
+        rows = [part["row"] for part in depth_parts(checks)]
+        record["kruskal_seconds"] = round(sum(row["kruskal_seconds"] for row in rows), 2)
     peaks = [p for p in peaks if p is not None]
     record["peak_gpu_memory_gb"] = max(peaks) if peaks else None
     extracted = stages["extract_seconds"] is not None
-    if extracted and stages["check_seconds"] is not None and depth.is_file():
+    if extracted and stages["check_seconds"] is not None and checks.is_dir():
         record["status"] = "complete"
     else:
         record["status"] = "extracted" if extracted else "partial"

@@ -1,65 +1,46 @@
-"""Functions of the aot stage's rules: targets, the cut, params, requests."""
+"""Functions of the aot stage's rules: targets, the cut's jobs, params, requests."""
 
 import memcap.aot.cut as aot_cut
 import memcap.aot.settings as aot_settings
 
 
 def aot_sweeps():
-    """The {sweep} wildcard values of the aot stage, in config order."""
+    """The sweeps of the aot stage, in config order."""
     return aot_settings.sweep_names(config["aot"])
 
 
-def aot_cut_sweeps(cut):
-    """The sweeps trained under ``cut``: every sweep under the configured cut, none
-    under another (so each sweep's table has one rule)."""
-    return aot_sweeps() if config["aot"]["cut"] == cut else []
+def aot_job_pattern():
+    """Regex of the {job} wildcard: the stage's one job, a sweep, or a sweep's setting."""
+    return aot_cut.job_pattern(aot_sweeps())
 
 
-def aot_sweep_pattern(cut):
-    """Regex of the {sweep} wildcard of the rules of ``cut`` (nothing under another cut)."""
-    return "|".join(re.escape(s) for s in aot_cut_sweeps(cut)) or "(?!)"
-
-
-def aot_setting_pattern():
-    """Regex of the {setting} wildcard ("aot_H6", "mlp_d7_w84")."""
-    return aot_cut.setting_pattern()
-
-
-def aot_setting_ids(sweep):
-    """The {setting} values of ``sweep``, in the order of its table's rows."""
-    return list(aot_cut.sweep_settings(sweep, config["aot"]["sweeps"][sweep]))
+def aot_job_ids():
+    """The training jobs aot.cut names, in the order of the sweeps' table rows."""
+    return aot_cut.job_ids(config["aot"])
 
 
 def aot_jobs():
     """The stage's job lists (memcap.report.layout.JOB_LISTS), empty when it is off: its
-    sweeps, and the training jobs of the configured cut (the other cuts' lists are empty).
-    """
-    enabled = stage_enabled("aot")
-    sweeps = aot_sweeps() if enabled else []
+    sweeps, and the training jobs aot.cut names."""
+    if not stage_enabled("aot"):
+        return {"aot": [], "aot_jobs": []}
     return {
-        "aot": [{"sweep": s} for s in sweeps],
-        "aot_stage_jobs": [{"sweep": s} for s in aot_cut_sweeps("stage") if enabled],
-        "aot_sweep_jobs": [{"sweep": s} for s in aot_cut_sweeps("sweep") if enabled],
-        "aot_setting_jobs": [
-            {"sweep": s, "setting": setting}
-            for s in aot_cut_sweeps("setting")
-            if enabled
-            for setting in aot_setting_ids(s)
-        ],
+        "aot": [{"sweep": s} for s in aot_sweeps()],
+        "aot_jobs": [{"job": job} for job in aot_job_ids()],
     }
 
 
 def aot_targets():
     """Final outputs of the aot stage: summary, fits, laws, the figures folder (one per sweep)
-    and each sweep's provenance."""
+    and each training job's provenance."""
     if not stage_enabled("aot"):
         return []
-    sweeps = [job["sweep"] for job in aot_jobs()["aot"]]
+    jobs = [job["job"] for job in aot_jobs()["aot_jobs"]]
     tables = ["results/aot/summary.csv", "results/aot/fits.csv", "results/aot/laws.csv"]
     return (
         tables
         + ["results/aot/figures"]
-        + expand("results/aot/{sweep}_provenance.json", sweep=sweeps)
+        + expand("results/aot/jobs/{job}_provenance.json", job=jobs)
     )
 
 
@@ -69,38 +50,20 @@ def aot_stage(wildcards):
 
 
 def aot_job_sweeps(wildcards):
-    """The sweeps one training job trains: its {sweep}, or every sweep (aot.cut: stage)."""
-    sweep = wildcards.get("sweep")
-    return aot_sweeps() if sweep is None else [sweep]
+    """The sweeps the job trains: every sweep for the stage's one job, else its own."""
+    return aot_cut.job_sweeps(config["aot"]["cut"], wildcards.job, aot_sweeps())
 
 
-def aot_sweep_specs(wildcards):
+def aot_job_specs(wildcards):
     """Every validated sweep of the job by name, in config order."""
     return {
         sweep: config["aot"]["sweeps"][sweep] for sweep in aot_job_sweeps(wildcards)
     }
 
 
-def aot_sweep_tables(wildcards):
-    """One table per configured sweep."""
-    return expand("results/aot/{sweep}.csv", sweep=aot_sweeps())
-
-
-def aot_setting_files(suffix):
-    """Input function: the files ending in ``suffix`` of every setting job of a sweep."""
-
-    def files(wildcards):
-        return [
-            f"results/aot/{wildcards.sweep}/{setting}{suffix}"
-            for setting in aot_setting_ids(wildcards.sweep)
-        ]
-
-    return files
-
-
-def aot_settings_param(wildcards):
-    """The sweep's setting ids, in the order of its table's rows."""
-    return aot_setting_ids(wildcards.sweep)
+def aot_job_tables(wildcards):
+    """Every training job's table, in the order of the sweeps' table rows."""
+    return [f"results/aot/jobs/{job}.csv" for job in aot_job_ids()]
 
 
 def aot_mem_mb(wildcards):

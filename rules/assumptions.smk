@@ -1,26 +1,20 @@
 """Assumptions stage: context ranks (Assumption 2) and the Kruskal profile (Assumption 1,
 general position) of every layer of a model, then one summary table.
 
-assumptions.cut sets the jobs. model (the default): one check_assumptions job per model (one
-interpreter start: importing torch, SciPy, pandas and Matplotlib costs more CPU than a layer's
-checks on the default data) reads the model's extraction folder, checks its detail layers in
-full and its depth rows with fewer orderings, and writes the model's folder
-results/assumptions/{model}/ (memcap.assumptions.job): per detail layer {layer}/ with its
-tables, summaries and figures, and the depth profile beside them. layer: one
-check_assumption_layer job per (model, layer) into results/assumptions_layers/{model}/{layer}/,
-and merge_assumption_layers, on the submit host, writes the same model folder from them. Each
-model folder comes from one route: the other's {model} wildcard matches nothing.
-summarize_assumptions reads the summaries inside the folders. Functions:
-rules/assumptions_functions.smk and rules/common.smk.
+check_assumptions checks the layers of one job from its model's extraction folder into the
+job's folder results/assumptions/jobs/{job}/ (memcap.assumptions.job): per layer its folder
+jobs/{model}/{layer}/, a detail layer's tables, summaries and figures checked in full, every
+layer's depth row (depth rows with fewer orderings). assumptions.cut names the jobs
+(assumptions_jobs, memcap.assumptions.cut): a model (the default: one interpreter start;
+importing torch, SciPy, pandas and Matplotlib costs more CPU than a layer's checks on the
+default data), whose folder holds its layers' folders, or one layer of it ("gpt2-tiny/3"),
+whose folder is the layer's. summarize_assumptions reads every job's folder: the summary table,
+and each depth-profiled model's depth.csv, depth_profiles.csv and depth.png in
+results/assumptions/{model}/. Functions: rules/assumptions_functions.smk and rules/common.smk.
 """
 
 
 include: "assumptions_functions.smk"
-
-
-# Joining a fine cut's files takes less than a batch job's start: on the submit host.
-localrules:
-    merge_assumption_layers,
 
 
 # The random null of every decision, one file per shape, shared by the check jobs
@@ -30,15 +24,15 @@ NULL_TABLE = "results/assumptions/null"
 
 rule check_assumptions:
     input:
-        extraction="results/extract/{model}",
+        extraction=assumptions_extraction,
     output:
-        checks=folder_report("results/assumptions/{model}"),
+        checks=assumptions_checks_report(),
     log:
-        "logs/check_assumptions/{model}.log",
+        "logs/check_assumptions/{job}.log",
     benchmark:
         benchmark_file("check_assumptions")
     wildcard_constraints:
-        model=assumptions_model_pattern("model"),
+        job=assumptions_job_pattern(),
     conda:
         "../envs/compute.yaml"
     threads: 1
@@ -48,67 +42,17 @@ rule check_assumptions:
         gpu=gpu_request,
     params:
         settings=assumptions_settings,
-        layers=checked_layers_param,
-        detail_layers=detail_layers_param,
-        depth_profile=depth_profile_param,
+        layers=job_layers_param,
+        detail_layers=job_detail_layers_param,
         device=config["device"],
         null_table=NULL_TABLE,
     script:
         "../workflow/scripts/check_assumptions.py"
 
 
-rule check_assumption_layer:
-    input:
-        extraction="results/extract/{model}",
-    output:
-        checks=directory("results/assumptions_layers/{model}/{layer}"),
-    log:
-        "logs/check_assumption_layer/{model}/{layer}.log",
-    benchmark:
-        benchmark_file("check_assumption_layer")
-    wildcard_constraints:
-        model=assumptions_model_pattern("layer"),
-        layer=assumptions_layer_pattern(),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=assumptions_mem_mb,
-        runtime=job_runtime("check_assumption_layer"),
-        gpu=gpu_request,
-    params:
-        settings=assumptions_settings,
-        detail=assumptions_detail_param,
-        device=config["device"],
-        null_table=NULL_TABLE,
-    script:
-        "../workflow/scripts/check_assumption_layer.py"
-
-
-rule merge_assumption_layers:
-    input:
-        layers=assumptions_layer_folders,
-    output:
-        checks=folder_report("results/assumptions/{model}"),
-    log:
-        "logs/merge_assumption_layers/{model}.log",
-    wildcard_constraints:
-        model=assumptions_model_pattern("layer"),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    params:
-        layers=checked_layers_param,
-        depth_profile=depth_profile_param,
-    script:
-        "../workflow/scripts/merge_assumption_layers.py"
-
-
 rule summarize_assumptions:
     input:
-        checks=assumptions_folders,
+        checks=assumptions_job_folders,
     output:
         summary=report(
             "results/assumptions/summary.csv",
@@ -117,6 +61,9 @@ rule summarize_assumptions:
             subcategory="Summary",
             labels={"table": "assumptions summary"},
         ),
+        depth=assumptions_depth_files("depth.csv"),
+        profiles=assumptions_depth_files("depth_profiles.csv"),
+        figures=assumptions_depth_figures(),
     log:
         "logs/summarize_assumptions/summarize_assumptions.log",
     group:
@@ -129,6 +76,7 @@ rule summarize_assumptions:
     params:
         kruskal=assumptions_kruskal_jsons,
         contexts=assumptions_context_jsons,
-        depth=assumptions_depth_tables,
+        depth_models=assumptions_depth_models,
+        depth_layers=assumptions_depth_layers,
     script:
         "../workflow/scripts/summarize_assumptions.py"

@@ -172,7 +172,7 @@ def figure_report(kind, **wildcards):
         fill(entry["pattern"]),
         caption=f"{REPORT_CAPTIONS}{entry['caption']}",
         category=entry["category"],
-        subcategory=entry["subcategory"],
+        subcategory=fill(entry["subcategory"]),
         labels={key: fill(value) for key, value in entry["labels"].items()},
     )
 
@@ -196,5 +196,5 @@ def folder_report(folder):
 
 
 def benchmark_file(rule_name):
-    """Benchmark file pattern of the compute rule ``rule_name``."""
+    """Benchmark file pattern of the compute rule ``rule_name`` (one per {job} or {model})."""
     return layout_table()["benchmarks"][rule_name]["pattern"]

@@ -1,13 +1,13 @@
 """Synthetic stage: paper A's H / n / d_h sweeps with their certified capacities.
 
-synthetic.cut sets the jobs that train and certify the replicas as batched models
-(memcap.synthetic): one run_synthetic_sweep job per sweep, or one run_synthetic_setting job
-per (sweep, value, context) whose tables merge_synthetic_settings joins, on the submit host,
-into the sweep's (memcap.synthetic.cut). Each sweep's tables come from exactly one of the
-two routes: the other's {sweep} wildcard matches nothing. summarize_synthetic merges the
-sweeps and fits the scaling laws; plot_synthetic draws one figure per sweep and one of the
-softmax saturation (one import of the plotting stack for all). Functions:
-rules/synthetic_functions.smk and rules/common.smk.
+train_synthetic trains and certifies the replicas of one job as batched models
+(memcap.synthetic) into results/synthetic/jobs/{job}.csv, {job}_saturation.csv and
+{job}_provenance.json. synthetic.cut names the jobs (synthetic_jobs, memcap.synthetic.cut): a
+sweep ("heads"), or one setting of it ("heads/H5_shared"), listed in the order of the sweeps'
+table rows. summarize_synthetic reads every job's tables, merges the sweeps and fits the
+scaling laws; plot_synthetic draws one figure per sweep and one of the softmax saturation (one
+import of the plotting stack for all). Functions: rules/synthetic_functions.smk and
+rules/common.smk.
 """
 
 SYNTHETIC_CATEGORY = "Synthetic capacity"
@@ -16,28 +16,23 @@ SYNTHETIC_CATEGORY = "Synthetic capacity"
 include: "synthetic_functions.smk"
 
 
-# Joining a fine cut's files takes less than a batch job's start: on the submit host.
-localrules:
-    merge_synthetic_settings,
-
-
-rule run_synthetic_sweep:
+rule train_synthetic:
     output:
-        table="results/synthetic/{sweep}.csv",
-        saturation="results/synthetic/{sweep}_saturation.csv",
-        provenance="results/synthetic/{sweep}_provenance.json",
+        table="results/synthetic/jobs/{job}.csv",
+        saturation="results/synthetic/jobs/{job}_saturation.csv",
+        provenance="results/synthetic/jobs/{job}_provenance.json",
     log:
-        "logs/run_synthetic_sweep/{sweep}.log",
+        "logs/train_synthetic/{job}.log",
     benchmark:
-        benchmark_file("run_synthetic_sweep")
+        benchmark_file("train_synthetic")
     wildcard_constraints:
-        sweep=synthetic_sweep_pattern("sweep"),
+        job=synthetic_job_pattern(),
     conda:
         "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=synthetic_mem_mb,
-        runtime=job_runtime("run_synthetic_sweep"),
+        runtime=job_runtime("train_synthetic"),
         gpu=gpu_request,
     params:
         section=synthetic_section,
@@ -45,66 +40,13 @@ rule run_synthetic_sweep:
         seed=config["seed"],
         device=config["device"],
     script:
-        "../workflow/scripts/run_synthetic_sweep.py"
-
-
-rule run_synthetic_setting:
-    output:
-        table="results/synthetic/{sweep}/{setting}.csv",
-        saturation="results/synthetic/{sweep}/{setting}_saturation.csv",
-        provenance="results/synthetic/{sweep}/{setting}_provenance.json",
-    log:
-        "logs/run_synthetic_setting/{sweep}/{setting}.log",
-    benchmark:
-        benchmark_file("run_synthetic_setting")
-    wildcard_constraints:
-        sweep=synthetic_sweep_pattern("setting"),
-        setting=synthetic_setting_pattern(),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=synthetic_mem_mb,
-        runtime=job_runtime("run_synthetic_setting"),
-        gpu=gpu_request,
-    params:
-        section=synthetic_section,
-        engine=config["engine"],
-        seed=config["seed"],
-        device=config["device"],
-    script:
-        "../workflow/scripts/run_synthetic_sweep.py"
-
-
-rule merge_synthetic_settings:
-    input:
-        table=synthetic_setting_files(".csv"),
-        saturation=synthetic_setting_files("_saturation.csv"),
-        provenance=synthetic_setting_files("_provenance.json"),
-    output:
-        table="results/synthetic/{sweep}.csv",
-        saturation="results/synthetic/{sweep}_saturation.csv",
-        provenance="results/synthetic/{sweep}_provenance.json",
-    log:
-        "logs/merge_synthetic_settings/{sweep}.log",
-    wildcard_constraints:
-        sweep=synthetic_sweep_pattern("setting"),
-    conda:
-        "../envs/compute.yaml"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    params:
-        stage="synthetic",
-        settings=synthetic_settings_param,
-    script:
-        "../workflow/scripts/merge_settings.py"
+        "../workflow/scripts/train_synthetic.py"
 
 
 rule summarize_synthetic:
     input:
-        tables=synthetic_sweep_tables,
-        saturation=synthetic_saturation_tables,
+        tables=synthetic_job_files(".csv"),
+        saturation=synthetic_job_files("_saturation.csv"),
     output:
         summary=report(
             "results/synthetic/summary.csv",
@@ -164,7 +106,7 @@ rule summarize_synthetic:
 rule plot_synthetic:
     input:
         capacity="results/synthetic/capacity.csv",
-        saturation=synthetic_saturation_tables,
+        saturation=synthetic_job_files("_saturation.csv"),
     output:
         figures=synthetic_figures(),
         saturation=figure_report("synthetic_saturation"),

@@ -1,13 +1,16 @@
-"""memcap.assumptions.job: one model's checks, from its extraction folder into its own."""
+"""memcap.assumptions.job and .cut: a check job's layers, from its model's extraction folder
+into their folders, under either cut, and a model's depth profile from those."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from snakemake.utils import validate
 
-from memcap.assumptions.job import DEPTH_PART, check_model, check_one, merge_layers
+from memcap.assumptions.cut import job_ids, job_pattern, layer_folders, parse_job
+from memcap.assumptions.job import DEPTH_PART, check_layers, write_depth_profile
 from memcap.extract.store import ExtractOutputs
 from memcap.numerics import context_ranks, save_context_ranks
 
@@ -49,17 +52,25 @@ def _section() -> dict:
     return config["assumptions"] | {"seed": 0}
 
 
-def test_detail_layers_get_their_files_and_depth_rows_only_their_row(tmp_path):
-    extraction, out = tmp_path / "extract" / "tiny", tmp_path / "assumptions" / "tiny"
+def _depth(folders: list[Path], out: Path) -> pd.DataFrame:
+    """The depth profile of the layers in ``folders`` into ``out``; its table."""
+    out.mkdir(parents=True)
+    names = [out / name for name in ("depth.csv", "depth_profiles.csv", "depth.png")]
+    write_depth_profile("tiny", folders, *names)
+    return pd.read_csv(out / "depth.csv", dtype={"layer": str})
+
+
+def test_detail_layers_get_their_files_and_depth_rows_only_their_part(tmp_path):
+    extraction, out = tmp_path / "extract" / "tiny", tmp_path / "jobs" / "tiny"
     _extraction(extraction, detail=["0", "1"], depth_rows=["2"])
-    section = _section()
-    check_model("tiny", extraction, out, ["0", "1", "2"], ["0", "1"], section, True, device="cpu")
-    assert {p.name for p in out.iterdir()} == {
-        "0", "1", "depth.csv", "depth_profiles.csv", "depth.png",
-    }  # fmt: skip
+    section, layers = _section(), ["0", "1", "2"]
+    folders = layer_folders("tiny", out, layers)
+    check_layers("tiny", extraction, folders, ["0", "1"], section, device="cpu")
+    assert {p.name for p in out.iterdir()} == set(layers)
+    assert {p.name for p in (out / "2").iterdir()} == {DEPTH_PART}
     # Gaussian 16 x 16 subsets are at times ill-conditioned beyond float32's tolerance.
     for layer, low, high in (("0", 1, 1), ("1", D - 1, D)):
-        assert {p.name for p in (out / layer).iterdir()} == DETAIL_FILES
+        assert {p.name for p in (out / layer).iterdir()} == DETAIL_FILES | {DEPTH_PART}
         kruskal = json.loads((out / layer / "kruskal.json").read_text())
         assert (kruskal["model"], kruskal["layer"], kruskal["samples"]) == ("tiny", layer, 32)
         assert low <= kruskal["estimate"] <= high  # each layer's own queries were checked
@@ -68,45 +79,58 @@ def test_detail_layers_get_their_files_and_depth_rows_only_their_row(tmp_path):
         context = json.loads((out / layer / "context_rank.json").read_text())
         assert context["inputs"] == [str(extraction / layer / "context_ranks.npz")]
         assert context["full_rank_frac"] == 1.0
-    table = pd.read_csv(out / "depth.csv", dtype={"layer": str})
+    table = _depth(list(folders.values()), tmp_path / "depth")
     assert list(table["layer"]) == ["0", "1", "2"]
     assert list(table["role"]) == ["detail", "detail", "depth"]
     assert list(table["samples"]) == [32, 32, 8]
-    profiles = pd.read_csv(out / "depth_profiles.csv", dtype={"layer": str})
+    profiles = pd.read_csv(tmp_path / "depth" / "depth_profiles.csv", dtype={"layer": str})
     assert set(profiles["layer"]) == {"2"} and len(profiles) == D
+    assert (tmp_path / "depth" / "depth.png").stat().st_size > 1000
 
 
-def test_no_depth_profile_writes_only_the_detail_layers(tmp_path):
-    extraction, out = tmp_path / "extract" / "tiny", tmp_path / "out"
-    _extraction(extraction, detail=["1"], depth_rows=[])
-    check_model("tiny", extraction, out, ["1"], ["1"], _section(), False, device="cpu")
-    assert [p.name for p in out.iterdir()] == ["1"]
-
-
-def test_layer_jobs_merged_write_the_model_jobs_folder(tmp_path):
-    """assumptions.cut: layer - one check_one per layer, then merge_layers - gives the files
-    of check_model, every CSV byte for byte but the search's wall time in depth.csv."""
+def test_layer_jobs_write_the_model_jobs_files(tmp_path):
+    """assumptions.cut: layer - one job per layer, its folder the layer's - writes the files of
+    the model's job, every CSV byte for byte, and the same depth profile but the search's wall
+    time."""
     extraction = tmp_path / "extract" / "tiny"
     _extraction(extraction, detail=["0", "1"], depth_rows=["2"])
     section, layers = _section(), ["0", "1", "2"]
-    whole = tmp_path / "model"
-    check_model("tiny", extraction, whole, layers, ["0", "1"], section, True, device="cpu")
-    folders = {layer: tmp_path / "layers" / layer for layer in layers}
+    whole = tmp_path / "model" / "tiny"
+    check_layers(
+        "tiny", extraction, layer_folders("tiny", whole, layers), ["0", "1"], section, "cpu"
+    )
+    apart = tmp_path / "layers" / "tiny"
     for layer in reversed(layers):  # the order the jobs run in does not matter
-        check_one("tiny", extraction, folders[layer], layer, layer != "2", section, "cpu")
-    assert {p.name for p in folders["2"].iterdir()} == {DEPTH_PART}
-    merged = tmp_path / "merged"
-    merge_layers("tiny", folders, merged, depth_profile=True)
+        job = f"tiny/{layer}"
+        folders = layer_folders(job, apart / layer, layers)
+        assert folders == {layer: apart / layer}
+        check_layers("tiny", extraction, folders, ["0", "1"], section, "cpu")
     names = sorted(p.relative_to(whole) for p in whole.rglob("*"))
-    assert sorted(p.relative_to(merged) for p in merged.rglob("*")) == names
+    assert sorted(p.relative_to(apart) for p in apart.rglob("*")) == names
     tables = [name for name in names if name.suffix == ".csv"]
-    assert len(tables) == 8  # three a detail layer, depth.csv, depth_profiles.csv
+    assert len(tables) == 6  # three a detail layer
     for name in tables:
-        merged_csv, whole_csv = pd.read_csv(merged / name), pd.read_csv(whole / name)
+        assert (apart / name).read_bytes() == (whole / name).read_bytes(), name
+    depth = {
+        where: _depth([root / layer for layer in layers], tmp_path / "depth" / where)
+        for where, root in (("whole", whole), ("apart", apart))
+    }
+    for name in ("depth.csv", "depth_profiles.csv"):
+        whole_csv, apart_csv = (pd.read_csv(tmp_path / "depth" / w / name) for w in depth)
         if "kruskal_seconds" in whole_csv:  # a timing: it differs between any two runs
-            merged_csv, whole_csv = (
-                t.drop(columns="kruskal_seconds") for t in (merged_csv, whole_csv)
+            whole_csv, apart_csv = (
+                t.drop(columns="kruskal_seconds") for t in (whole_csv, apart_csv)
             )
-            pd.testing.assert_frame_equal(merged_csv, whole_csv, check_exact=True)
-        else:
-            assert (merged / name).read_bytes() == (whole / name).read_bytes(), name
+        pd.testing.assert_frame_equal(apart_csv, whole_csv, check_exact=True)
+
+
+def test_a_job_id_names_a_model_or_one_of_its_layers():
+    layers = {"gpt2-small": ["0", "3", "random_attention"], "vit.b": ["1"]}
+    assert job_ids("model", layers) == ["gpt2-small", "vit.b"]
+    ids = job_ids("layer", layers)
+    assert ids == ["gpt2-small/0", "gpt2-small/3", "gpt2-small/random_attention", "vit.b/1"]
+    assert [parse_job(job) for job in ("vit.b", "vit.b/1")] == [("vit.b", None), ("vit.b", "1")]
+    pattern = job_pattern(r"gpt2\-small|vit\.b")
+    assert all(re.fullmatch(pattern, job) for job in ids + ["vit.b"])
+    assert not any(re.fullmatch(pattern, job) for job in ("gpt2", "vit.b/1/x", "vit.b/"))
+    assert layer_folders("vit.b", "jobs/vit.b", ["1"]) == {"1": Path("jobs/vit.b/1")}

@@ -90,7 +90,7 @@ def test_assumption_rules_write_the_contracted_summary(tmp_path):
     assert (summary["context_full_rank_frac"] == 1.0).all()
     assert (summary["samples"] == 64).all()
     for layer in LAYERS:
-        folder = tmp_path / "results" / "assumptions" / MODEL / layer
+        folder = tmp_path / "results" / "assumptions" / "jobs" / MODEL / layer
         profile = pd.read_csv(folder / "kruskal_profile.csv")
         assert profile["k"].tolist() == list(range(1, D + 1))
         for name in ("kruskal_profile.png", "context_rank.png"):

@@ -1,8 +1,10 @@
 """Every family the extraction reads, end to end on a tiny random config: the dry run's checks
 accept it, then its job extracts every requested layer, with no failure after the dry run.
 Refused models stop in the dry run, naming the user's entry (index and name). ALBERT's shared
-block is read at every application; BLOOM's ALiBi takes n from the config; BEiT, EVA-02 and
-CaiT are read as ViT-style global attention, each naming how its positions enter."""
+block is read at every application; BLOOM's ALiBi takes n from the config; BEiT and EVA-02
+are read as ViT-style global attention, each naming how its positions enter; CaiT's
+class-attention layers are read with the class token as the query, its self-attention ones
+refused in the dry run."""
 
 from __future__ import annotations
 
@@ -214,10 +216,99 @@ def test_a_refusal_names_the_users_own_entry(position, tmp_path):
     assert again.value.key == "extract.models[0].model" and "model 'again'" in str(again.value)
 
 
-def test_cait_is_refused_in_the_dry_run_with_the_reason():
-    raw = {**_refused("my-cait"), "model": "cait_xxs24_224"}
-    raw["model_kwargs"] = {**TIMM, "depth_token_only": 1}
+# A tiny CaiT: 2 self-attention blocks, then 2 class-attention blocks (layers 2, 3, 4); its
+# layer scale at 1, so a class-attention block moves the class token visibly.
+CAIT = {"name": "my-cait", "family": "vit", "model": "cait_xxs24_224", "weights": "random",
+        "model_kwargs": {"img_size": 32, "patch_size": 8, "embed_dim": 64, "depth": 2,
+                         "num_heads": 4, "depth_token_only": 2, "init_values": 1.0},
+        "layers": [2, 3, 4], "data": {"T": T}}  # fmt: skip
+CAIT_N = 1 + (32 // 8) ** 2  # the class token and 16 patches
+
+
+def test_cait_class_attention_layers_pass_the_dry_run_and_their_job(tmp_path):
+    results = _extract(CAIT, tmp_path)
+    assert set(results) == {2, 3, 4}
+    for layer, (queries, contexts, provenance) in results.items():
+        assert queries.shape == (T, 64) and contexts.shape == (T, CAIT_N, 64), layer
+        assert np.isfinite(queries).all() and np.isfinite(contexts).all(), layer
+        assert np.array_equal(queries, contexts[:, 0]), layer  # the class token's row
+        assert provenance["query_index"] == 0 and provenance["prefix_tokens"] == 1
+        assert (provenance["depth"], provenance["heads"], provenance["head_dim"]) == (4, 4, 16)
+        assert "absolute" in provenance["position_mechanism"]
+    first, later = results[2][1], results[4][1]
+    assert np.allclose(first[:, 0], first[0, 0])  # layer 2: the learned class token, unread yet
+    assert np.array_equal(first[:, 1:], later[:, 1:])  # the patches class attention reads
+    assert not np.allclose(first[:, 0], later[:, 0])  # the class-attention blocks ran
+
+
+@pytest.mark.parametrize(
+    ("layers", "what"),
+    [([2, 0], "layer 0 is the patch embeddings"),
+     ([1, 3], "layer 1 is the patch tokens after self-attention block 1"),
+     ([3, "random_attention"], "random_attention reads layer 0's embeddings"),
+     ("all", "layer 0 is the patch embeddings")],
+)  # fmt: skip
+@pytest.mark.parametrize("position", [0, 1])
+def test_cait_self_attention_layers_are_refused_in_the_dry_run(layers, what, position):
+    models = [{**CAIT, "layers": layers}]
+    if position:
+        models = [_vision_raw("timm-vit"), *models, {**_vision_raw("timm-deit"), "name": "x"}]
     with pytest.raises(ConfigError) as info:
-        check_extract_config({"extract": {"models": [raw]}})
-    assert info.value.key == "extract.models[0].model" and "model 'my-cait'" in str(info.value)
-    assert "class-attention blocks (CaiT)" in info.value.problem
+        check_extract_config({"extract": {"models": models}})
+    assert info.value.key == f"extract.models[{position}].layers"
+    assert "model 'my-cait'" in str(info.value)
+    assert info.value.problem.startswith(f"model 'my-cait': {what}")
+    assert "without a class token" in info.value.problem and "(CaiT)" in info.value.problem
+    assert "2 to 4" in info.value.fix and "{from: 2}" in info.value.fix
+
+
+def test_cait_other_queries_and_depths_are_refused_in_the_dry_run():
+    with pytest.raises(ConfigError) as info:
+        check_extract_config({"extract": {"models": [{**CAIT, "query_index": 3}]}})
+    assert info.value.key == "extract.models[0].query_index"
+    assert "class token, index 0" in info.value.problem
+    with pytest.raises(ConfigError) as info:  # 2 + 2 blocks: no layer 5
+        check_extract_config({"extract": {"models": [{**CAIT, "layers": [2, 5]}]}})
+    assert info.value.key == "extract.models[0].layers" and "(4 blocks)" in info.value.problem
+    assert model_entry({**CAIT, "layers": "all"}, 0, 0).layers == (0, 1, 2, 3, 4)
+    kwargs = {k: v for k, v in CAIT["model_kwargs"].items() if k != "depth_token_only"}
+    assert not model_entry({**CAIT, "layers": "all", "model_kwargs": kwargs}, 0, 0).layers
+    # timm's default of 2 class-attention blocks: layer 4 is known once the model is built
+    check_extract_config({"extract": {"models": [{**CAIT, "model_kwargs": kwargs}]}})
+
+
+def test_cait_self_attention_layer_is_refused_by_the_job_before_weights(tmp_path):
+    entry = model_entry({**CAIT, "layers": [1]}, 0, 0)
+    outputs = {1: ExtractOutputs.in_folder(tmp_path, "1")}
+    with pytest.raises(ConfigError) as info:
+        extract_layers(entry, outputs, SETTINGS)
+    assert info.value.key == "extract.models[0].layers" and "model 'my-cait'" in str(info.value)
+    assert not outputs[1].queries.exists()
+
+
+def test_cait_class_attention_output_is_timms_own():
+    images = torch.randn(2, 3, 32, 32)
+    entry = model_entry(CAIT, 0, 0)
+    loaded = create_model(entry)
+    model = loaded.module
+    seen: dict[str, list[torch.Tensor]] = {"blocks": [], "class": []}
+    hooks = [
+        b.register_forward_hook(lambda m, a, out: seen["blocks"].append(out)) for b in model.blocks
+    ]
+    hooks += [b.register_forward_hook(lambda m, a, out: seen["class"].append(out))
+              for b in model.blocks_token_only]  # fmt: skip
+    with torch.inference_mode():
+        final = model.forward_features(images)  # timm's own pass, through the final norm
+    for hook in hooks:
+        hook.remove()
+    with torch.inference_mode():
+        ours = MultiLayerExtractor(model, loaded.width, (2, 3, 4), 0)(images)
+        normed = model.norm(ours[4])
+    patches = seen["blocks"][-1]  # the patch tokens after the self-attention blocks
+    expected = torch.cat((model.cls_token.expand(2, -1, -1), patches), dim=1)
+    assert torch.equal(ours[2], expected)
+    for k, cls in enumerate(seen["class"], start=1):  # class-attention block k's class token
+        assert torch.allclose(ours[2 + k][:, :1], cls, rtol=1e-5, atol=1e-6), k
+        assert torch.equal(ours[2 + k][:, 1:], patches), k
+    assert torch.allclose(normed, final, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(ours[3][:, 0], ours[2][:, 0], atol=1e-3)

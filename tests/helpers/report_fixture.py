@@ -46,7 +46,9 @@ def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
     layers.sort(key=lambda j: (order.index(j["model"]), _layer_key(j["layer"])))
     assumptions = run / "results" / "assumptions"
     detail = [
-        j for j in layers if (assumptions / j["model"] / j["layer"] / "kruskal.json").exists()
+        j
+        for j in layers
+        if (assumptions / "jobs" / j["model"] / j["layer"] / "kruskal.json").exists()
     ]
     models = [{"model": m} for m in order]
     capacity = [
@@ -54,9 +56,9 @@ def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
         for j in detail
         if (run / "results" / "capacity" / j["model"] / f"{j['layer']}.csv").exists()
     ]
-    sweeps = {
-        stage: [{"sweep": p.name.removesuffix("_provenance.json")}
-                for p in sorted((run / "results" / stage).glob("*_provenance.json"))]
+    trained = {
+        stage: [{"job": p.name.removesuffix("_provenance.json")}
+                for p in sorted((run / "results" / stage / "jobs").glob("*_provenance.json"))]
         for stage in ("synthetic", "aot")
     }  # fmt: skip
     return {
@@ -65,28 +67,27 @@ def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
         "depth": [m for m in models if (assumptions / m["model"] / "depth.csv").exists()],
         "models": models,
         "onnx_models": [{"model": p.name} for p in sorted((run / "results" / "weights").glob("*"))],
-        "assumption_models": models,
         "capacity_models": [m for m in models if any(j["model"] == m["model"] for j in capacity)],
         "capacity": capacity,
-        **sweeps,
-        **_coarse_cut_jobs(config, models, sweeps),
+        **_coarse_cut_jobs(run, config, models, trained),
     }
 
 
-def _coarse_cut_jobs(config: dict, models: list, sweeps: dict) -> dict[str, list]:
-    """The check and training jobs of the default config's coarse cuts (one per model, one
-    per sweep, one for paper B's stage); the fine cuts' lists are empty."""
+def _coarse_cut_jobs(run: Path, config: dict, models: list, trained: dict) -> dict[str, list]:
+    """The sweeps, and the check and training jobs of the default config's coarse cuts: one
+    per model, one per sweep (paper A), one for paper B's stage ("all", its record naming
+    every sweep)."""
     cuts = (config["assumptions"]["cut"], config["synthetic"]["cut"], config["aot"]["cut"])
     if cuts != ("model", "sweep", "stage"):
         raise SystemExit(f"the fixture stores a run in the default cuts, not {cuts}")
+    (stage_job,) = trained["aot"]
+    record = run / "results" / "aot" / "jobs" / f"{stage_job['job']}_provenance.json"
     return {
-        "assumption_model_jobs": models,
-        "assumption_layer_jobs": [],
-        "synthetic_sweep_jobs": sweeps["synthetic"],
-        "synthetic_setting_jobs": [],
-        "aot_stage_jobs": sweeps["aot"],
-        "aot_sweep_jobs": [],
-        "aot_setting_jobs": [],
+        "assumption_jobs": [{"job": m["model"]} for m in models],
+        "synthetic": [{"sweep": job["job"]} for job in trained["synthetic"]],
+        "synthetic_jobs": trained["synthetic"],
+        "aot": [{"sweep": sweep} for sweep in json.loads(record.read_text())["sweeps"]],
+        "aot_jobs": trained["aot"],
     }
 
 

@@ -123,7 +123,7 @@ def _figures() -> dict[str, callable]:
     from memcap.synthetic.figures import plot_sweep as synthetic_sweep
 
     profile = pd.read_csv(
-        RESULTS / "assumptions" / "bert-base-random" / "1" / "kruskal_profile.csv"
+        RESULTS / "assumptions" / "jobs" / "bert-base-random" / "1" / "kruskal_profile.csv"
     )
     depth = pd.read_csv(RESULTS / "assumptions" / "dinov2-s14-pretrained" / "depth.csv")
     capacity = pd.read_csv(RESULTS / "synthetic" / "capacity.csv")

@@ -166,6 +166,20 @@ def test_a_page_without_the_new_columns_still_renders(stored, tmp_path):
     assert "Kruskal rank at the measured error" in html
 
 
+def test_a_provenance_without_a_position_mechanism_names_none(stored):
+    """The stored run predates position_mechanism: its model notes render without one."""
+    context, html = stored
+    assert context.models and all(m.position_mechanism == "" for m in context.models)
+    notes = re.findall(r'<li id="model-\d+">.*?</li>', html, flags=re.S)
+    assert len(notes) == len(context.models)
+    assert not any("positions:" in note for note in notes)
+    with_one = replace(
+        context, models=[replace(m, position_mechanism="rotary") for m in context.models]
+    )
+    html = render_html(TEMPLATE, ctx=with_one)
+    assert html.count("positions: rotary;") == len(context.models)
+
+
 def test_the_paper_a_section_opens_with_the_setup_beside_the_papers(stored):
     context, html = stored
     setup = context.paper_a.setup

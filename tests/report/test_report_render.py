@@ -367,6 +367,24 @@ def test_disabled_stage_is_explained(tmp_path):
     assert "<code>aot</code> stage is switched off" in html
 
 
+def test_each_model_note_names_its_position_mechanism(tmp_path):
+    """The provenance's position_mechanism is in the model's note; one without it shows none."""
+    inputs = fabricate_run(tmp_path)
+    mechanism = "relative position bias inside attention"
+    for path in (tmp_path / "results" / "extract" / "vit_tiny").glob("*/provenance.json"):
+        path.write_text(
+            json.dumps({**json.loads(path.read_text()), "position_mechanism": mechanism})
+        )
+    context = build_context(inputs)
+    assert [m.position_mechanism for m in context.models] == [mechanism]
+    html = render_html(TEMPLATE, ctx=context)
+    (note,) = re.findall(r'<li id="model-1">.*?</li>', html, flags=re.S)
+    assert f"positions: {mechanism};" in note
+    old = render_html(TEMPLATE, ctx=build_context(fabricate_run(tmp_path / "old")))
+    (note,) = re.findall(r'<li id="model-1">.*?</li>', old, flags=re.S)
+    assert "positions:" not in note
+
+
 def test_empty_run_still_renders(tmp_path):
     inputs = ReportInputs(config={}, title="empty", stages={s: False for s in ("extract", "aot")})
     html = render_html(TEMPLATE, ctx=build_context(inputs))

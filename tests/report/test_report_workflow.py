@@ -28,18 +28,22 @@ def test_report_reads_every_stage_target_and_every_upstream_benchmark(tmp_path):
     for expected in (
         "results/extract/vit-tiny",  # every layer's files, provenance among them
         "results/assumptions/summary.csv",
-        # bert-tiny's folder: its detail layers' checks and its depth profile (depth rows 2, 3).
-        "results/assumptions/bert-tiny",
+        # bert-tiny's check job (its layers' checks) and depth profile (depth rows 2, 3).
+        "results/assumptions/jobs/bert-tiny",
+        "results/assumptions/bert-tiny/depth.csv",
+        "results/assumptions/bert-tiny/depth.png",
         "results/synthetic/fits.csv",
         "results/synthetic/laws.csv",
-        "results/synthetic/heads_provenance.json",
+        "results/synthetic/jobs/heads_provenance.json",
+        "results/aot/jobs/all_provenance.json",
         "results/aot/laws.csv",
         "results/capacity/real.csv",
         "results/capacity/bert-tiny",
         "results/aot/figures",
         # Benchmarks of intermediate jobs too, found by walking the rules back.
         "benchmarks/results/extract_model/gpt2-tiny.tsv",
-        "benchmarks/results/run_synthetic_sweep/heads.tsv",
+        "benchmarks/results/train_synthetic/heads.tsv",
+        "benchmarks/results/train_aot/all.tsv",
         "benchmarks/results/check_assumptions/bert-tiny.tsv",
     ):
         assert expected in inputs, expected

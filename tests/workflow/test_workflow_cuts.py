@@ -13,11 +13,14 @@ import pytest
 import yaml
 from workflow_copy import copy_workflow, run_snakemake
 
+import memcap.aot.cut as aot_cut
+import memcap.synthetic.cut as synthetic_cut
 from memcap.aot.cut import sweep_settings
 from memcap.cluster.plan import parse_dry_run
 from memcap.config_schema import validate_schema
 from memcap.extract.depth import with_layers
 from memcap.extract.entries import model_entries
+from memcap.extract.layer_spec import layer_name
 from memcap.synthetic.cut import setting_ids
 from memcap.synthetic.settings import sweep_names, sweep_spec
 
@@ -38,25 +41,37 @@ def _config(configfile: str) -> dict:
     return config
 
 
-def _counts(jobs: list) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for job in jobs:
-        counts[job.rule] = counts.get(job.rule, 0) + 1
-    return counts
+# One compute rule per stage whatever its cut (a {job} each), then the summaries: no merges.
+COMPUTE_RULES = {"extract_model", "convert_onnx_weights", "check_assumptions"}
+COMPUTE_RULES |= {"certify_real_capacity", "train_synthetic", "train_aot"}
+SUMMARY_RULES = {"summarize_assumptions", "summarize_synthetic", "summarize_real_capacity"}
+SUMMARY_RULES |= {"summarize_aot", "plot_synthetic", "plot_aot", "render_report"}
+
+
+def _jobs(jobs: list, rule: str) -> list[str]:
+    return [job.wildcards["job"] for job in jobs if job.rule == rule]
 
 
 def test_the_papers_run_is_one_job_per_setting_and_layer_each_within_a_day():
     config, jobs = _config("configs/paper.yaml"), _dry_run("configs/paper.yaml")
-    counts = _counts(jobs)
     section = config["synthetic"]
-    settings = [s for name in sweep_names(section) for s in setting_ids(sweep_spec(section, name))]
-    assert counts["run_synthetic_setting"] == len(settings) == 13 * 2 + 13 * 2 + 10
+    settings = [
+        f"{name}/{s}"
+        for name in sweep_names(section)
+        for s in setting_ids(sweep_spec(section, name))
+    ]
+    assert sorted(_jobs(jobs, "train_synthetic")) == sorted(settings)
+    assert len(settings) == 13 * 2 + 13 * 2 + 10
     aot = config["aot"]["sweeps"]
-    assert counts["train_aot_setting"] == sum(len(sweep_settings(n, s)) for n, s in aot.items())
-    layers = sum(len(with_layers(e).layers) for e in model_entries(config))
-    assert counts["check_assumption_layer"] == layers
-    coarse = {"run_synthetic_sweep", "train_aot", "train_aot_sweep", "check_assumptions"}
-    assert not coarse & set(counts)
+    aot_settings = [f"{n}/{s}" for n, spec in aot.items() for s in sweep_settings(n, spec)]
+    assert sorted(_jobs(jobs, "train_aot")) == sorted(aot_settings)
+    layers = [
+        f"{e.name}/{layer_name(layer)}"
+        for e in map(with_layers, model_entries(config))
+        for layer in e.layers
+    ]
+    assert sorted(_jobs(jobs, "check_assumptions")) == sorted(layers)
+    assert not {job.rule for job in jobs} - COMPUTE_RULES - SUMMARY_RULES - {"all"}
     for configfile, plan in (("configs/paper.yaml", jobs), ("configs/scale.yaml", None)):
         plan = plan or _dry_run(configfile)
         gpu = [job for job in plan if job.gpus]
@@ -66,10 +81,45 @@ def test_the_papers_run_is_one_job_per_setting_and_layer_each_within_a_day():
 
 
 def test_the_default_run_keeps_one_job_per_sweep_stage_and_model():
-    counts = _counts(_dry_run("config.yaml"))
-    assert counts["run_synthetic_sweep"] == 3 and counts["train_aot"] == 1
-    assert counts["check_assumptions"] == len(_config("config.yaml")["extract"]["models"])
-    assert not {r for r in counts if r.startswith(("merge_", "train_aot_", "run_synthetic_set"))}
+    jobs = _dry_run("config.yaml")
+    assert sorted(_jobs(jobs, "train_synthetic")) == ["context_size", "head_dim", "heads"]
+    assert _jobs(jobs, "train_aot") == ["all"]
+    models = [m["name"] for m in _config("config.yaml")["extract"]["models"]]
+    assert sorted(_jobs(jobs, "check_assumptions")) == sorted(models)
+    assert not {job.rule for job in jobs} - COMPUTE_RULES - SUMMARY_RULES - {"all"}
+
+
+def test_a_job_id_turns_back_into_what_its_job_trains():
+    """Each cut's jobs by their one {job} wildcard, matched by its rule's constraint and read
+    back by the thin script: paper A's sweep or setting, paper B's stage, sweep or setting."""
+    config = _config("configs/test_paper.yaml")
+    section = config["synthetic"]
+    jobs = synthetic_cut.job_ids(section)
+    assert section["cut"] == "setting" and jobs[0] == "heads/H1_shared"
+    spec = synthetic_cut.job_spec(section, jobs[0])
+    assert (spec.name, spec.values, spec.contexts) == ("heads", (1,), ("shared",))
+    assert synthetic_cut.job_ids(section | {"cut": "sweep"}) == sweep_names(section)
+    assert synthetic_cut.job_spec(section, "heads") == sweep_spec(section, "heads")
+    assert all(re.fullmatch(synthetic_cut.job_pattern(), job) for job in [*jobs, "heads"])
+    for other in ("heads_saturation", "heads/H1_shared_provenance", "all"):
+        assert not re.fullmatch(synthetic_cut.job_pattern(), other)
+    aot = config["aot"]
+    names = list(aot["sweeps"])
+    jobs = aot_cut.job_ids(aot)
+    assert jobs[0].startswith(f"{names[0]}/") and len(jobs) == sum(
+        len(sweep_settings(n, s)) for n, s in aot["sweeps"].items()
+    )
+    assert aot_cut.job_ids(aot | {"cut": "stage"}) == ["all"]
+    assert aot_cut.job_ids(aot | {"cut": "sweep"}) == names
+    assert aot_cut.job_sweeps("stage", "all", names) == names
+    name, setting = jobs[0].split("/")
+    assert aot_cut.job_sweeps("setting", jobs[0], names) == [name]
+    spec = aot["sweeps"][name]
+    assert aot_cut.job_setting(jobs[0], name, spec) == sweep_settings(name, spec)[setting]
+    assert aot_cut.job_setting(name, name, spec) is None
+    pattern = aot_cut.job_pattern(names)
+    assert all(re.fullmatch(pattern, job) for job in [*jobs, *names, "all"])
+    assert not re.fullmatch(pattern, f"{name}_provenance")
 
 
 def test_the_cluster_pages_generated_blocks_are_current():
@@ -91,8 +141,9 @@ TIMINGS = re.compile(r"seconds|time|_s$")
 @pytest.mark.slow
 def test_both_cuts_write_byte_identical_tables(tmp_path):
     """configs/test_paper.yaml in its fine cuts and in the coarse ones: every CSV of the
-    coarse run is byte for byte the fine run's, but a wall-time column (the Kruskal search's),
-    which differs between any two runs and is compared without its timings."""
+    coarse run but its training jobs' own tables is byte for byte the fine run's, but a
+    wall-time column (the Kruskal search's), which differs between any two runs and is
+    compared without its timings."""
     runs = {}
     for cut, cuts in (
         ("fine", ("setting", "setting", "layer")),
@@ -108,13 +159,20 @@ def test_both_cuts_write_byte_identical_tables(tmp_path):
         args = ("--cores", "2", "--configfile", "configs/cuts.yaml")
         run_snakemake(repo, *args, timeout=1800, env=env)
         runs[cut] = repo
-    fine = runs["fine"] / "results"
-    tables = sorted(
-        p.relative_to(runs["coarse"] / "results")
-        for p in (runs["coarse"] / "results").rglob("*.csv")
-    )
+    fine, coarse_root = runs["fine"] / "results", runs["coarse"] / "results"
+    tables = sorted(p.relative_to(coarse_root) for p in coarse_root.rglob("*.csv"))
+    # The training jobs' own tables differ by cut (a sweep's, paper B's whole stage's, or a
+    # setting's): the summaries read them all, in the order of the sweeps' rows. A layer's
+    # checks lie in jobs/{model}/{layer}/ under either cut and are compared.
+    trained = [
+        name for name in tables if name.parts[:2] in (("synthetic", "jobs"), ("aot", "jobs"))
+    ]
+    assert trained and not any((fine / name).exists() for name in trained)
+    assert (fine / "synthetic" / "jobs" / "heads").is_dir()
+    assert (fine / "aot" / "jobs" / "heads").is_dir()
+    tables = [name for name in tables if name not in trained]
     assert len(tables) > 20
-    assert (fine / "synthetic" / "heads").is_dir() and (fine / "aot" / "heads").is_dir()
+    assert any(name.parts[:2] == ("assumptions", "jobs") for name in tables)
     for name in tables:
         coarse_bytes, fine_bytes = (
             (runs["coarse"] / "results" / name).read_bytes(),

@@ -47,7 +47,7 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     assert counts["check_assumptions"] == len(entries)
     # Certified capacity: the models with a detail layer (depth rows store no contexts).
     assert counts["certify_real_capacity"] == sum(bool(e.detail_layers) for e in entries)
-    assert counts["run_synthetic_sweep"] == len(config["synthetic"]["sweeps"])
+    assert counts["train_synthetic"] == len(config["synthetic"]["sweeps"])  # a job per sweep
     assert counts["train_aot"] == 1  # every sweep in one process
     once = (
         "summarize_assumptions",
@@ -62,7 +62,7 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     for rule in once:
         assert counts[rule] == 1, rule
     counted = ("extract_model", "convert_onnx_weights", "check_assumptions")
-    counted += ("certify_real_capacity", "run_synthetic_sweep", "train_aot")
+    counted += ("certify_real_capacity", "train_synthetic", "train_aot")
     assert set(counts) <= set(once + counted)  # no job per layer
 
 
@@ -89,7 +89,7 @@ def test_dry_run_of_the_families_configs_plans_their_chain_offline(configfile, t
     models = [m["name"] for m in config["extract"]["models"]]
     per_model = ("extract_model", "check_assumptions", "certify_real_capacity")
     assert {rule: counts.get(rule) for rule in per_model} == dict.fromkeys(per_model, 2)
-    assert "run_synthetic_sweep" not in counts and "train_aot" not in counts  # switched off
+    assert "train_synthetic" not in counts and "train_aot" not in counts  # switched off
     assert counts["render_report"] == 1
     for name in models:
         assert f"output: results/extract/{name}\n" in result.stdout, name

@@ -98,7 +98,9 @@ def test_the_tiny_run_exercises_every_outcome_and_names_failing_examples(run):
     vit0 = summary[(summary["model"] == "vit-tiny") & (summary["layer"].astype(str) == "0")]
     structural = vit0["structural"].iloc[0]
     assert "identical queries" in structural and "does not depend on the input" in structural
-    failures = pd.read_csv(workdir / "results" / "assumptions" / "vit-tiny" / "0" / "failures.csv")
+    failures = pd.read_csv(
+        workdir / "results" / "assumptions" / "jobs" / "vit-tiny" / "0" / "failures.csv"
+    )
     assert len(failures) == int(vit0["T"].iloc[0]) - 1
     assert failures["input"].str.contains("photograph").all()  # the image and its crops
     assert "failing examples" in " ".join(page.text)

@@ -53,7 +53,9 @@ def test_t5_layer_0_names_positions_inside_attention(run):
     assert t5.loc["0", "context_outcome"] == "does not apply"
     assert RELATIVE in t5.loc["0", "structural"]
     assert pd.isna(t5.loc["1", "structural"]) or RELATIVE not in t5.loc["1", "structural"]
-    failures = pd.read_csv(workdir / "results" / "assumptions" / "t5-tiny" / "0" / "failures.csv")
+    failures = pd.read_csv(
+        workdir / "results" / "assumptions" / "jobs" / "t5-tiny" / "0" / "failures.csv"
+    )
     contexts = failures[failures["check"] == "context"]
     assert len(contexts) == 48 and (contexts["mechanism"] == f"repeated rows: repeated tokens "
                                      f"({RELATIVE})").all()  # fmt: skip

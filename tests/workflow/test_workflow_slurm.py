@@ -353,6 +353,7 @@ class JobRecord:
     resources: dict[str, str]
     slurm_id: str | None = None
     grouped: bool = False
+    wildcards: str = ""
 
 
 def _parse_jobs(log: str) -> dict[str, JobRecord]:
@@ -370,6 +371,7 @@ def _parse_jobs(log: str) -> dict[str, JobRecord]:
             threads=int(fields.get("threads", 1)),
             resources=resources,
             grouped=bool(block.group(1)),
+            wildcards=fields.get("wildcards", ""),
         )
         if block.group(1):
             members.append((block.end(), fields["jobid"]))
@@ -608,15 +610,15 @@ def test_slurm_profile_comments_every_entry_and_names_real_rules() -> None:
 
 # configs/test_paper.yaml: configs/paper.yaml's shape at tiny sizes, every stage in its fine cut.
 PAPER_ARGS = ("--configfile", "configs/test_paper.yaml", "--config", "device=auto")
-# The per-setting and per-layer outputs that the merges join (one folder per sweep or model;
-# results/aot/figures/ beside them holds plot_aot's figures).
-PART_FOLDERS = ("results/synthetic/*/", "results/aot/*/", "results/assumptions_layers/*/")
-NOT_PARTS = ("results/aot/figures",)
+# The training and check jobs' outputs: one file or folder per setting and per layer.
+PART_FOLDERS = ("results/synthetic/jobs", "results/aot/jobs", "results/assumptions/jobs")
+# One compute rule per stage; under the fine cuts a job per setting and per layer.
+FINE = ("train_synthetic", "train_aot", "check_assumptions")
 
 
 def _first_submitted(log: Path, rule: str, timeout_s: float) -> tuple[str, str]:
-    """The first job of ``rule`` that a running Snakemake has submitted: (its output's
-    {setting}, its SLURM job id)."""
+    """The first job of ``rule`` that a running Snakemake has submitted: (its wildcards, its
+    SLURM job id)."""
     deadline = time.monotonic() + timeout_s
     text = ""
     while time.monotonic() < deadline:
@@ -635,10 +637,8 @@ def _parts(root: Path) -> dict[str, float]:
     """Every part file of the fine cut under ``root`` with its modification time."""
     return {
         str(path.relative_to(root)): path.stat().st_mtime
-        for pattern in PART_FOLDERS
-        for folder in root.glob(pattern)
-        if str(folder.relative_to(root)) not in NOT_PARTS
-        for path in folder.rglob("*")
+        for folder in PART_FOLDERS
+        for path in (root / folder).rglob("*")
         if path.is_file()
     }
 
@@ -648,10 +648,10 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
     slurm_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """The tiny paper-shaped config in its fine cuts: one SLURM job per paper A and paper B
-    setting and per checked layer, the merges on the submit host; a setting job cancelled with
-    scancel fails alone, and the same command run again submits that job alone (with its
-    sweep's merge and the report's group job, which waits for every stage), leaves every
-    other part untouched, and ends with the local run's tables."""
+    setting and per checked layer, nothing on the submit host; a setting job cancelled with
+    scancel fails alone, and the same command run again submits that job alone (with the
+    report's group job, which waits for every stage), leaves every other job's files
+    untouched, and ends with the local run's tables."""
     env = {**slurm_cluster.env, "CUDA_VISIBLE_DEVICES": ""}
     local, cluster = tmp_path / "local", tmp_path / "slurm"
     shutil.copytree(REPO, local, ignore=COPY_IGNORE)
@@ -659,34 +659,31 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
     local_run = SnakemakeRun([*_local_args(), *PAPER_ARGS], local, env, tmp_path / "local.log")
     first = SnakemakeRun(_profile_args(PAPER_ARGS), cluster, env, tmp_path / "first.log")
     try:
-        wildcards, slurm_id = _first_submitted(tmp_path / "first.log", "run_synthetic_setting", 600)
+        wildcards, slurm_id = _first_submitted(tmp_path / "first.log", "train_synthetic", 600)
         slurm_cluster.run("scancel", slurm_id)
         first_log, first_s = first.finish(RUN_TIMEOUT_S, succeed=False)
         _, local_s = local_run.finish(RUN_TIMEOUT_S)
     finally:
         first.kill()
         local_run.kill()
-    sweep, setting = re.fullmatch(r"sweep=(\w+), setting=(\w+)", wildcards).groups()
-    cancelled = f"results/synthetic/{sweep}/{setting}"
+    setting = re.fullmatch(r"job=(\w+/\w+)", wildcards)[1]  # {sweep}/{setting}
+    cancelled = f"results/synthetic/jobs/{setting}"
 
     config = yaml.safe_load((REPO / "configs" / "test_paper.yaml").read_text())
     validate_schema(config, REPO / "workflow" / "schemas" / "config.schema.yaml")
     jobs = _parse_jobs(first_log)
     remote = [job for job in jobs.values() if not job.local]
     assert all(job.slurm_id for job in remote), "every batch job went through SLURM"
-    merges = {"merge_synthetic_settings", "merge_aot_settings", "merge_assumption_layers"}
-    assert {job.rule for job in jobs.values() if job.local} <= {"all", *merges}
+    assert {job.rule for job in jobs.values() if job.local} <= {"all"}
     section, aot = config["synthetic"], config["aot"]["sweeps"]
     settings = [s for name in sweep_names(section) for s in setting_ids(sweep_spec(section, name))]
-    fine = ("run_synthetic_setting", "train_aot_setting", "check_assumption_layer")
-    per_rule = {rule: [job for job in remote if job.rule == rule] for rule in fine}
-    assert len(per_rule["run_synthetic_setting"]) == len(settings) == 10
-    assert len(per_rule["train_aot_setting"]) == sum(
-        len(sweep_settings(n, s)) for n, s in aot.items()
-    )
-    assert len(per_rule["check_assumption_layer"]) == 4  # gpt2-tiny: 0, 1, 2, random_attention
+    per_rule = {rule: [job for job in remote if job.rule == rule] for rule in FINE}
+    assert len(per_rule["train_synthetic"]) == len(settings) == 10
+    assert len(per_rule["train_aot"]) == sum(len(sweep_settings(n, s)) for n, s in aot.items())
+    assert len(per_rule["check_assumptions"]) == 4  # gpt2-tiny: 0, 1, 2, random_attention
+    assert all("/" in job.wildcards for rule in FINE for job in per_rule[rule])
     assert not (cluster / f"{cancelled}.csv").exists()
-    assert not (cluster / "results" / "synthetic" / f"{sweep}.csv").exists()
+    assert not (cluster / "results" / "synthetic" / "summary.csv").exists()
     _check_remote(slurm_cluster, [job for job in remote if job.slurm_id != slurm_id])
     assert _slurm_job(slurm_cluster, slurm_id)["JobState"] == "CANCELLED"
 
@@ -699,12 +696,12 @@ def test_fine_cut_submits_a_job_per_setting_and_reruns_only_a_cancelled_one(
     with capsys.disabled():
         print(f"\nfine cut: local {local_s:.0f} s, SLURM {first_s:.0f} s, rerun {second_s:.0f} s")
     rerun = _parse_jobs(second_log).values()
-    trained = [job for job in rerun if job.rule in (*fine, "extract_model")]
-    assert [job.rule for job in trained] == ["run_synthetic_setting"], trained
+    trained = [job for job in rerun if job.rule in (*FINE, "extract_model")]
+    assert [(job.rule, job.wildcards) for job in trained] == [("train_synthetic", wildcards)]
     # The report's group job waits for every stage, so none of it ran after the cancel: the
-    # rerun runs all of it once, beside the cancelled setting and its sweep's merge.
+    # rerun runs all of it once, beside the cancelled setting.
     assert not any(job.grouped for job in jobs.values()), "no summary ran after the cancel"
-    downstream = REPORT_RULES | {"merge_synthetic_settings", "all", "run_synthetic_setting"}
+    downstream = REPORT_RULES | {"all", "train_synthetic"}
     assert {job.rule for job in rerun} <= downstream
     assert {job.rule for job in rerun if job.grouped} == REPORT_RULES
     _check_remote(slurm_cluster, [job for job in rerun if not job.local])

@@ -1,6 +1,12 @@
 """How paper B's sweeps are cut into jobs (``aot.cut``): one job for the stage, one per sweep,
 or one per (sweep, setting).
 
+A job's id is the one {job} wildcard of rule train_aot: :data:`STAGE_JOB` for the stage's one
+job, the sweep ("heads"), or the sweep and its setting ("heads/aot_H6"). :func:`job_ids` lists
+the cut's jobs in the order of the sweeps' table rows (their tables, read one after another,
+are the sweeps'); :func:`job_sweeps` and :func:`job_setting` turn an id back into what it
+trains.
+
 A setting job trains every seed of one setting of a sweep (:func:`memcap.aot.sweep.run_sweep`
 with ``only``). Tasks, samples and initialisations derive from the setting and the replicate
 seed, never from the job; each setting trains in a batched model of its own when
@@ -12,13 +18,15 @@ No torch import here: the Snakefile imports this module to name the jobs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memcap.aot.settings import GRID_KEYS, Setting, expand_sweep
 from memcap.errors import ConfigError
 
 CUTS = ("stage", "sweep", "setting")
+STAGE_JOB = "all"  # the id of aot.cut stage's one job, which trains every sweep
 # Short names of the grid keys in a setting's id ("d_h" would read as two keys).
 _KEY_NAMES = {"N": "N", "S": "S", "d": "d", "d_h": "dh", "H": "H"}
 
@@ -42,6 +50,37 @@ def sweep_settings(name: str, spec: Mapping[str, Any]) -> dict[str, Setting]:
 def setting_pattern() -> str:
     """Regex of the {setting} wildcard: a model, then key-value parts."""
     return r"(aot|mlp)(_[A-Za-z]+[0-9]+)*"
+
+
+def job_ids(section: Mapping[str, Any]) -> list[str]:
+    """The training jobs of the validated ``aot`` section's cut, in the order of the sweeps'
+    table rows: the stage's one job, each sweep, or each setting of each ("heads/aot_H6")."""
+    sweeps = section["sweeps"]
+    if section["cut"] == "stage":
+        return [STAGE_JOB]
+    if section["cut"] == "sweep":
+        return list(sweeps)
+    return [f"{name}/{s}" for name, spec in sweeps.items() for s in sweep_settings(name, spec)]
+
+
+def job_pattern(sweeps: Sequence[str]) -> str:
+    """Regex of the {job} wildcard under any cut, given the configured sweeps' names."""
+    if not sweeps:
+        return STAGE_JOB
+    names = "|".join(re.escape(name) for name in sweeps)
+    return f"{STAGE_JOB}|({names})(/{setting_pattern()})?"
+
+
+def job_sweeps(cut: str, job: str, sweeps: Sequence[str]) -> list[str]:
+    """The sweeps the job ``job`` of ``cut`` trains, of the configured ``sweeps``: every one
+    for the stage's job, else the one its id names."""
+    return list(sweeps) if cut == "stage" else [job.partition("/")[0]]
+
+
+def job_setting(job: str, name: str, spec: Mapping[str, Any]) -> Setting | None:
+    """The one setting of sweep ``name`` the job ``job`` trains (None: all of them)."""
+    _, _, setting = job.partition("/")
+    return sweep_settings(name, spec)[setting] if setting else None
 
 
 def check_cut(config: Mapping[str, Any]) -> None:

@@ -1,14 +1,13 @@
-"""Both checks of every layer of one model, written into the model's folder.
+"""Both checks of a check job's layers, each into its layer's folder, and a model's depth
+profile from its layers' folders.
 
-Per detail layer, ``{layer}/``: context_rank.csv, context_rank.json, context_rank.png,
-kruskal_profile.csv, kruskal.json, kruskal_profile.png and failures.csv. Depth rows are
-checked with ``depth_samples`` orderings and keep only their row of the depth profile, which a
-model with one writes beside its layers: depth.csv, depth_profiles.csv and depth.png.
-
-:func:`check_model` checks every layer in one job (``assumptions.cut: model``);
-:func:`check_one` checks one layer into a folder of its own, with its depth row and profile
-in :data:`DEPTH_PART`, and :func:`merge_layers` writes the model's folder from those
-(``assumptions.cut: layer``): the same files, through the same writers.
+Per detail layer, its folder holds context_rank.csv, context_rank.json, context_rank.png,
+kruskal_profile.csv, kruskal.json, kruskal_profile.png and failures.csv. Every checked layer's
+folder holds its depth row and P(k) profile (:data:`DEPTH_PART`): depth rows are checked with
+``depth_samples`` orderings and keep only those. :func:`check_layers` writes the folders of a
+job's layers (:func:`memcap.assumptions.cut.layer_folders`: a model's job or a layer's, the
+same files); :func:`write_depth_profile` writes a model's depth.csv, depth_profiles.csv and
+depth.png from its layers' folders (the summary step, once every job is done).
 """
 
 from __future__ import annotations
@@ -16,13 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import pickle
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from memcap.assumptions import depth, figures
 from memcap.assumptions.checks import LayerChecks, check_layer
@@ -34,79 +31,65 @@ from memcap.plotting import save_figure
 from memcap.provenance import array_checksum, write_provenance
 
 _logger = logging.getLogger(__name__)
-# A layer job's depth row and profile, for the merge (pickled: the same values, exactly).
+# A layer's depth row and P(k) profile, for the depth profile (pickled: the same values, exactly).
 DEPTH_PART = "depth_part.pkl"
 
 
-def check_model(
+def check_layers(
     model: str,
     extraction: str | Path,
-    out: str | Path,
-    layers: Sequence[str],
+    folders: Mapping[str, str | Path],
     detail_layers: Sequence[str],
     section: Mapping[str, Any],
-    depth_profile: bool,
     device: Any,
     workers: int = 1,
     null: NullSource | None = None,
 ) -> None:
-    """Check ``layers`` of ``model`` from its extraction folder into ``out``.
+    """Check the layers ``folders`` names (layer -> its folder, created here) of ``model``
+    from its extraction folder: a detail layer's files, and every layer's :data:`DEPTH_PART`.
 
     Args:
         extraction: the model's extraction folder (results/extract/{model}/).
-        out: the model's assumptions folder (results/assumptions/{model}/), created here.
-        layers: every layer to check, detail layers and depth rows, in depth order.
-        detail_layers: the layers checked in full (their contexts are stored).
+        folders: the job's layers, in depth order, and their folders.
+        detail_layers: the model's layers checked in full (their contexts are stored).
         section: the validated ``assumptions`` config section, recorded with every summary.
-        depth_profile: whether to write the depth profile of every checked layer.
         null: where the random null comes from (:func:`memcap.assumptions.null_table.null_source`).
     """
-    out = Path(out)
-    out.mkdir(parents=True)
-    parts = [
-        _check(model, extraction, out / layer, layer, layer in detail_layers, section, device,
-               workers, null)
-        for layer in layers
-    ]  # fmt: skip
-    if depth_profile:
-        _write_parts(out, model, parts)
-
-
-def check_one(
-    model: str,
-    extraction: str | Path,
-    out: str | Path,
-    layer: str,
-    detail: bool,
-    section: Mapping[str, Any],
-    device: Any,
-    workers: int = 1,
-    null: NullSource | None = None,
-) -> None:
-    """Check one ``layer`` of ``model`` into the folder ``out``, created here: a detail
-    layer's files, and the layer's depth row and profile (:data:`DEPTH_PART`)."""
-    out = Path(out)
-    out.mkdir(parents=True)
-    part = _check(model, extraction, out, layer, detail, section, device, workers, null)
-    with (out / DEPTH_PART).open("wb") as file:
-        pickle.dump(part, file)
-
-
-def merge_layers(
-    model: str, folders: Mapping[str, str | Path], out: str | Path, depth_profile: bool
-) -> None:
-    """The model's folder ``out`` from its layers' folders (``folders``: layer -> folder of
-    :func:`check_one`, in depth order): each detail layer's files, and the depth profile."""
-    out = Path(out)
-    out.mkdir(parents=True)
-    parts = []
     for layer, folder in folders.items():
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        detail = layer in detail_layers
+        part = _check(model, extraction, folder, layer, detail, section, device, workers, null)
+        with (folder / DEPTH_PART).open("wb") as file:
+            pickle.dump(part, file)
+
+
+def read_parts(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The depth parts of the layers whose folders are ``folders``, in their order."""
+    parts = []
+    for folder in folders:
         with (Path(folder) / DEPTH_PART).open("rb") as file:
             parts.append(pickle.load(file))
-        if parts[-1]["profile"] is None:  # a detail layer: its files, as check_model writes
-            shutil.copytree(folder, out / layer, ignore=shutil.ignore_patterns(DEPTH_PART))
-    if depth_profile:
-        _write_parts(out, model, parts)
+    return parts
+
+
+def write_depth_profile(
+    model: str,
+    folders: Sequence[str | Path],
+    table: str | Path,
+    profiles: str | Path,
+    figure: str | Path,
+) -> None:
+    """The depth profile of ``model`` from its checked layers' folders (in depth order): its
+    table, the depth rows' P(k) profiles and its figure."""
+    parts = read_parts(folders)
+    rows = depth.depth_table([p["row"] for p in parts])
+    Path(table).parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(table, index=False)
+    shapes = {p["layer"]: p["profile"] for p in parts if p["profile"] is not None}
+    depth.profiles_table(shapes).to_csv(profiles, index=False)
+    _logger.info("%s depth profile:\n%s", model, rows[list(depth.DEPTH_COLUMNS)].to_string())
+    save_figure(figures.plot_depth(rows, f"{model} · depth profile"), figure)
 
 
 def _check(
@@ -157,12 +140,6 @@ def _check(
     return {"layer": layer, "row": row, "profile": None}
 
 
-def _write_parts(out: Path, model: str, parts: Sequence[Mapping[str, Any]]) -> None:
-    """The depth profile of the checked layers ``parts`` (in depth order)."""
-    profiles = {p["layer"]: p["profile"] for p in parts if p["profile"] is not None}
-    _write_depth(out, model, depth.depth_table([p["row"] for p in parts]), profiles)
-
-
 def _log_checks(layer: str, checks: LayerChecks) -> None:
     _logger.info("layer %s: context ranks %s", layer, json.dumps(checks.context))
     _logger.info(
@@ -211,13 +188,3 @@ def _write_layer(
     kruskal = checks.kruskal
     figure = figures.plot_profile(checks.profile_table, kruskal["n"], kruskal["d"], title)
     save_figure(figure, out / "kruskal_profile.png")
-
-
-def _write_depth(
-    out: Path, model: str, table: pd.DataFrame, profiles: Mapping[str, pd.DataFrame]
-) -> None:
-    """The depth profile: its table, the depth rows' P(k) profiles and its figure."""
-    table.to_csv(out / "depth.csv", index=False)
-    depth.profiles_table(profiles).to_csv(out / "depth_profiles.csv", index=False)
-    _logger.info("depth profile:\n%s", table[list(depth.DEPTH_COLUMNS)].to_string())
-    save_figure(figures.plot_depth(table, f"{model} · depth profile"), out / "depth.png")

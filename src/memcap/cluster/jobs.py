@@ -1,5 +1,7 @@
 """Each compute job's work and requests, by rule and wildcards: what the Snakefile's
-``runtime`` resources and the cluster plan (:mod:`memcap.cluster.plan`) both read.
+``runtime`` resources and the cluster plan (:mod:`memcap.cluster.plan`) both read. A training
+or check job is named by its {job} wildcard (each stage's ``cut`` module turns it back into
+what it trains or checks).
 
 No torch import: the Snakefile sizes every job with this module.
 """
@@ -10,12 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.aot.cut import sweep_settings
+from memcap.aot.cut import job_setting, job_sweeps
 from memcap.aot.settings import StageSettings as AotStage
+from memcap.assumptions.cut import parse_job
 from memcap.cluster import costs
 from memcap.extract.layer_spec import layer_name
-from memcap.synthetic.cut import setting_spec
-from memcap.synthetic.settings import StageSettings, sweep_spec
+from memcap.synthetic.cut import job_spec
+from memcap.synthetic.settings import StageSettings
 
 # Rules that run on the host whatever the device (no GPU route).
 HOST_RULES = ("certify_real_capacity",)
@@ -41,11 +44,11 @@ class JobCosts:
 
     def work(self, rule: str, wildcards: Mapping[str, str], threads: int) -> costs.Work | None:
         """The work of one job (None: a rule the cost model does not size)."""
-        if rule in ("run_synthetic_sweep", "run_synthetic_setting"):
+        if rule == "train_synthetic":
             return self._synthetic(wildcards)
-        if rule in ("train_aot", "train_aot_sweep", "train_aot_setting"):
+        if rule == "train_aot":
             return self._aot(wildcards)
-        if rule in ("check_assumptions", "check_assumption_layer"):
+        if rule == "check_assumptions":
             return self._checks(wildcards, threads)
         if rule == "extract_model":
             entry = self.entry(wildcards["model"])
@@ -71,31 +74,28 @@ class JobCosts:
 
     def _synthetic(self, wildcards: Mapping[str, str]) -> costs.Work:
         section = self.config["synthetic"]
-        spec = sweep_spec(section, wildcards["sweep"])
-        if wildcards.get("setting"):
-            spec = setting_spec(spec, wildcards["setting"])
+        spec = job_spec(section, wildcards["job"])
         stage = StageSettings.from_config(section, self.config["seed"], self.config["engine"])
         return costs.synthetic_work(spec, stage)
 
     def _aot(self, wildcards: Mapping[str, str]) -> costs.Work:
         section = self.config["aot"]
         stage = AotStage.from_config(section, self.config["seed"], self.config["engine"])
-        sweeps = [wildcards["sweep"]] if wildcards.get("sweep") else list(section["sweeps"])
-        works = []
-        for name in sweeps:
-            spec = section["sweeps"][name]
-            setting = wildcards.get("setting")
-            only = sweep_settings(name, spec)[setting] if setting else None
-            works.append(costs.aot_work(name, spec, stage, only))
+        job, sweeps = wildcards["job"], section["sweeps"]
+        works = [
+            costs.aot_work(name, sweeps[name], stage, job_setting(job, name, sweeps[name]))
+            for name in job_sweeps(section["cut"], job, list(sweeps))
+        ]
         return costs.add(*works)
 
     def _checks(self, wildcards: Mapping[str, str], threads: int) -> costs.Work:
         section = self.config["assumptions"]
-        entry = self.entry(wildcards["model"])
+        model, layer = parse_job(wildcards["job"])
+        entry = self.entry(model)
         _, _, d = costs.model_sizes(entry)
         detail = {layer_name(layer) for layer in entry.detail_layers}
         every = [layer_name(layer) for layer in (*entry.detail_layers, *entry.depth_rows)]
-        layers = [wildcards["layer"]] if wildcards.get("layer") else every
+        layers = every if layer is None else [layer]
         samples = [
             section["samples"] if la in detail else section["depth_samples"] for la in layers
         ]

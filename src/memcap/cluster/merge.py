@@ -1,19 +1,16 @@
-"""Merge the outputs of a fine cut into those of the coarse one.
+"""The tables of a fine cut's jobs joined as text into the coarse cut's.
 
-A per-setting job writes its setting's rows with the same columns and formatting as the
-sweep's job; :func:`concat_tables` joins the files as text (the header once), so the merged
-table is the sweep job's byte for byte wherever its rows come in setting order. The merged
-provenance keeps every setting's record under ``settings``.
+A setting job writes its setting's rows with the same columns and formatting as the sweep's
+job; :func:`concat_tables` joins the files as text (the header once), so the joined table is
+the sweep job's byte for byte wherever its rows come in setting order. The workflow never
+joins them (each stage's summary reads every job's table, in the order of the sweeps' rows);
+the tests of the setting cuts check with it that those rows are the sweep's.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from memcap.provenance import write_provenance
 
 
 def concat_tables(paths: Sequence[str | Path], out: str | Path) -> int:
@@ -32,13 +29,3 @@ def concat_tables(paths: Sequence[str | Path], out: str | Path) -> int:
         raise ValueError("no table to merge")
     Path(out).write_text(header + "".join(body))
     return len(body)
-
-
-def merge_provenance(
-    paths: Mapping[str, str | Path], out: str | Path, **fields: Any
-) -> dict[str, Any]:
-    """One provenance record for the merged outputs: ``fields``, the summed wall time and each
-    part's own record by its id (``paths``: id -> that part's provenance file)."""
-    parts = {key: json.loads(Path(path).read_text()) for key, path in paths.items()}
-    wall = sum(part.get("wall_seconds", 0.0) for part in parts.values())
-    return write_provenance(out, **fields, wall_seconds=round(wall, 2), settings=parts)

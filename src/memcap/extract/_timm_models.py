@@ -1,6 +1,7 @@
 """timm models: VisionTransformers (ViT, DeiT, DINOv2 with or without register tokens), the
 other global-attention models over a class token and patches (BEiT: a relative position bias
-inside attention; EVA-02: rotary queries and keys) and Swin Transformers (windowed
+inside attention; EVA-02: rotary queries and keys), class attention (CaiT: the class token
+reads the patches after the self-attention blocks) and Swin Transformers (windowed
 attention)."""
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ def is_global_attention(model: Any) -> bool:
         and isinstance(getattr(model, "embed_dim", None), int)
         and hasattr(blocks[0], "attn")
         and isinstance(getattr(blocks[0].attn, "num_heads", None), int)
+    )
+
+
+def is_class_attention(model: Any) -> bool:
+    """Whether a timm model is CaiT-style: self-attention ``blocks`` over the patches, then
+    class-attention ``blocks_token_only`` whose one query is a class token."""
+    token_only = getattr(model, "blocks_token_only", None)
+    return (
+        isinstance(token_only, torch.nn.ModuleList | torch.nn.Sequential)
+        and len(token_only) > 0
+        and getattr(model, "cls_token", None) is not None
+        and hasattr(getattr(model, "patch_embed", None), "num_patches")
+        and isinstance(getattr(model, "embed_dim", None), int)
+        and isinstance(getattr(token_only[0].attn, "num_heads", None), int)
     )
 
 

@@ -58,6 +58,7 @@ class Resolved:
     max_tokens: int | None  # vit: tokens per image; text: positions (None: no limit)
     window_n: int | None = None  # windowed attention: layer 0's n (its window's area)
     n_required: bool = False  # no position limit (ALiBi, NoPE): the entry must set n
+    class_attention: int | None = None  # CaiT: the first layer with its class token
 
 
 def check_architecture(entry: ModelEntry) -> Resolved | None:
@@ -109,7 +110,9 @@ def _resolve(entry: ModelEntry) -> dict:
             "fix": "check model and model_kwargs (the job builds the architecture the same way)",
         }
     window_n = arch.windows[0].n if arch.windows else None
-    resolved = Resolved(arch.depth, arch.width, arch.max_tokens, window_n, arch.n_required)
+    resolved = Resolved(
+        arch.depth, arch.width, arch.max_tokens, window_n, arch.n_required, arch.class_attention
+    )
     return asdict(resolved)
 
 

@@ -30,6 +30,7 @@ from memcap.extract.config import (
 )
 from memcap.extract.corpus import WIKI_PACKAGE, wiki_article_count
 from memcap.extract.entries import model_entries
+from memcap.extract.layer_spec import RANDOM_ATTENTION, Layer, resolve_layers
 from memcap.extract.sizes import known_positions
 from memcap.extract.weights import PACKAGE_PREFIX, package_root, weights_route
 
@@ -74,6 +75,53 @@ def _check_entry(entry: ModelEntry) -> None:
         raise windowed_n(entry, resolved.window_n)
     if resolved is not None and resolved.n_required and entry.n is None:
         raise n_required(entry)
+    if resolved is not None:  # every layer the job will extract, against the built depth
+        layers = resolve_layers(entry.layer_spec, resolved.depth, f"{key}.layers")
+        if resolved.class_attention is not None:
+            error = class_attention_layers(entry, layers, resolved.class_attention, resolved.depth)
+            if error is not None:
+                raise error
+
+
+def class_attention_layers(
+    entry: ModelEntry, layers: tuple[Layer, ...], first: int, depth: int
+) -> ConfigError | None:
+    """The error of a CaiT entry that asks for a layer without its class token, or for a query
+    other than the class token (None: every layer is a class-attention layer).
+
+    CaiT's ``first`` self-attention blocks read the patch tokens alone; its class token joins
+    at the class-attention blocks, whose one query it is: layer ``first + k`` (k = 0, ...,
+    ``depth - first``) is the class token after class-attention block k beside the patches.
+    """
+    fix = (
+        f"request its class-attention layers only, {first} to {depth} (layers: {{from: {first}}}; "
+        f"layer {first} + k is the class token after class-attention block k beside the patches "
+        "it reads)"
+    )
+    for layer in layers:
+        if layer == RANDOM_ATTENTION:
+            reads = "random_attention reads layer 0's embeddings, the patch tokens"
+        elif int(layer) == 0:
+            reads = "layer 0 is the patch embeddings"
+        elif int(layer) < first:
+            reads = f"layer {layer} is the patch tokens after self-attention block {layer}"
+        else:
+            continue
+        return ConfigError(
+            f"{entry.key}.layers",
+            f"{reads}, without a class token: '{entry.model}' (CaiT) prepends its class token "
+            f"only for its class-attention blocks, after its {first} self-attention blocks, so "
+            "no query of the model is the class token there",
+            fix,
+        )
+    if entry.resolved_query_index != 0:
+        return ConfigError(
+            f"{entry.key}.query_index",
+            f"query index {entry.resolved_query_index}: the one query of '{entry.model}' "
+            "(CaiT) class attention is its class token, index 0",
+            "remove query_index (or set 0)",
+        )
+    return None
 
 
 def n_required(entry: ModelEntry) -> ConfigError:

@@ -1,8 +1,10 @@
 """Which architectures the extraction reads, and the one sentence for those it refuses.
 
 Read: stacks of global-attention blocks (ViT, DeiT, BEiT, EVA-02, BERT-like encoders, causal
-decoders), one block shared across the depth (ALBERT), the encoder stack of an
-encoder-decoder (T5, Flan-T5, BART, mBART: family ``encoder``; the decoder is never run) and
+decoders), class attention (CaiT: its class-attention layers; the self-attention ones below,
+without a class token, are refused in the dry run: ``checks.class_attention_layers``), one
+block shared across the depth (ALBERT), the encoder stack of an encoder-decoder (T5,
+Flan-T5, BART, mBART: family ``encoder``; the decoder is never run) and
 windowed attention (Swin: family ``vit``, :mod:`memcap.extract.windows`); where the blocks are,
 :func:`memcap.extract.layers.block_layout`. A text model that states no number of positions
 and no relative buckets (ALiBi: BLOOM, MPT; NoPE) has no position limit: its entry must set
@@ -11,7 +13,7 @@ has no object: models without attention (ConvNeXt, MLP-Mixer, ResNet) and state-
 recurrent models (Mamba, RWKV, xLSTM). Besides these, a config without the sizes the
 extraction reads, an encoder-decoder named as a decoder or vision encoder, a model whose
 blocks :func:`~memcap.extract.layers.block_layout` cannot find, and a timm attention model
-that is neither ViT-style nor a Swin (CaiT's class attention) stop with what it does read.
+that is neither ViT-style, nor CaiT-style, nor a Swin stop with what it does read.
 """
 
 from __future__ import annotations
@@ -152,10 +154,10 @@ def unreadable_module(model: nn.Module, kind: str) -> Refusal:
         return no_attention(kind)
     if getattr(model, "blocks_token_only", None) is not None:
         return Refusal(
-            "has class-attention blocks (CaiT): its self-attention blocks read the patches "
-            "without a class token and its class-attention blocks read the class token beside "
-            "fixed patches, a token layout the extraction does not read yet",
-            f"remove the entry; as {kind} use {SUPPORTED[kind]}",
+            "has no class-attention block (depth_token_only: 0): its self-attention blocks read "
+            "the patches without a class token, so no layer has the class token as its query",
+            "set depth_token_only >= 1 in model_kwargs (CaiT's class-attention layers are "
+            "audited), or remove the entry",
         )
     return Refusal(
         "has attention, but neither in ViT-style global blocks nor in Swin windows: the "

@@ -16,7 +16,7 @@ import torch
 
 from memcap.errors import ConfigError
 from memcap.extract.audit import image_audit, text_audit
-from memcap.extract.checks import n_required, windowed_n
+from memcap.extract.checks import class_attention_layers, n_required, windowed_n
 from memcap.extract.config import ModelEntry
 from memcap.extract.corpus import load_documents
 from memcap.extract.images import (
@@ -86,6 +86,10 @@ def check_against_model(entry: ModelEntry, layer: Layer, n: int, arch: Architect
             f"layer {layer} is beyond the depth of '{entry.model}' ({arch.depth} blocks)",
             f"use layers between 0 and {arch.depth}",
         )
+    if arch.class_attention is not None:
+        error = class_attention_layers(entry, (layer,), arch.class_attention, arch.depth)
+        if error is not None:
+            raise error
     if arch.max_tokens is not None and n > arch.max_tokens:
         what = "tokens per image" if entry.kind == "vit" else "positions"
         raise ConfigError(

@@ -10,10 +10,14 @@ one randomly initialised single-head attention layer with a skip connection.
 encoder-decoder's encoder stack ``block`` / ``layers``, ...), a shared block applied ``depth``
 times (ALBERT's ``albert_layer_groups``: layer k is the output of the k-th application), or a
 timm model whose blocks take more than the states (BEiT's relative bias, EVA-02's rotary
-embedding: read by hooks on its own ``forward_features``). A model it cannot read is refused
-before any job (:func:`memcap.extract.registry.architecture`). Windowed models (Swin) go
-through :class:`~memcap.extract.windows.WindowedTrunk` instead: each layer's contexts are one
-window. The truncated model keeps the embeddings and the first ``depth`` blocks and drops the
+embedding: read by hooks on its own ``forward_features``), or a timm CaiT, whose
+class-attention ``blocks_token_only`` follow its S self-attention ``blocks``: layer k < S is the
+patch tokens after k blocks (no class token: refused in the dry run), layer S + k the class
+token after class-attention block k prepended to the patches after block S, what block k + 1
+reads (:func:`class_attention_states`). A model it cannot read is refused before any job
+(:func:`memcap.extract.registry.architecture`). Windowed models (Swin) go through
+:class:`~memcap.extract.windows.WindowedTrunk` instead: each layer's contexts are one window.
+The truncated model keeps the embeddings and the first ``depth`` blocks and drops the
 final norm, so its ``last_hidden_state`` is the raw residual stream after block ``depth``.
 :class:`MultiLayerExtractor` runs that truncated model once, up to the deepest requested
 block, and keeps the hidden states of every requested layer: L requested blocks cost L blocks
@@ -55,15 +59,19 @@ class BlockLayout:
     depth: int  # blocks the model runs (shared: applications of the shared groups)
     shared: bool = False  # one set of block parameters applied ``depth`` times (ALBERT)
     hooked: bool = False  # timm: read by hooks on forward_features (not vit_hidden_states)
+    # CaiT: the number of self-attention blocks before the class-attention ones (their layers,
+    # below this one, hold no class token)
+    class_attention: int | None = None
 
 
 def block_layout(model: nn.Module) -> BlockLayout:
     """The layout of ``model``'s blocks: the one function that knows each family's.
 
     timm: ``blocks`` (a VisionTransformer's read directly; BEiT's, EVA's and other global
-    models' through their ``forward_features``); transformers: the shallowest ModuleList whose
-    length is ``config.num_hidden_layers``, else the ``num_hidden_groups`` shared groups that
-    the forward applies ``num_hidden_layers`` times (ALBERT).
+    models' through their ``forward_features``; CaiT's followed by its class-attention
+    ``blocks_token_only``, both counted in the depth); transformers: the shallowest
+    ModuleList whose length is ``config.num_hidden_layers``, else the ``num_hidden_groups``
+    shared groups that the forward applies ``num_hidden_layers`` times (ALBERT).
 
     Raises:
         ValueError: no such blocks (the reason, in words).
@@ -72,6 +80,12 @@ def block_layout(model: nn.Module) -> BlockLayout:
     blocks = getattr(model, "blocks", None)
     if config is None and isinstance(blocks, nn.ModuleList | nn.Sequential):
         from timm.models.vision_transformer import VisionTransformer
+
+        token_only = getattr(model, "blocks_token_only", None)
+        if isinstance(token_only, nn.ModuleList | nn.Sequential):  # CaiT
+            if getattr(model, "cls_token", None) is None:
+                raise ValueError(f"{type(model).__name__} has class attention but no class token")
+            return BlockLayout("blocks", len(blocks) + len(token_only), class_attention=len(blocks))
 
         plain = isinstance(model, VisionTransformer)
         if not plain and not callable(getattr(model, "forward_features", None)):
@@ -163,7 +177,7 @@ class TruncatedForward(nn.Module):
         self.layout = block_layout(model)
         self.block_path = self.layout.path
         self.model = _owned_copy(model)
-        if self.layout.shared or self.layout.hooked:
+        if self.layout.shared or self.layout.hooked or self.layout.class_attention is not None:
             return
         *parents, last = self.block_path.split(".")
         owner = self.model
@@ -183,7 +197,7 @@ class TruncatedForward(nn.Module):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Hidden states (B, tokens, d) after ``depth`` blocks."""
-        if self.layout.shared or self.layout.hooked:
+        if self.layout.shared or self.layout.hooked or self.layout.class_attention is not None:
             return self.all_hidden_states(batch)[-1]
         if self.is_timm:
             return vit_hidden_states(self.model, batch, self.depth)[-1]
@@ -197,6 +211,8 @@ class TruncatedForward(nn.Module):
 
     def all_hidden_states(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """Hidden states (B, tokens, d) after 0, 1, ..., ``depth`` blocks, from one pass."""
+        if self.layout.class_attention is not None:
+            return class_attention_states(self.model, batch, self.depth)
         if self.layout.shared or self.layout.hooked:
             blocks = list(self.model.get_submodule(self.block_path))
             return hooked_states(lambda: self._run(batch), blocks, self.depth)
@@ -222,6 +238,34 @@ def vit_hidden_states(
     for block in model.blocks[:depth]:
         x = block(x)
         states.append(x)
+    return tuple(states)
+
+
+def class_attention_states(
+    model: nn.Module, images: torch.Tensor, depth: int
+) -> tuple[torch.Tensor, ...]:
+    """A timm CaiT's token states after 0, ..., ``depth`` blocks (no final norm).
+
+    With S self-attention blocks: states 0, ..., S - 1 are the patch tokens alone (what the
+    self-attention blocks read: no class token); state S + k (k = 0, ..., the class-attention
+    blocks run) is the class token after class-attention block k (k = 0: the learned class
+    token) prepended to the patch tokens after the S blocks, [cls; patches]: what
+    class-attention block k + 1 reads (its one query is the class token), as in timm's
+    ``forward_cls``.
+    """
+    x = model.pos_drop(model.patch_embed(images) + model.pos_embed)  # (B, patches, d)
+    S = len(model.blocks)
+    states = [x]
+    for block in list(model.blocks)[: min(depth, S)]:
+        x = block(x)
+        states.append(x)
+    if depth < S:
+        return tuple(states)
+    cls = model.cls_token.expand(x.shape[0], -1, -1)
+    states[S] = torch.cat((cls, x), dim=1)
+    for block in list(model.blocks_token_only)[: depth - S]:
+        cls = block(x, cls)
+        states.append(torch.cat((cls, x), dim=1))
     return tuple(states)
 
 

@@ -52,6 +52,9 @@ class Architecture:
     shared_blocks: bool = False  # one block's parameters applied depth times (ALBERT)
     # no position limit and no default n (ALiBi, NoPE): the entry must set n
     n_required: bool = False
+    # CaiT: its self-attention blocks before the class-attention ones; layers below this one
+    # hold no class token and are refused (checks.class_attention_layers)
+    class_attention: int | None = None
 
     def sizes(self, layer: Layer, n: int) -> tuple[int, int]:
         """(n, d) of a layer's contexts: the window's and stage's in a windowed model, else
@@ -167,27 +170,32 @@ def _refuse(entry: ModelEntry, what: str, refusal: families.Refusal) -> NoReturn
 
 
 def _timm_architecture(entry: ModelEntry) -> Architecture:
-    """A timm global-attention model's (ViT, DeiT, BEiT, EVA-02) or Swin's sizes, from the
-    model on the meta device."""
+    """A timm global-attention model's (ViT, DeiT, BEiT, EVA-02), class-attention model's
+    (CaiT: its heads those of the class attention) or Swin's sizes, from the model on the meta
+    device."""
     model = _timm_models.timm_architecture(entry)
     what = f"timm {type(model).__name__}"
     if is_windowed(model):
         return _windowed(entry, "timm", model, what)
-    if not _timm_models.is_global_attention(model):
+    cait = _timm_models.is_class_attention(model)
+    if not cait and not _timm_models.is_global_attention(model):
         _refuse(entry, what, families.unreadable_module(model, "vit"))
     try:
-        block_layout(model)
+        layout = block_layout(model)
     except ValueError as err:
         _refuse(entry, what, families.unreadable_layout(model, "vit", str(err)))
-    heads = _timm_models.head_sizes(model.blocks[0].attn) if len(model.blocks) else (None, None)
+    read = model.blocks_token_only if cait else model.blocks
+    heads = _timm_models.head_sizes(read[0].attn) if len(read) else (None, None)
+    prefix = 1 if cait else model.num_prefix_tokens  # CaiT: the class token of class attention
     return Architecture(
         library="timm",
-        depth=len(model.blocks),
+        depth=layout.depth,
         width=model.embed_dim,
-        max_tokens=model.num_prefix_tokens + model.patch_embed.num_patches,
-        prefix_tokens=model.num_prefix_tokens,
+        max_tokens=prefix + model.patch_embed.num_patches,
+        prefix_tokens=prefix,
         H=heads[0],
         d_h=heads[1],
+        class_attention=layout.class_attention,
     )
 
 

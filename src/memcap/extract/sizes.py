@@ -33,6 +33,9 @@ _POSITION_KEYS = {
     "encoder": ("max_position_embeddings",),
     "decoder": ("n_positions", "max_position_embeddings"),
 }
+# timm CaiT: class-attention blocks after the ``depth`` self-attention ones (its models' names).
+_TOKEN_ONLY = "depth_token_only"
+_CLASS_ATTENTION_NAMES = ("cait",)
 _DEPTH_FIELDS = ("depths", "encoder_layers", "num_hidden_layers", "n_layer", "num_layers")
 _POSITION_FIELDS = ("max_position_embeddings", "n_positions")
 
@@ -79,10 +82,22 @@ def known_sizes(entry: ModelEntry) -> ModelSizes:
 
 
 def known_depth(entry: ModelEntry) -> int | None:
-    """The entry's depth where ``model_kwargs`` or its files give it without building it."""
+    """The entry's depth where ``model_kwargs`` or its files give it without building it.
+
+    A timm CaiT's depth counts its class-attention blocks (``depth_token_only``) after its
+    ``depth`` self-attention ones; where model_kwargs set ``depth`` but not
+    ``depth_token_only`` it is unknown here (the dry run builds the architecture).
+    """
     if entry.family not in FAMILY_KINDS:
         return None
-    return _override(entry, _DEPTH_KEYS[entry.kind]) or known_sizes(entry).depth
+    depth = _override(entry, _DEPTH_KEYS[entry.kind])
+    if depth is not None and entry.kind == "vit":
+        token_only = _override(entry, (_TOKEN_ONLY,))
+        if token_only is not None:
+            return depth + token_only
+        if entry.model.lower().startswith(_CLASS_ATTENTION_NAMES):
+            return None
+    return depth or known_sizes(entry).depth
 
 
 def known_positions(entry: ModelEntry) -> int | None:

@@ -24,18 +24,13 @@ JOB_LISTS = (
     "depth",
     "models",
     "onnx_models",
-    "assumption_models",
-    "assumption_model_jobs",
-    "assumption_layer_jobs",
+    "assumption_jobs",
     "capacity_models",
     "capacity",
     "synthetic",
-    "synthetic_sweep_jobs",
-    "synthetic_setting_jobs",
+    "synthetic_jobs",
     "aot",
-    "aot_stage_jobs",
-    "aot_sweep_jobs",
-    "aot_setting_jobs",
+    "aot_jobs",
 )
 
 

@@ -42,6 +42,7 @@ class ModelInfo:
     input_audit_passed: bool = True  # no two inputs coincide (or no audit recorded)
     H: int | None = None  # attention heads per block (None: not recorded by the extraction)
     d_h: int | None = None  # the head dimension of those heads
+    position_mechanism: str = ""  # how positions enter, in words ("": not recorded)
 
     @property
     def layer_ranges(self) -> str:
@@ -122,6 +123,7 @@ def models_from_provenance(records: Sequence[Mapping[str, Any]]) -> list[ModelIn
                 else True,
                 H=_optional_int(head, "heads"),
                 d_h=_optional_int(head, "head_dim"),
+                position_mechanism=_text(_first(head, "position_mechanism", default="")),
             )
         )
     return models

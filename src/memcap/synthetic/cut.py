@@ -1,5 +1,10 @@
 """How paper A's sweeps are cut into jobs (``synthetic.cut``): a job per sweep, or per setting.
 
+A job's id is the one {job} wildcard of rule train_synthetic: the sweep ("heads"), or the sweep
+and its setting ("heads/H5_shared"); :func:`job_ids` lists the cut's jobs in the order of the
+sweeps' table rows, so that their tables, read one after another, are the sweeps' tables, and
+:func:`job_spec` turns an id back into what it trains.
+
 A *setting job* trains the series of one sweep value and context kind (every task and seed)
 through the protocol of :mod:`memcap.synthetic.series`, on the sweep's own data and seeds:
 every seed derives from the sweep, the setting, the replicate seed and T
@@ -19,7 +24,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from memcap.errors import ConfigError
-from memcap.synthetic.settings import CONTEXTS, SWEPT, SweepSpec
+from memcap.synthetic.settings import (
+    CONTEXTS,
+    SWEEPS,
+    SWEPT,
+    SweepSpec,
+    sweep_names,
+    sweep_spec,
+)
 
 CUTS = ("sweep", "setting")
 # group_by keys that split a sweep's replicas by setting (task always splits).
@@ -49,6 +61,27 @@ def setting_pattern() -> str:
     """Regex of the {setting} wildcard: a swept parameter, its value and a context kind."""
     names = "|".join(sorted({p.replace("_", "") for p in SWEPT.values()}))
     return f"({names})[0-9]+_({'|'.join(CONTEXTS)})"
+
+
+def job_ids(section: Mapping[str, Any]) -> list[str]:
+    """The training jobs of the validated ``synthetic`` section's cut, in the order of the
+    sweeps' table rows: each enabled sweep, or each setting of each ("heads/H5_shared")."""
+    names = sweep_names(section)
+    if section["cut"] == "sweep":
+        return names
+    return [f"{name}/{s}" for name in names for s in setting_ids(sweep_spec(section, name))]
+
+
+def job_pattern() -> str:
+    """Regex of the {job} wildcard under either cut: a sweep, then maybe one of its settings."""
+    return f"({'|'.join(SWEEPS)})(/{setting_pattern()})?"
+
+
+def job_spec(section: Mapping[str, Any], job: str) -> SweepSpec:
+    """What the job ``job`` trains: its sweep, or the sweep restricted to its setting."""
+    sweep, _, setting = job.partition("/")
+    spec = sweep_spec(section, sweep)
+    return setting_spec(spec, setting) if setting else spec
 
 
 def check_cut(config: Mapping[str, Any]) -> None:
