@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from joined_tables import concat_tables
 from snakemake.utils import validate
 
 from memcap.aot.cut import check_cut, setting_pattern, sweep_settings
 from memcap.aot.settings import StageSettings, expand_sweep
 from memcap.aot.sweep import run_sweep
-from memcap.cluster.merge import concat_tables
 from memcap.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

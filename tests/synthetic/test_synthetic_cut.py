@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from joined_tables import concat_tables
 from snakemake.utils import validate
 
-from memcap.cluster.merge import concat_tables
 from memcap.errors import ConfigError
 from memcap.synthetic.cut import (
     SETTING_GROUPING,

@@ -1,7 +1,5 @@
 """Running the stages as cluster jobs: what each job costs.
 
-- :mod:`~memcap.cluster.merge`: a fine cut's tables joined as text into a coarser cut's, for
-  the tests of the cuts (no torch).
 - :mod:`~memcap.cluster.costs`: each job's wall time and memory from the committed
   measurements (no torch).
 - :mod:`~memcap.cluster.jobs`: each compute job's work and requests by rule and wildcards, as

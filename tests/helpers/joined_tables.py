@@ -1,10 +1,9 @@
-"""The tables of a fine cut's jobs joined as text into the coarse cut's.
+"""The tables of a fine cut's jobs joined as text, for the tests of the cuts.
 
 A setting job writes its setting's rows with the same columns and formatting as the sweep's
 job; :func:`concat_tables` joins the files as text (the header once), so the joined table is
 the sweep job's byte for byte wherever its rows come in setting order. The workflow never
-joins them (each stage's summary reads every job's table, in the order of the sweeps' rows);
-the tests of the setting cuts check with it that those rows are the sweep's.
+joins them: each stage's summary reads every job's table, in the order of the sweeps' rows.
 """
 
 from __future__ import annotations
