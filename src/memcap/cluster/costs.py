@@ -35,7 +35,7 @@ from memcap.aot.settings import StageSettings as AotStage
 from memcap.aot.settings import expand_sweep
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
-from memcap.synthetic.series import BRACKET_PADDING, bracket_passes, next_T
+from memcap.synthetic.series import BRACKET_PADDING, bracket_passes, climbed_from
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 
 COSTS_FILE = "benchmarks/cluster_costs.json"
@@ -122,16 +122,10 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
     ladder = stage.ladder
     series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
 
-    def walk(T: int) -> list[int]:
-        rungs = [T]
-        while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
-            rungs.append(next_T(ladder, rungs[-1]))
-        return rungs
-
     def at(T: int, restart: int = 0, budget: int = 0) -> list[Replica]:
         return [Replica(s, seed, T, restart, budget) for s, seed in series]
 
-    rungs = list(dict.fromkeys([*spec.T, *walk(spec.T[-1])]))
+    rungs = list(dict.fromkeys([*spec.T, *climbed_from(spec.T[-1], ladder)]))
     restarts = range(ladder.restarts + 1)
     if ladder.grow_at is None and not ladder.warm_start:  # the whole grid in one pass
         work = passes_work(spec, stage, [[r for T in rungs for r in at(T, k)] for k in restarts])
@@ -146,7 +140,7 @@ def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
         work = add(work, {unit: trainings * amount for unit, amount in padded.items()})
     if not stage.convergence.enabled:
         return work
-    checked = sorted({T for start in rungs for T in walk(start)})
+    checked = sorted({T for start in rungs for T in climbed_from(start, ladder)})
     checks = [at(T, budget=_check_budget(spec, stage, T)) for T in checked]
     if ladder.grow_at is not None:
         walks = [[r for c in checks[k:] for r in c] for k in range(len(checks))]

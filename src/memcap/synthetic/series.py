@@ -157,6 +157,14 @@ def next_T(ladder: Ladder, T: int) -> int:
     return max(T + 1, math.ceil(ladder.factor * T))
 
 
+def climbed_from(T: int, ladder: Ladder) -> list[int]:
+    """``T`` and every T a grown grid may go on to from it, up to ``ladder.max_T``."""
+    rungs = [T]
+    while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
+        rungs.append(next_T(ladder, rungs[-1]))
+    return rungs
+
+
 def censor_level(grow_at: float | None) -> float:
     """The memorized fraction of a series' largest T at or above which its capacity is
     censored (the grid, not the model, bounds it): ``grow_at``, or every example where the
@@ -281,9 +289,7 @@ def bracket_passes(grid: tuple[int, ...], ladder: Ladder) -> list[tuple[int, int
     that rung; and as many after a halving found a fit."""
     if ladder.bracket is None:
         return []
-    rungs = [*grid]
-    while ladder.grow_at is not None and next_T(ladder, rungs[-1]) <= ladder.max_T:
-        rungs.append(next_T(ladder, rungs[-1]))
+    rungs = [*grid[:-1], *climbed_from(grid[-1], ladder)]
     steps = [b / a for a, b in zip(rungs, rungs[1:], strict=False)] + [ladder.factor]
     bisections = max(0, math.ceil(math.log2(math.log(max(steps)) / math.log(ladder.bracket))))
     halvings = math.ceil(math.log2(max(2, rungs[0])))
