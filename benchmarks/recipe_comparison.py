@@ -11,13 +11,14 @@ runs
   shuffled batches of 256 for max(500·T/256, 50,000) steps, 5% warm-up from 0.01·lr, cosine,
   evaluation every 500 steps, early stop at 100%, the lowest-loss state) on the same data
   (the pipeline's dataset of each seed), every T trained on its own, walked up the same
-  ladder: the config's T grid, then doubled while at least ``ladder.grow_at`` of T is
+  ladder: the config's T grid, then on by the protocol's ladder rule (``series.grows``: at least
   memorized (a setting's seeds train side by side, ``AuthorsBatch``).
 
 A seed's capacity is its largest memorized count over T. Per setting it prints both
-recipes' seed means and best seeds and ``ours / theirs`` for both; the last line is
-``RATIO <smallest ours / theirs over the settings, means and best seeds>`` (the target is
-0.9). The authors' trainings take about a minute of CPU each at 50,000 steps (1 thread), so
+recipes' seed means, medians and best seeds and ``ours / theirs`` for each; the last line is
+``RATIO <smallest over the settings of ours / theirs for the best seeds and of ours / theirs /
+0.95 for the median seeds>``: at least 1 when our best seed memorizes at least theirs and our
+median seed at least 0.95 of theirs. The authors' trainings take about a minute of CPU each at 50,000 steps (1 thread), so
 ``--authors-from`` reads their rows from an earlier result file instead of training again.
 
     nice -n 19 .venv/bin/python benchmarks/recipe_comparison.py --authors-seeds 3
@@ -44,10 +45,13 @@ from _results import record
 
 from memcap.synthetic.batched import member_datasets
 from memcap.synthetic.groups import grid_replicas
-from memcap.synthetic.settings import StageSettings, sweep_spec
+from memcap.synthetic.chance import chance_count
+from memcap.synthetic.series import grows, next_T
+from memcap.synthetic.settings import Ladder, StageSettings, sweep_spec
 from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+MEDIAN_BAR = 0.95  # our median seed against theirs
 DEFAULT_SAMPLE = "heads:1:random,heads:2:random,heads:4:random"
 
 
@@ -68,6 +72,13 @@ def ours(config: dict, name: str, values: list[int], context: str) -> tuple[pd.D
     seconds = time.process_time() - start
     capacity = table.groupby(["value", "seed"])["memorized"].max().rename("capacity")
     return capacity.reset_index(), seconds
+
+
+def _goes_on(ladder: Ladder, counts: dict[int, int], T: int, classes: int) -> bool:
+    """The protocol's ladder rule on one seed's counts so far (:func:`grows`, above chance)."""
+    excess = {t: c - chance_count(t, classes).expected for t, c in counts.items()}
+    before = [e for t, e in excess.items() if t < T]
+    return grows(ladder, counts[T], T, (excess[T], max(before)) if before else None)
 
 
 def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict]:
@@ -109,8 +120,8 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
         if grid:  # the listed grid: every seed
             T = grid.pop(0)
             continue
-        walking = [seed for seed in walking if ladder.grows(counts[seed][T], T)]
-        T = ladder.next_T(T)
+        walking = [seed for seed in walking if _goes_on(ladder, counts[seed], T, stage.classes)]
+        T = next_T(ladder, T)
     return [
         {
             "setting": item,
@@ -125,21 +136,25 @@ def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict
 
 
 def compare(mine: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
-    """Per value: both recipes' seed means, best seeds, seeds, and ours / theirs."""
+    """Per value: both recipes' seed means, medians, best seeds, seeds, and ours / theirs."""
     rows = []
     for value, group in mine.groupby("value"):
         other = theirs[theirs["value"] == value]["capacity"]
         mean, best = group["capacity"].mean(), group["capacity"].max()
+        median = group["capacity"].median()
         rows.append(
             {
                 "value": int(value),
                 "ours_mean": round(float(mean), 1),
+                "ours_median": float(median),
                 "ours_best": int(best),
                 "ours_seeds": " ".join(str(int(c)) for c in group["capacity"]),
                 "authors_mean": round(float(other.mean()), 1),
+                "authors_median": float(other.median()),
                 "authors_best": int(other.max()),
                 "authors_seeds": " ".join(str(int(c)) for c in other),
                 "mean_ratio": round(float(mean / other.mean()), 3),
+                "median_ratio": round(float(median / other.median()), 3),
                 "best_ratio": round(float(best / other.max()), 3),
             }
         )
@@ -198,7 +213,8 @@ def main() -> None:
     print(table.to_string(index=False))
     cpu_theirs = float(theirs["cpu_s"].sum())
     print(f"CPU seconds: ours {cpu_ours:.0f}, the authors' code {cpu_theirs:.0f}")
-    ratio = float(min(table["mean_ratio"].min(), table["best_ratio"].min()))
+    # the bar: our best seed at least theirs, our median seed at least 0.95 of theirs
+    ratio = float(min(table["best_ratio"].min(), table["median_ratio"].min() / MEDIAN_BAR))
     record(
         __file__,
         "paper A's capacity at sampled settings: the pipeline's estimate (our recipe, T ladder, "
@@ -207,12 +223,15 @@ def main() -> None:
         ratio,
         ("ours", cpu_ours, "s CPU"),
         ("the authors' code", cpu_theirs, "s CPU"),
-        ratio_is="smallest ours / theirs over the settings, seed means and best seeds",
+        ratio_is=(
+            "smallest of ours / theirs (best seeds) and ours / theirs / 0.95 (median seeds) "
+            "over the settings: at least 1 meets the bar"
+        ),
         repeats=1,
         settings=args,
         summary=", ".join(
-            f"{r.setting}: mean {r.ours_mean} vs {r.authors_mean}, best {r.ours_best} vs "
-            f"{r.authors_best}"
+            f"{r.setting}: median {r.ours_median} vs {r.authors_median}, best {r.ours_best} "
+            f"vs {r.authors_best}"
             for r in table.itertuples()
         ),
         extra={"rows": table.to_dict("records"), "authors": theirs_rows},

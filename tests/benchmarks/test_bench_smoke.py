@@ -17,6 +17,7 @@ RUNS = {
     "bench_equilibrate.py": "--examples 4 --chunk 2 --repeats 1",
     "bench_kruskal.py": "--T 100 --d 32 --n 16 --samples 20 --repeats 1 --workers 1 --threads 1",
     "bench_kruskal_device.py": "--d 16 --T 32 --samples 10 --repeats 1 --device cpu",
+    "recipe_options.py": "--config configs/test.yaml --values 1 --options steps-2x --jobs 1",
     "bench_training.py": "--steps 5 --examples 8 --threads 1 --repeats 2",
     "bench_aot_stage.py": "--config configs/test.yaml",
     "bench_synthetic_stage.py": "--config configs/test.yaml",

@@ -59,7 +59,7 @@ def _fake_train(counts, log):
     return train
 
 
-def test_series_climb_until_their_fraction_falls_or_max_t():
+def test_series_climb_until_their_count_stops_rising_or_max_t():
     spec, stage = _tiny({"grow_at": 0.9, "max_T": 32, "warm_start": True, "restarts": 0})
     everyone = [Series(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
     fits = (everyone[0].setting, everyone[0].seed)
@@ -67,11 +67,19 @@ def test_series_climb_until_their_fraction_falls_or_max_t():
     train = _fake_train(lambda key, T, b, r: T if key == fits else min(T, 7), log)
     climb(everyone, spec.T, stage.ladder, train)
     rungs = [(T, sum(1 for entry in log if entry[2] == T)) for T in (4, 8, 16, 32)]
-    assert rungs == [(4, len(everyone)), (8, len(everyone)), (16, 1), (32, 1)]
+    # 7 of 8 is below grow_at but above 4 of 4: every series goes on until 16 memorizes no more
+    assert rungs == [(4, len(everyone)), (8, len(everyone)), (16, len(everyone)), (32, 1)]
     assert [entry[5] for entry in log if entry[2] == 4] == [False] * len(everyone)  # no state yet
     assert all(entry[5] for entry in log if entry[2] > 4)  # warm: the previous rung's state
-    assert everyone[0].T_tried == [4, 8, 16, 32] and everyone[1].T_tried == [4, 8]
+    assert everyone[0].T_tried == [4, 8, 16, 32] and everyone[1].T_tried == [4, 8, 16]
     assert everyone[0].capacity == 32 and everyone[1].capacity == 7
+
+
+def test_without_past_maximum_only_the_fraction_grows_the_grid():
+    spec, stage = _tiny({"grow_at": 0.9, "max_T": 32, "past_maximum": False})
+    everyone = [Series(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
+    climb(everyone, spec.T, stage.ladder, _fake_train(lambda key, T, b, r: min(T, 7), []))
+    assert all(s.T_tried == [4, 8] for s in everyone)
 
 
 def test_a_static_ladder_trains_the_listed_grid_in_one_pass():
@@ -116,14 +124,14 @@ def test_warm_started_series_never_memorize_fewer_at_a_larger_t():
     assert (capacity["censored"] == (capacity["T_max"] == 64) & capacity["censored"]).all()
 
 
-def _series(counts: dict[int, int], grow_at=None) -> pd.DataFrame:
+def _series(counts: dict[int, int], grow_at=None, past_maximum=False) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
                 "sweep": "heads", "swept": "H", "value": 2, "H": 2, "n": 4, "d_h": 4,
                 "context": "random", "task": "classification", "seed": 0, "bound": 7,
                 "T": t, "memorized": m, "accuracy": m / t, "certified": 7,
-                "certified_trained": 7, "grow_at": grow_at,
+                "certified_trained": 7, "grow_at": grow_at, "past_maximum": past_maximum,
             }
             for t, m in counts.items()
         ]
@@ -135,6 +143,13 @@ def test_censored_at_the_ladder_level_and_the_largest_drop():
     assert not capacity_table(_series({64: 64, 128: 110}, grow_at=0.9))["censored"].item()
     assert not capacity_table(_series({64: 64, 128: 120}))["censored"].item()  # grid: all of T
     assert capacity_table(_series({64: 64, 128: 128}))["censored"].item()
+    # past the maximum: a count still rising at the largest T is censored, a fall brackets it
+    assert capacity_table(_series({64: 60, 128: 100}, 0.9, past_maximum=True))["censored"].item()
+    bracketed = _series({64: 60, 128: 100, 256: 90}, 0.9, past_maximum=True)
+    assert not capacity_table(bracketed)["censored"].item()
+    levelled = capacity_table(_series({64: 100, 128: 104}, 0.9, past_maximum=True))  # 4% up
+    assert levelled["bracketed"].item() and not levelled["censored"].item()
+    assert not capacity_table(_series({64: 100, 128: 104}, 0.9))["bracketed"].item()
     assert largest_drop(_series({64: 60, 128: 123, 256: 46})) == pytest.approx(
         1 - 46 / 123, abs=1e-4
     )
@@ -192,6 +207,7 @@ def test_the_longer_budget_walks_up_the_ladder_from_a_fitted_capacity():
     log = []
     train = _fake_train(lambda key, T, b, r: T if T <= 16 else 20, log)  # fits 8, 16; 20 of 32
     check([one], stage.ladder, Convergence(4, 0.05), lambda T: 120, train)
+    # 20 of 32 is below grow_at: the check stops there (it does not go past the maximum)
     assert [(e[2], e[3], e[4]) for e in log] == [(8, 1, 480), (16, 1, 480), (32, 1, 480)]
     assert one.capacity == 20 and one.gain == (20 - 8) / 8
     assert [row["memorized"] for row in one.rows()] == [8, 16, 20]  # best per T of both budgets
@@ -232,9 +248,24 @@ def test_ladder_rules():
     ladder = Ladder(grow_at=0.9, factor=2, max_T=256, warm_start=True, restarts=0)
     assert grows(ladder, 116, 128) and not grows(ladder, 115, 128)
     assert not grows(ladder, 256, 256)  # 2 T would pass max_T
+    assert not grows(ladder, 100, 128, (100, 50))  # past_maximum off: the fraction only
+    rising = replace(ladder, past_maximum=True)
+    assert grows(rising, 100, 128, (105, 99)) and not grows(rising, 100, 128, (103, 99))  # 5%
+    assert not grows(rising, 100, 128) and not grows(rising, 200, 256, (200, 10))  # max_T
     assert next_T(ladder, 128) == 256 and next_T(replace(ladder, factor=1.01), 10) == 11
     assert ladder.data_size((64, 128)) == 256
     assert Ladder(None, 2, 256, False, 0).data_size((64, 128)) == 128
+
+
+def test_past_the_maximum_the_rise_is_read_above_chance():
+    """Chance grows with T: a count that rises only as chance does stops the ladder."""
+    ladder = Ladder(0.9, 2, 4096, False, 0, past_maximum=True)
+    one = Series(None, 0)
+    for T, memorized, chance in ((512, 150, 20.0), (1024, 170, 35.0)):
+        one.recipe[T] = Trained({"memorized": memorized, "chance": chance}, [], None, 0)
+    assert not one.grows(ladder, 1024)  # 135 above chance against 130: under 5%
+    one.recipe[1024].row["chance"] = 25.0
+    assert one.grows(ladder, 1024)  # 145 against 130
 
 
 def test_the_bracket_bisects_fitted_t_and_checks_every_unfitted_end():

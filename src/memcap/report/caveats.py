@@ -48,14 +48,16 @@ def capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) 
         section.limitations.append(
             f"{len(open_)} of {seeds} memorize their most at the largest T they tried "
             f"({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not bracketed by "
-            "a larger T that memorized no more, and is shown as ≥."
+            "a larger T that memorized no more (or at most 5% more above chance, where the "
+            "ladder goes past the maximum), and is shown as ≥."
         )
     if "censored" in capacity and capacity["censored"].astype(bool).any():
         censored = capacity[capacity["censored"].astype(bool)]
         section.limitations.append(
             f"{len(censored)} of {seeds} memorized their largest T at or above the ladder's "
-            "level: their capacity is a lower bound, and the laws leave out every setting with "
-            "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
+            "level, or were still rising there: their capacity is a lower bound, and the laws "
+            "leave out every setting with such a seed (raise synthetic.ladder.max_T or the "
+            "sweep's T)."
         )
     if "fitted_censored" in capacity and capacity.get("bracket", pd.Series()).notna().any():
         open_fit = capacity[capacity["fitted_censored"].astype(bool)]

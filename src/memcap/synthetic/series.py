@@ -7,9 +7,10 @@ series of every setting follows the same protocol:
 
 1. **The recipe's ladder** (:func:`climb`). The listed T grid trains in increasing order, one
    pass per T (a *rung*), or the whole grid in one pass when the ladder neither grows nor warm
-   starts. A series still memorizing ``ladder.grow_at`` of its largest T goes on at
-   ``ladder.factor`` times that T, until it memorizes less or the next T would pass
-   ``ladder.max_T``. With ``warm_start`` a rung starts from the series' state at the previous
+   starts. A series still memorizing ``ladder.grow_at`` of its largest T, or (with
+   ``ladder.past_maximum``) more there above chance than ``RISE`` over its most above chance
+   at every smaller T, goes on at ``ladder.factor`` times that T, until neither holds or the
+   next T would pass ``ladder.max_T``. With ``warm_start`` a rung starts from the series' state at the previous
    one. A replica memorizing more than ``DROP`` below what its series memorized at a smaller T
    (the optimiser's doing: the datasets are nested) trains again from a fresh initialisation,
    ``ladder.restarts`` times at most; the better training counts.
@@ -25,7 +26,7 @@ series of every setting follows the same protocol:
    most examples memorized at any T by either budget (paper A's plotted notion, a lower bound
    on the model's capacity: it depends on how far the T grid goes); ``fitted_T``, the largest T
    fitted exactly (the theorem's notion); whether its capacity is bracketed by a larger T that
-   memorized no more; and the check's gain, the longer budget's count over the recipe's,
+   memorized no more (past the maximum: at most ``RISE`` more above chance); and the check's gain, the longer budget's count over the recipe's,
    minus one. The setting-level decision on the gains is :mod:`memcap.synthetic.summary`'s.
 
 Training itself is the caller's: ``train`` takes replicas and their warm-start states (None:
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     State = dict[str, Tensor]
 
 DROP = 0.10  # a memorized count this far below a smaller T's has fallen along T
+RISE = 0.05  # past the maximum, a count this far above every smaller T's is still rising
 BRACKET_PADDING = 1.0  # the bracket's passes: a batched model's padded work at most 2x its own
 
 
@@ -96,8 +98,25 @@ class Series:
     def fell(self, T: int) -> bool:
         """Whether the recipe's count at ``T`` lies more than ``DROP`` below the series' best
         count at a smaller T."""
-        before = [self.best(t).memorized for t in self.T_tried if t < T]
-        return bool(before) and self.recipe[T].memorized < (1.0 - DROP) * max(before)
+        before = self.most_before(T)
+        return before is not None and self.recipe[T].memorized < (1.0 - DROP) * before
+
+    def most_before(self, T: int) -> int | None:
+        """The most examples memorized at a T below ``T`` by either budget (None: none tried)."""
+        return max((self.best(t).memorized for t in self.T_tried if t < T), default=None)
+
+    def above_chance(self, T: int) -> float:
+        """The best count at ``T`` less what a constant output counts there (the row's
+        ``chance``, 0 where none was recorded)."""
+        best = self.best(T)
+        return best.memorized - best.row.get("chance", 0.0)
+
+    def grows(self, ladder: Ladder, T: int) -> bool:
+        """Whether the series goes on from ``T``: :func:`grows` on its best count there, the
+        rise past the maximum read above chance (chance itself grows with T)."""
+        before = [self.above_chance(t) for t in self.T_tried if t < T]
+        excess = (self.above_chance(T), max(before)) if before else None
+        return grows(ladder, self.best(T).memorized, T, excess)
 
     def latest_state(self) -> State | None:
         """The trained state at the largest T of the recipe so far (warm starts)."""
@@ -145,11 +164,23 @@ class Series:
         return rows
 
 
-def grows(ladder: Ladder, memorized: int, T: int) -> bool:
-    """Whether a series that memorized ``memorized`` of ``T`` goes on at :func:`next_T`."""
-    if ladder.grow_at is None or memorized < ladder.grow_at * T:
+def grows(
+    ladder: Ladder, memorized: int, T: int, excess: tuple[float, float] | None = None
+) -> bool:
+    """Whether a series that memorized ``memorized`` of ``T`` goes on at :func:`next_T`: it
+    memorized ``grow_at`` of T, or (``past_maximum``) its count above chance still rises
+    (``excess``: at T and the most at any smaller T, None where no smaller T was tried;
+    :func:`rising`), and the next T stays within ``max_T``."""
+    if ladder.grow_at is None or next_T(ladder, T) > ladder.max_T:
         return False
-    return next_T(ladder, T) <= ladder.max_T
+    still = ladder.past_maximum and excess is not None and rising(*excess)
+    return memorized >= ladder.grow_at * T or still
+
+
+def rising(count: float, before: float) -> bool:
+    """Whether ``count`` lies more than ``RISE`` above ``before``: a plateau's noise of a few
+    examples does not walk the ladder on, each rung doubling the cost."""
+    return count > (1.0 + RISE) * before
 
 
 def next_T(ladder: Ladder, T: int) -> int:
@@ -179,11 +210,11 @@ def climb(series: list[Series], grid: tuple[int, ...], ladder: Ladder, train: Tr
         return
     for T in grid:
         _rung([(s, T) for s in series], ladder, train)
-    growing = [s for s in series if grows(ladder, s.recipe[T].memorized, T)]
+    growing = [s for s in series if s.grows(ladder, T)]
     while growing:
         T = next_T(ladder, T)
         _rung([(s, T) for s in growing], ladder, train)
-        growing = [s for s in growing if grows(ladder, s.recipe[T].memorized, T)]
+        growing = [s for s in growing if s.grows(ladder, T)]
 
 
 def _rung(members: list[tuple[Series, int]], ladder: Ladder, train: Train) -> None:
@@ -207,7 +238,8 @@ def check(
 ) -> None:
     """Step 2 of the protocol: every series again with ``convergence.factor`` times its
     recipe's budget at T (``budget(T)``), from its capacity training's initialisation, at its
-    capacity T and up the ladder while it grows."""
+    capacity T and up the ladder while it memorizes ``grow_at`` of T (not past the maximum:
+    the recipe's ladder went there, and the check asks about the budget, not the grid)."""
     if not convergence.enabled:
         return
     walk = [(s, *_capacity_start(s)) for s in series]
@@ -218,7 +250,7 @@ def check(
         walk = [
             (s, next_T(ladder, T), restart)
             for s, T, restart in walk
-            if grows(ladder, s.best(T).memorized, T)
+            if grows(ladder, s.best(T).memorized, T)  # the fraction's rule: not past the maximum
         ]
 
 

@@ -110,11 +110,12 @@ class Ladder:
     warm_start: bool  # each T starts from the series' state at the previous one
     restarts: int  # retrainings from fresh initialisations of a replica that fell along T
     bracket: float | None = None  # fitted_T is bisected until its bracket is this narrow
+    past_maximum: bool = False  # a series also grows while its count still rises along T
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> Ladder:
         ladder = section["ladder"]
-        keys = ("grow_at", "factor", "max_T", "warm_start", "restarts", "bracket")
+        keys = ("grow_at", "factor", "max_T", "warm_start", "restarts", "bracket", "past_maximum")
         return cls(*(ladder.get(key) for key in keys))
 
     def data_size(self, grid: tuple[int, ...]) -> int:

@@ -132,7 +132,8 @@ def _batch(section: Mapping[str, Any], spec) -> str:
 def _growth(ladder: Mapping[str, Any]) -> str:
     if ladder.get("grow_at") is None:
         return ""
+    rising = " or the count above chance still rises 5%" if ladder.get("past_maximum") else ""
     return (
         f"; then ×{ladder['factor']:g} while {ladder['grow_at']:.0%} of the largest T is "
-        f"memorized, up to {ladder['max_T']:,}"
+        f"memorized{rising}, up to {ladder['max_T']:,}"
     )

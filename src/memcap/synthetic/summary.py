@@ -6,14 +6,18 @@ Capacity of a series (setting and seed): the most examples memorized at any T it
 exactly right, *memorized by this recipe* and so a lower bound on the model's capacity (paper
 A's plotted notion; it depends on how far the T grid goes). Beside it ``fitted_T``, the
 largest T fitted exactly (every example memorized: the theorem's notion). A capacity is
-``bracketed`` when a larger T than the one that reached it was tried and memorized no more;
-otherwise it is shown as "≥". Certified capacities are maxima over the grid too; since the
+``bracketed`` when a larger T than the one that reached it was tried and memorized no more,
+or, on a ladder that goes past the maximum, when its largest T memorized above chance no
+more than ``RISE`` (5%) over every smaller T (the count has levelled off); otherwise it is
+shown as "≥". Certified capacities are maxima over the grid too; since the
 datasets of a grid are nested that is their value at the largest T.
 
 A series is ``censored`` when its largest T is memorized at or above the ladder's level
-(``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
-its estimate, and the laws leave that value out. ``largest_drop`` is the largest fall of the
-memorized count from a smaller T to a larger one, as a fraction of the smaller T's count.
+(``grow_at``; every example where the grid does not grow), or when a ladder that goes past
+the maximum (``past_maximum``) stopped at ``max_T`` with its count still rising (not
+bracketed): the grid, not the model, bounds its estimate, and the laws leave that value out.
+``largest_drop`` is the largest fall of the memorized count from a smaller T to a larger one,
+as a fraction of the smaller T's count.
 ``fitted_T_low`` and ``fitted_T_high`` bracket ``fitted_T``: the largest T fitted and the
 smallest larger T tried that was not (NaN where none was tried); it is *measured* when they
 are at most 1.25× (or one example) apart, the bracket's geometric midpoint ``fitted_T_mid``
@@ -50,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
-from memcap.synthetic.series import censor_level
+from memcap.synthetic.series import censor_level, rising
 from memcap.theory import THEOREM
 from memcap.training.plateau import STILL_FALLING
 
@@ -76,7 +80,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
         fit = group["memorized"] >= group["T"]
         fitted_T = int(group.loc[fit, "T"].max()) if fit.any() else 0
         unfitted = group.loc[~fit & (group["T"] > fitted_T), "T"]
-        bracketed = bool(best["T"] < top["T"])
+        bracketed = _bracketed(group, best, top)
         capacity = int(best["memorized"])
         chance = float(best.get("chance", _NAN_VALUE))
         chance_high = float(best.get("chance_high", _NAN_VALUE))
@@ -99,7 +103,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "certified": int(group["certified"].max()),
                 "certified_trained": int(group["certified_trained"].max()),
                 "T_max": int(top["T"]),
-                "censored": bool(top["memorized"] >= _censor_level(top) * top["T"]),
+                "censored": _censored(top, bracketed),
                 "largest_drop": largest_drop(group),
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
@@ -238,6 +242,33 @@ def _fitted_estimate(group: pd.DataFrame) -> dict[str, Any]:
         "fitted_T_shown": f"{'≥ ' if censored.any() else ''}{mean:.1f} ± {se:.1f}",
         "fitted_measured_seeds": int((~censored).sum()),
     }
+
+
+def _bracketed(series: pd.DataFrame, best: pd.Series, top: pd.Series) -> bool:
+    """Whether a larger T than the capacity's memorized no more, or (a ladder past the
+    maximum) the largest T no more than ``RISE`` above every smaller T's most."""
+    if best["T"] < top["T"]:
+        return True
+    excess = series["memorized"] - series.get("chance", pd.Series(0.0, series.index)).fillna(0)
+    before = excess[series["T"] < top["T"]]
+    plateau = len(before) and not rising(float(excess[top.name]), float(before.max()))
+    return bool(plateau and _past_maximum(top))
+
+
+def _censored(top: pd.Series, bracketed: bool) -> bool:
+    """Whether the grid bounds the series' estimate (``top``: its row at the largest T)."""
+    still_rising = not bracketed and _past_maximum(top)
+    return bool(top["memorized"] >= _censor_level(top) * top["T"]) or still_rising
+
+
+def _past_maximum(row: pd.Series) -> bool:
+    """Whether the row's ladder grows past the maximum (``grow_at`` and ``past_maximum``)."""
+    return bool(row.get("past_maximum", False)) and _grows(row)
+
+
+def _grows(row: pd.Series) -> bool:
+    """Whether the row's ladder grows (``grow_at`` set)."""
+    return not pd.isna(row.get("grow_at", float("nan")))
 
 
 def _censor_level(row: pd.Series) -> float:

@@ -183,6 +183,7 @@ def _train_group(
             "late_loss_drop": float(still_falling[r]),
             "warm_start": started[r],
             "grow_at": stage.ladder.grow_at,
+            "past_maximum": stage.ladder.past_maximum,
             "bracket": stage.ladder.bracket or NAN,
             "grown": t > max(spec.T),
             "budget": replica.budget,
