@@ -42,6 +42,7 @@ PAGES = {
     "paper_a_grid": ["synthetic.md", "gpu.md"],
     "gpu_scale_audit": ["extract.md", "gpu.md"],
     "recipe_comparison": ["synthetic.md", "laws.md"],
+    "recipe_options": ["synthetic.md"],
 }
 HEADER = (
     "| script | what it compares | ratio | ours | baseline | repeats | machine | page |\n"

@@ -18,8 +18,9 @@ A seed's capacity is its largest memorized count over T. Per setting it prints b
 recipes' seed means, medians and best seeds and ``ours / theirs`` for each; the last line is
 ``RATIO <smallest over the settings of ours / theirs for the best seeds and of ours / theirs /
 0.95 for the median seeds>``: at least 1 when our best seed memorizes at least theirs and our
-median seed at least 0.95 of theirs. The authors' trainings take about a minute of CPU each at 50,000 steps (1 thread), so
-``--authors-from`` reads their rows from an earlier result file instead of training again.
+median seed at least 0.95 of theirs. The authors' trainings take about a minute of CPU each
+at 50,000 steps (1 thread), so ``--authors-from`` reads their rows from an earlier result
+file instead of training again.
 
     nice -n 19 .venv/bin/python benchmarks/recipe_comparison.py --authors-seeds 3
     .venv/bin/python benchmarks/recipe_comparison.py --authors-from PREVIOUS_RESULT.json
@@ -44,8 +45,8 @@ from _authors_code import train_authors
 from _results import record
 
 from memcap.synthetic.batched import member_datasets
-from memcap.synthetic.groups import grid_replicas
 from memcap.synthetic.chance import chance_count
+from memcap.synthetic.groups import grid_replicas
 from memcap.synthetic.series import grows, next_T
 from memcap.synthetic.settings import Ladder, StageSettings, sweep_spec
 from memcap.synthetic.sweep import run_sweep

@@ -90,7 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     names = args.options if "config" in args.options else ["config", *args.options]
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        runs = list(pool.map(run_option, names, *zip(*[(args.values, args.config)] * len(names))))
+        repeated = [args.values] * len(names), [args.config] * len(names)
+        runs = list(pool.map(run_option, names, *repeated))
     for run in runs:
         cells = ", ".join(
             f"H={H}: {c['median']:g} (best {c['best']})" for H, c in run["per_H"].items()

@@ -55,9 +55,8 @@ def capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) 
         censored = capacity[capacity["censored"].astype(bool)]
         section.limitations.append(
             f"{len(censored)} of {seeds} memorized their largest T at or above the ladder's "
-            "level, or were still rising there: their capacity is a lower bound, and the laws "
-            "leave out every setting with such a seed (raise synthetic.ladder.max_T or the "
-            "sweep's T)."
+            "level: their capacity is a lower bound, and the laws leave out every setting with "
+            "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
         )
     if "fitted_censored" in capacity and capacity.get("bracket", pd.Series()).notna().any():
         open_fit = capacity[capacity["fitted_censored"].astype(bool)]

@@ -10,14 +10,15 @@ series of every setting follows the same protocol:
    starts. A series still memorizing ``ladder.grow_at`` of its largest T, or (with
    ``ladder.past_maximum``) more there above chance than ``RISE`` over its most above chance
    at every smaller T, goes on at ``ladder.factor`` times that T, until neither holds or the
-   next T would pass ``ladder.max_T``. With ``warm_start`` a rung starts from the series' state at the previous
-   one. A replica memorizing more than ``DROP`` below what its series memorized at a smaller T
-   (the optimiser's doing: the datasets are nested) trains again from a fresh initialisation,
-   ``ladder.restarts`` times at most; the better training counts.
+   next T would pass ``ladder.max_T``. With ``warm_start`` a rung starts from the series'
+   state at the previous one. A replica memorizing more than ``DROP`` below what its series
+   memorized at a smaller T (the optimiser's doing: the datasets are nested) trains again
+   from a fresh initialisation, ``ladder.restarts`` times at most; the better training
+   counts.
 2. **The convergence check** (:func:`check`), when ``convergence.factor`` > 1: every series
    trains again with ``factor`` times its recipe's budget, from the initialisation of its
-   capacity training, at that T and up the ladder while it grows (a series that fitted every
-   example of its capacity T is tested at the next).
+   capacity training, at that T and up the ladder while it memorizes ``grow_at`` of T (a
+   series that fitted every example of its capacity T is tested at the next).
 3. **The bracket** (:func:`bracket`), when ``ladder.bracket`` is set: ``fitted_T`` bisected
    between the T tried, on one geometric grid of T for every series, until a fitted T and an
    unfitted one are at most ``bracket`` apart, every unfitted end trained with the check's
@@ -26,8 +27,9 @@ series of every setting follows the same protocol:
    most examples memorized at any T by either budget (paper A's plotted notion, a lower bound
    on the model's capacity: it depends on how far the T grid goes); ``fitted_T``, the largest T
    fitted exactly (the theorem's notion); whether its capacity is bracketed by a larger T that
-   memorized no more (past the maximum: at most ``RISE`` more above chance); and the check's gain, the longer budget's count over the recipe's,
-   minus one. The setting-level decision on the gains is :mod:`memcap.synthetic.summary`'s.
+   memorized no more (past the maximum: at most ``RISE`` more above chance); and the check's
+   gain, the longer budget's count over the recipe's, minus one. The setting-level decision
+   on the gains is :mod:`memcap.synthetic.summary`'s.
 
 Training itself is the caller's: ``train`` takes replicas and their warm-start states (None:
 a fresh initialisation) and returns one :class:`Trained` per replica. This module decides

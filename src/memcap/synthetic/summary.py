@@ -13,9 +13,8 @@ shown as "≥". Certified capacities are maxima over the grid too; since the
 datasets of a grid are nested that is their value at the largest T.
 
 A series is ``censored`` when its largest T is memorized at or above the ladder's level
-(``grow_at``; every example where the grid does not grow), or when a ladder that goes past
-the maximum (``past_maximum``) stopped at ``max_T`` with its count still rising (not
-bracketed): the grid, not the model, bounds its estimate, and the laws leave that value out.
+(``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
+its estimate, and the laws leave that value out.
 ``largest_drop`` is the largest fall of the memorized count from a smaller T to a larger one,
 as a fraction of the smaller T's count.
 ``fitted_T_low`` and ``fitted_T_high`` bracket ``fitted_T``: the largest T fitted and the
@@ -103,7 +102,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "certified": int(group["certified"].max()),
                 "certified_trained": int(group["certified_trained"].max()),
                 "T_max": int(top["T"]),
-                "censored": _censored(top, bracketed),
+                "censored": bool(top["memorized"] >= _censor_level(top) * top["T"]),
                 "largest_drop": largest_drop(group),
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
@@ -253,12 +252,6 @@ def _bracketed(series: pd.DataFrame, best: pd.Series, top: pd.Series) -> bool:
     before = excess[series["T"] < top["T"]]
     plateau = len(before) and not rising(float(excess[top.name]), float(before.max()))
     return bool(plateau and _past_maximum(top))
-
-
-def _censored(top: pd.Series, bracketed: bool) -> bool:
-    """Whether the grid bounds the series' estimate (``top``: its row at the largest T)."""
-    still_rising = not bracketed and _past_maximum(top)
-    return bool(top["memorized"] >= _censor_level(top) * top["T"]) or still_rising
 
 
 def _past_maximum(row: pd.Series) -> bool:
