@@ -87,7 +87,8 @@ def capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) 
         drops = capacity[capacity["largest_drop"] > 0.10]
         (section.limitations if len(drops) else section.recipes).append(
             f"{len(drops)} of {seeds} memorize more than 10% fewer examples at a larger T "
-            "than at a smaller one (the datasets are nested)"
+            "than at a smaller one (the datasets are nested, so the fall is the optimiser's; "
+            "the ladder past the maximum stops at the first such T)"
             + (f": {', '.join(_settings(drops))}." if len(drops) else ".")
         )
     if "under_trained" in capacity and capacity["under_trained"].astype(bool).any():

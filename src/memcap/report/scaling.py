@@ -96,14 +96,19 @@ def scaling_section(
 
 def underpowered(laws: pd.DataFrame) -> list[str]:
     """The laws whose test had under 80% power against its stated effect (``power_at``), one
-    phrase each: law, curve, outcome, power and the seeds 80% would need."""
+    phrase a law: each weak curve (its context and task), outcome, power and the seeds 80%
+    would need."""
     if "power" not in laws:
         return []
     weak = laws[laws["power"].notna() & (laws["power"] < 0.8)]
     return [
-        f"{row.law} ({row.curve}): {row.outcome} at power {row.power:.0%}, "
-        f"{_seeds_text(row.seeds_needed)} seeds for 80%"
-        for row in weak.itertuples()
+        f"{law}: "
+        + "; ".join(
+            f"{row.curve.replace(' context,', '')} {row.outcome} at {row.power:.0%} "
+            f"({_seeds_text(row.seeds_needed)} seeds)"
+            for row in curves.itertuples()
+        )
+        for law, curves in weak.groupby("law", sort=False)
     ]
 
 
