@@ -77,9 +77,8 @@ def ours(config: dict, name: str, values: list[int], context: str) -> tuple[pd.D
 
 def _goes_on(ladder: Ladder, counts: dict[int, int], T: int, classes: int) -> bool:
     """The protocol's ladder rule on one seed's counts so far (:func:`grows`, above chance)."""
-    excess = {t: c - chance_count(t, classes).expected for t, c in counts.items()}
-    before = [e for t, e in excess.items() if t < T]
-    return grows(ladder, counts[T], T, (excess[T], max(before)) if before else None)
+    above = {t: c - chance_count(t, classes).expected for t, c in counts.items()}
+    return grows(ladder, counts[T], T, above)
 
 
 def authors(config: dict, item: str, seeds: int, steps: int | None) -> list[dict]:

@@ -249,10 +249,11 @@ def test_ladder_rules():
     ladder = Ladder(grow_at=0.9, factor=2, max_T=256, warm_start=True, restarts=0)
     assert grows(ladder, 116, 128) and not grows(ladder, 115, 128)
     assert not grows(ladder, 256, 256)  # 2 T would pass max_T
-    assert not grows(ladder, 100, 128, (100, 50))  # past_maximum off: the fraction only
+    assert not grows(ladder, 100, 128, {64: 50, 128: 100})  # past_maximum off: the fraction
     rising = replace(ladder, past_maximum=True)
-    assert grows(rising, 100, 128, (105, 99)) and not grows(rising, 100, 128, (103, 99))  # 5%
-    assert not grows(rising, 100, 128) and not grows(rising, 200, 256, (200, 10))  # max_T
+    assert grows(rising, 100, 128, {64: 99, 128: 105})  # more than 5% up
+    assert not grows(rising, 100, 128, {64: 99, 128: 103})
+    assert not grows(rising, 100, 128) and not grows(rising, 200, 256, {128: 10, 256: 200})
     assert next_T(ladder, 128) == 256 and next_T(replace(ladder, factor=1.01), 10) == 11
     assert ladder.data_size((64, 128)) == 256
     assert Ladder(None, 2, 256, False, 0).data_size((64, 128)) == 128

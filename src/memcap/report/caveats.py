@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from memcap.report.context import ScalingSection, Table
+from memcap.synthetic.series import RISE
 from memcap.synthetic.summary import bound_ratios
 
 
@@ -48,8 +49,8 @@ def capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) 
         section.limitations.append(
             f"{len(open_)} of {seeds} memorize their most at the largest T they tried "
             f"({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not bracketed by "
-            "a larger T that memorized no more (or at most 5% more above chance, where the "
-            "ladder goes past the maximum), and is shown as ≥."
+            f"a larger T that memorized no more (or at most {RISE:.0%} more above chance, "
+            "where the ladder goes past the maximum), and is shown as ≥."
         )
     if "censored" in capacity and capacity["censored"].astype(bool).any():
         censored = capacity[capacity["censored"].astype(bool)]

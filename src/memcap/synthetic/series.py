@@ -9,12 +9,12 @@ series of every setting follows the same protocol:
    pass per T (a *rung*), or the whole grid in one pass when the ladder neither grows nor warm
    starts. A series still memorizing ``ladder.grow_at`` of its largest T, or (with
    ``ladder.past_maximum``) more there above chance than ``RISE`` over its most above chance
-   at every smaller T, goes on at ``ladder.factor`` times that T, until neither holds or the
-   next T would pass ``ladder.max_T``. With ``warm_start`` a rung starts from the series'
-   state at the previous one. A replica memorizing more than ``DROP`` below what its series
-   memorized at a smaller T (the optimiser's doing: the datasets are nested) trains again
-   from a fresh initialisation, ``ladder.restarts`` times at most; the better training
-   counts.
+   at every smaller T (:func:`rises`), goes on at ``ladder.factor`` times that T, until
+   neither holds or the next T would pass ``ladder.max_T``. With ``warm_start`` a rung starts
+   from the series' state at the previous one. A replica memorizing more than ``DROP`` below
+   what its series memorized at a smaller T (the optimiser's doing: the datasets are nested)
+   trains again from a fresh initialisation, ``ladder.restarts`` times at most; the better
+   training counts.
 2. **The convergence check** (:func:`check`), when ``convergence.factor`` > 1: every series
    trains again with ``factor`` times its recipe's budget, from the initialisation of its
    capacity training, at that T and up the ladder while it memorizes ``grow_at`` of T (a
@@ -114,11 +114,10 @@ class Series:
         return best.memorized - best.row.get("chance", 0.0)
 
     def grows(self, ladder: Ladder, T: int) -> bool:
-        """Whether the series goes on from ``T``: :func:`grows` on its best count there, the
-        rise past the maximum read above chance (chance itself grows with T)."""
-        before = [self.above_chance(t) for t in self.T_tried if t < T]
-        excess = (self.above_chance(T), max(before)) if before else None
-        return grows(ladder, self.best(T).memorized, T, excess)
+        """Whether the series goes on from ``T``: :func:`grows` on its best counts, the rise
+        past the maximum read above chance (chance itself grows with T)."""
+        above = {t: self.above_chance(t) for t in self.T_tried if t <= T}
+        return grows(ladder, self.best(T).memorized, T, above)
 
     def latest_state(self) -> State | None:
         """The trained state at the largest T of the recipe so far (warm starts)."""
@@ -166,23 +165,23 @@ class Series:
         return rows
 
 
-def grows(
-    ladder: Ladder, memorized: int, T: int, excess: tuple[float, float] | None = None
-) -> bool:
+def grows(ladder: Ladder, memorized: int, T: int, above: Mapping[int, float] | None = None) -> bool:
     """Whether a series that memorized ``memorized`` of ``T`` goes on at :func:`next_T`: it
-    memorized ``grow_at`` of T, or (``past_maximum``) its count above chance still rises
-    (``excess``: at T and the most at any smaller T, None where no smaller T was tried;
-    :func:`rising`), and the next T stays within ``max_T``."""
+    memorized ``grow_at`` of T, or (``past_maximum``) its count above chance still rises at
+    T (``above``: per T tried up to T, its count less chance; :func:`rises`), and the next T
+    stays within ``max_T``."""
     if ladder.grow_at is None or next_T(ladder, T) > ladder.max_T:
         return False
-    still = ladder.past_maximum and excess is not None and rising(*excess)
+    still = ladder.past_maximum and above is not None and rises(above, T)
     return memorized >= ladder.grow_at * T or still
 
 
-def rising(count: float, before: float) -> bool:
-    """Whether ``count`` lies more than ``RISE`` above ``before``: a plateau's noise of a few
-    examples does not walk the ladder on, each rung doubling the cost."""
-    return count > (1.0 + RISE) * before
+def rises(above: Mapping[int, float], T: int) -> bool:
+    """Whether the count above chance at ``T`` lies more than ``RISE`` over the most at any
+    smaller T in ``above`` (False where none was tried): a plateau's noise of a few examples
+    does not walk the ladder on, each rung doubling the cost."""
+    before = [count for t, count in above.items() if t < T]
+    return bool(before) and above[T] > (1.0 + RISE) * max(before)
 
 
 def next_T(ladder: Ladder, T: int) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from memcap.synthetic.series import RISE
 from memcap.synthetic.settings import SWEPT, sweep_names, sweep_spec
 
 PAPER_D, PAPER_CLASSES = 64, 100
@@ -132,7 +133,9 @@ def _batch(section: Mapping[str, Any], spec) -> str:
 def _growth(ladder: Mapping[str, Any]) -> str:
     if ladder.get("grow_at") is None:
         return ""
-    rising = " or the count above chance still rises 5%" if ladder.get("past_maximum") else ""
+    rising = (
+        f" or the count above chance still rises {RISE:.0%}" if ladder.get("past_maximum") else ""
+    )
     return (
         f"; then ×{ladder['factor']:g} while {ladder['grow_at']:.0%} of the largest T is "
         f"memorized{rising}, up to {ladder['max_T']:,}"

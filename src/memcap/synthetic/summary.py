@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from memcap.synthetic.bounds import linear_fit
-from memcap.synthetic.series import censor_level, rising
+from memcap.synthetic.series import censor_level, rises
 from memcap.theory import THEOREM
 from memcap.training.plateau import STILL_FALLING
 
@@ -248,20 +248,10 @@ def _bracketed(series: pd.DataFrame, best: pd.Series, top: pd.Series) -> bool:
     maximum) the largest T no more than ``RISE`` above every smaller T's most."""
     if best["T"] < top["T"]:
         return True
-    excess = series["memorized"] - series.get("chance", pd.Series(0.0, series.index)).fillna(0)
-    before = excess[series["T"] < top["T"]]
-    plateau = len(before) and not rising(float(excess[top.name]), float(before.max()))
-    return bool(plateau and _past_maximum(top))
-
-
-def _past_maximum(row: pd.Series) -> bool:
-    """Whether the row's ladder grows past the maximum (``grow_at`` and ``past_maximum``)."""
-    return bool(row.get("past_maximum", False)) and _grows(row)
-
-
-def _grows(row: pd.Series) -> bool:
-    """Whether the row's ladder grows (``grow_at`` set)."""
-    return not pd.isna(row.get("grow_at", float("nan")))
+    past_maximum = bool(top.get("past_maximum", False)) and not pd.isna(top.get("grow_at"))
+    chance = series.get("chance", pd.Series(0.0, series.index)).fillna(0.0)
+    above = dict(zip(series["T"], series["memorized"] - chance, strict=True))
+    return past_maximum and len(above) > 1 and not rises(above, int(top["T"]))
 
 
 def _censor_level(row: pd.Series) -> float:
