@@ -332,10 +332,71 @@ def bracket_rows(runs: int = 400) -> list[Row]:
     ]  # fmt: skip
 
 
+CENSORED = 0.25  # the share of seeds that are lower bounds (the heads sweep's random curve: 6/25)
+
+
+def _censor(values: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    """A quarter of the seeds observed as lower bounds: their value times U(0.6, 1), flagged."""
+    lower = rng.random(values.shape) < CENSORED
+    return np.where(lower, values * rng.uniform(0.6, 1.0, values.shape), values), lower
+
+
+def censored_rows(runs: int = 200) -> list[Row]:
+    """The laws with a quarter of the seeds right-censored (memcap.laws.censored) keep their
+    level: the lack-of-fit F on a line (beside it the same seeds taken as values), the trend on
+    a flat truth, the step into n at no step, and no gain beyond n at a gain of the margin."""
+    rng = np.random.default_rng(7)
+    line, flat = 45.0 * H, np.full(len(H), 150.0)
+    censored, as_values, flats, ups, gains = [], [], [], [], []
+    for _ in range(runs):
+        x, y = _seeds(line, CV * line, SEEDS, rng)
+        y, lower = _censor(y, rng)
+        censored.append(lt.decide_form(x, y, "linear", grows=True, variance="proportional",
+                                       lower=lower))  # fmt: skip
+        as_values.append(lt.decide_form(x, y, "linear", grows=True, variance="proportional"))
+        x, y = _seeds(flat, CV * flat, SEEDS, rng)
+        y, lower = _censor(y, rng)
+        if len(flats) < runs // 4:
+            flats.append(lt.decide_grows(x, y, power=False, lower=lower).outcome)
+        at_4 = 150.0 * (1 + CV * rng.normal(size=SEEDS))
+        at_8 = at_4 * (1 + STEP_SD * rng.normal(size=SEEDS))
+        (at_4, low_4), (at_8, low_8) = _censor(at_4, rng), _censor(at_8, rng)
+        table = pd.DataFrame({4.0: at_4, 8.0: at_8})
+        flags = pd.DataFrame({4.0: low_4, 8.0: low_8})
+        ups.append("step significant" if lt.steps(table, flags)[0].p_up < lt.ALPHA else "not")
+        reference, reference_low = _censor(180.0 * (1 + CV * rng.normal(size=SEEDS)), rng)
+        others, marks = {}, {}
+        for d_h in (12.0, 16.0):
+            gained = reference * (1 + lt.MARGIN + GAIN_SD * rng.normal(size=SEEDS))
+            others[d_h], marks[d_h] = _censor(gained, rng)
+        gains.append(lt.decide_saturates(reference, others, lower=(reference_low, marks)).outcome)
+    share = f"{CENSORED:.0%} of seeds lower bounds (× U(0.6, 1))"
+    truth = f"a line 45·H, seed SD {CV:.0%}, {share}"
+    test = "lack-of-fit F, 1/mean² weights"
+
+    def p_rates(results: list[lt.LawTest]) -> dict[str, float]:
+        return _rates(["p < 0.05" if r.p_value < lt.HOLD_P else "p ≥ 0.05" for r in results])
+
+    return [
+        Row(truth, f"{test}, censored likelihood", "p < 0.05", "≤ 5% (its level)",
+            p_rates(censored), runs, check=at_most(lt.HOLD_P)),
+        Row(truth, f"{test}, the lower bounds taken as values", "p < 0.05", "reported beside it",
+            p_rates(as_values), runs),
+        Row(f"a flat truth 150, {share}", "Jonckheere–Terpstra, Gehan's scores", "holds",
+            f"≤ {lt.ALPHA:.0%} (its level)", _rates(flats), len(flats), check=at_most(lt.ALPHA)),
+        Row(f"no step into n, {share}", "paired step t, censored likelihood",
+            "step significant", f"≤ {lt.ALPHA:.0%} (its level)", _rates(ups), runs,
+            check=at_most(lt.ALPHA)),
+        Row(f"a gain of +{lt.MARGIN:.0%} (the margin) at d_h = 12, 16, {share}",
+            f"non-superiority t at +{lt.MARGIN:.0%}, censored likelihood", "holds",
+            f"holds ≤ {lt.ALPHA:.0%} (its level)", _rates(gains), runs, check=at_most(lt.ALPHA)),
+    ]  # fmt: skip
+
+
 def rows() -> list[Row]:
     return (
         form_rows() + saturation_rows() + step_rows() + equivalence_rows() + trend_rows()
-        + bracket_rows()
+        + bracket_rows() + censored_rows()
     )  # fmt: skip
 
 

@@ -157,7 +157,7 @@ def test_censored_at_the_ladder_level_and_the_largest_drop():
     assert largest_drop(_series({64: 60, 128: 70})) == 0.0
 
 
-def test_censored_settings_are_left_out_of_the_law_and_named():
+def test_a_censored_seed_enters_the_law_as_a_lower_bound_and_is_counted():
     rows = []
     for seed in range(3):
         for h in (1, 2, 3, 4):
@@ -168,14 +168,16 @@ def test_censored_settings_are_left_out_of_the_law_and_named():
                     "capacity": 40 * h + seed, "censored": h == 4 and seed == 0,
                 }
             )  # fmt: skip
-    for row in rows[3::4]:  # H = 4: far above the line, and one seed's value a lower bound
-        row["capacity"] += 200
+    rows[3]["capacity"] = 60  # H = 4, seed 0: far below the line, and only a lower bound
     table = laws.law_table(pd.DataFrame(rows))
     assert table["outcome"].tolist() == ["holds"] and table["holds"].all()
-    assert table["measured"].str.contains("censored, left out: H = 4").all()
-    assert "(means ± SE of 3 seeds" in table["measured"].item()
-    rows[3]["censored"] = False
-    assert laws.law_table(pd.DataFrame(rows))["outcome"].tolist() == ["fails"]
+    measured = table["measured"].item()
+    assert "1 of 12 seeds are lower bounds (H = 4), taken as right-censored" in measured
+    assert "(means ± SE of 3 seeds" in measured and "≥ 127.7" in measured
+    rows[3]["censored"] = False  # the same count as a value pulls the mean off the line
+    as_value = laws.law_table(pd.DataFrame(rows))
+    assert as_value["p_value"].item() < 0.5 * table["p_value"].item()
+    assert "lower bounds" not in as_value["measured"].item()
 
 
 def test_every_seed_takes_the_longer_budget_and_the_setting_is_decided_on_all_of_them():

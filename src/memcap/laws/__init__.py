@@ -3,7 +3,8 @@
 Modules: :mod:`~memcap.laws.common` (thresholds, :class:`LawTest`, what every test shares),
 :mod:`~memcap.laws.forms` (a form by the lack-of-fit F-test), :mod:`~memcap.laws.trend`
 (growth by the Jonckheere–Terpstra test), :mod:`~memcap.laws.paired` (tests on seeds paired
-across x: steps, no gain, alike, bounds, published values), :mod:`~memcap.laws.curve`
+across x: steps, no gain, alike, bounds, published values), :mod:`~memcap.laws.censored`
+(the same with seeds that are lower bounds), :mod:`~memcap.laws.curve`
 (:func:`decide`: any law on one curve's rows) and :mod:`~memcap.laws.power` (power, seeds
 needed, Holm's adjustment). The names both papers' laws call are imported here.
 """

@@ -33,8 +33,9 @@ inconclusive test also carries its power and the seeds 80% power would need
   :func:`~memcap.laws.paired.compare`): two one-sided t-tests (TOST) of the per-seed relative
   change within ± ``MARGIN``.
 
-Censored points (a ceiling or a grid bounds them, not the law) are left out of every test and
-named. :func:`decide` takes seed-level rows (a DataFrame of x, seed and y) for any caller.
+Censored x (a ceiling bounds their seed mean, not the law) are left out of every test and
+named; seeds whose values are lower bounds enter every test as right-censored
+(:mod:`memcap.laws.censored`). :func:`decide` takes seed-level rows (a DataFrame of x, seed and y) for any caller.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ def _paired(rows: pd.DataFrame, x: str, y: str, seed: str) -> pd.DataFrame:
     return table.set_axis(table.columns.astype(float), axis=1)
 
 
+def _paired_with_flags(rows, x: str, y: str, seed: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`_paired` of ``y`` and, aligned with it, which of those values are lower bounds."""
+    table = _paired(rows, x, y, seed)
+    flags = rows.assign(_lower=rows["_lower"].astype(float))
+    flags = flags.pivot_table(index=seed, columns=x, values="_lower", aggfunc="max")
+    flags = flags.set_axis(flags.columns.astype(float), axis=1)
+    return table, flags.reindex(index=table.index, columns=table.columns).fillna(0.0) > 0
+
+
 def decide(
     rows,
     law: str,
@@ -65,6 +75,7 @@ def decide(
     knot: float = float("nan"),
     reference: float | None = None,
     censored: str | None = None,
+    lower_bounds: str | None = None,
     grows: bool = True,
     variance: str = "constant",
     name: str | None = None,
@@ -75,8 +86,11 @@ def decide(
     ``reference``: grows up to it, :func:`grows_to`) or ``saturates`` (every x above
     ``reference`` against it, seeds paired). Every x where a row's ``censored`` column is
     true is left out (named in the detail: a censored seed's value is a lower bound, so that x
-    has no mean); ``grows`` asks forms for a rising growth term; ``variance`` is the forms'
-    variance model (:func:`decide_form`); ``name`` names x in the detail (default ``x``).
+    has no mean). Every row where ``lower_bounds`` is true is a seed whose y is only a lower
+    bound (right-censored): every test takes it as censored (:mod:`memcap.laws.censored`),
+    and the detail counts them. ``grows`` asks forms for a rising growth term; ``variance`` is
+    the forms' variance model (:func:`decide_form`); ``name`` names x in the detail (default
+    ``x``).
     """
     name = name or x
     left_out = ""
@@ -85,22 +99,32 @@ def decide(
         if flagged:
             left_out = f"; censored, left out: {name} = " + ", ".join(f"{v:g}" for v in flagged)
         rows = rows[~rows[x].astype(float).isin(flagged)]
-    xs, ys = rows[x].to_numpy(float), rows[y].to_numpy(float)
+    rows = rows.assign(_lower=False if lower_bounds is None else rows[lower_bounds].astype(bool))
+    if rows["_lower"].any():
+        at = ", ".join(f"{v:g}" for v in sorted(set(rows.loc[rows["_lower"], x].astype(float))))
+        left_out += (
+            f"; {int(rows['_lower'].sum())} of {len(rows)} seeds are lower bounds ({name} = {at}), "
+            "taken as right-censored"
+        )
+    xs, ys, lower = rows[x].to_numpy(float), rows[y].to_numpy(float), rows["_lower"].to_numpy()
     if law in COEFFICIENTS:
-        result = decide_form(xs, ys, law, knot, grows=grows, variance=variance)
+        result = decide_form(xs, ys, law, knot, grows=grows, variance=variance, lower=lower)
     elif law == "grows":
-        result = decide_grows(xs, ys)
+        result = decide_grows(xs, ys, lower=lower)
         if reference is not None and result.outcome != UNTESTABLE:
-            result = grows_to(result, _paired(rows, x, y, seed), float(reference), name)
+            table, flags = _paired_with_flags(rows, x, y, seed)
+            result = grows_to(result, table, float(reference), name, flags)
     elif law == "saturates":
         if reference is None:
             raise ValueError("the saturates law needs its reference x")
-        table = _paired(rows, x, y, seed)
+        table, flags = _paired_with_flags(rows, x, y, seed)
         if float(reference) not in table.columns or len(table) < 2:
             result = no_test("saturates", f"fewer than two seeds at {name} = {reference:g}")
         else:
-            others = {c: table[c].to_numpy() for c in table.columns if c > reference}
-            result = decide_saturates(table[float(reference)].to_numpy(), others)
+            later = [c for c in table.columns if c > reference]
+            others = {c: table[c].to_numpy() for c in later}
+            marks = (flags[float(reference)].to_numpy(), {c: flags[c].to_numpy() for c in later})
+            result = decide_saturates(table[float(reference)].to_numpy(), others, lower=marks)
     else:
         raise ValueError(f"unknown law '{law}'; use linear, quadratic, hinge, grows or saturates")
     return replace(result, detail=result.detail + left_out) if left_out else result

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from memcap.laws import censored
 from memcap.laws import power as law_power
 from memcap.laws.common import (
     ALPHA,
@@ -44,13 +45,19 @@ def decide_form(
     knot: float = float("nan"),
     grows: bool = False,
     variance: str = "constant",
+    lower=None,
 ) -> LawTest:
     """Lack-of-fit F-test of ``form`` over seed-level points (x, y) against the per-x means;
     with ``grows``, also the growth term's 95% interval (slope; hinge: the slope before the
     knot; quadratic: the slope at the mean x). ``variance``: ``constant`` (least squares) or
     ``proportional`` (the seeds' standard deviation a fixed fraction of the mean: weighted
-    least squares with weights 1 / mean², the per-x seed mean standing in for it)."""
+    least squares with weights 1 / mean², the per-x seed mean standing in for it). ``lower``
+    flags the points that are lower bounds: where any is, the fit and the F are the censored
+    likelihood's (:mod:`memcap.laws.censored`)."""
+    flags = np.zeros(np.shape(x), bool) if lower is None else np.asarray(lower, dtype=bool)
+    keep = np.isfinite(np.asarray(x, dtype=float)) & np.isfinite(np.asarray(y, dtype=float))
     x, y = points(x, y)
+    flags = flags[keep]
     p = COEFFICIENTS[form]
     levels, inverse = np.unique(x, return_inverse=True)
     k, n = len(levels), len(x)
@@ -59,21 +66,18 @@ def decide_form(
     if n <= k:
         return no_test(form, "one seed per value (no pure error)")
     basis = design(x, form, knot)
-    means = np.bincount(inverse, y) / np.bincount(inverse)
-    weights = _weights(means, variance)[inverse]
-    root = np.sqrt(weights)
-    coef, *_ = np.linalg.lstsq(basis * root[:, None], y * root, rcond=None)
-    sse = float(np.sum(weights * (y - basis @ coef) ** 2))
-    ss_pe = float(np.sum(weights * (y - means[inverse]) ** 2))
-    ss_lof = max(sse - ss_pe, 0.0)
     df_lof, df_pe = k - p, n - k
-    if ss_pe == 0.0:
-        statistic = 0.0 if ss_lof <= 1e-12 * max(sse, 1.0) else float("inf")
-        p_value = 1.0 if statistic == 0.0 else 0.0
+    if flags.any():
+        df_pe = int(np.sum(~flags)) - k  # a censored point counts in the likelihood, not the df
+        if df_pe < 1:
+            return no_test(form, "too few exact seeds beside the censored ones (no pure error)")
+        coef, covariance, statistic, means, pure = _censored(basis, y, flags, inverse, variance)
     else:
-        statistic = (ss_lof / df_lof) / (ss_pe / df_pe)
+        coef, covariance, statistic, means, pure = _least_squares(basis, y, inverse, variance)
+    if not np.isfinite(statistic) or statistic == 0.0:
+        p_value = 0.0 if statistic == float("inf") else 1.0
+    else:
         p_value = float(stats.f.sf(statistic, df_lof, df_pe))
-    covariance = sse / (n - p) * np.linalg.pinv(basis.T @ (basis * weights[:, None]))
     outcome = "holds" if p_value >= HOLD_P else "fails" if p_value < FAIL_P else "inconclusive"
     detail = f"F({df_lof}, {df_pe}) = {statistic:.2f}, p = {p_value:.3g}"
     extra: dict[str, Any] = {"df": (df_lof, df_pe)}
@@ -109,16 +113,54 @@ def decide_form(
         dof=n - p,
         extra=extra,
     )
-    if outcome != "holds" or df_lof < 1 or ss_pe == 0.0:
+    if outcome != "holds" or df_lof < 1 or pure == 0.0:
         return with_power(result, candidates)
     level_basis = design(levels, form, knot)
     level_weights = _weights(means, variance)
     power, needed = law_power.curvature(
         level_basis, levels, means, np.bincount(inverse).astype(float), level_weights,
-        ss_pe / df_pe, CURVATURE, HOLD_P,
+        pure, CURVATURE, HOLD_P,
     )  # fmt: skip
     at = f"a {CURVATURE:.0%} bend over the swept range, detected at p < {HOLD_P}"
     return replace(result, power=power, seeds_needed=needed, power_at=at)
+
+
+def _least_squares(basis, y, inverse, variance):
+    """Weighted least squares: coefficients, their covariance, the lack-of-fit F, the per-x
+    means and the pure-error variance (an F of 0 or ∞ where the seeds agree exactly)."""
+    means = np.bincount(inverse, y) / np.bincount(inverse)
+    weights = _weights(means, variance)[inverse]
+    root = np.sqrt(weights)
+    coef, *_ = np.linalg.lstsq(basis * root[:, None], y * root, rcond=None)
+    sse = float(np.sum(weights * (y - basis @ coef) ** 2))
+    ss_pe = float(np.sum(weights * (y - means[inverse]) ** 2))
+    ss_lof = max(sse - ss_pe, 0.0)
+    n, k, p = len(y), len(means), basis.shape[1]
+    if ss_pe == 0.0:
+        statistic = 0.0 if ss_lof <= 1e-12 * max(sse, 1.0) else float("inf")
+    else:
+        statistic = (ss_lof / (k - p)) / (ss_pe / (n - k))
+    covariance = sse / (n - p) * np.linalg.pinv(basis.T @ (basis * weights[:, None]))
+    return coef, covariance, statistic, means, ss_pe / (n - k)
+
+
+def _censored(basis, y, lower, inverse, variance):
+    """The same from the censored likelihood (:mod:`memcap.laws.censored`), the F counting the
+    exact points only; the per-x means are the pure-error model's (its proportional weights
+    refitted once from them)."""
+    low, high = censored.intervals(y, lower)
+    k, p = int(inverse.max()) + 1, basis.shape[1]
+    means = censored.level_means(inverse, k, low, high).coef
+    scale = 1.0 / np.sqrt(_weights(means, variance))[inverse]
+    pure_fit = censored.level_means(inverse, k, low, high, scale)
+    means = pure_fit.coef
+    scale = 1.0 / np.sqrt(_weights(means, variance))[inverse]
+    pure_fit = censored.level_means(inverse, k, low, high, scale)
+    form_fit = censored.fit(basis, low, high, scale)
+    exact = int(np.sum(~lower))
+    statistic = censored.ratio_f(pure_fit, form_fit, exact, k - p, exact - k)
+    pure = pure_fit.sigma**2 * exact / (exact - k)
+    return form_fit.coef, form_fit.covariance, statistic, pure_fit.coef, pure
 
 
 def _weights(means: np.ndarray, variance: str) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from memcap.laws import censored
 from memcap.laws import power as law_power
 from memcap.laws.common import (
     ALPHA,
@@ -48,10 +49,16 @@ class Step:
     seeds: int
     p_up: float
     p_down: float
+    bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # censored: (low, high)
 
     def below(self, margin: float) -> tuple[float, float]:
         """The change's one-sided 95% upper bound and the p-value of "below ``margin``"
-        (one-sided t on the paired seeds)."""
+        (one-sided t on the paired seeds; censored: the likelihood-ratio t of
+        :func:`memcap.laws.censored.one_sample`, the bound at its mean and spread)."""
+        if self.bounds is not None:
+            p = censored.one_sample(*self.bounds, margin, "less")[1]
+            se = self.sd / np.sqrt(self.seeds)
+            return self.change + float(stats.t.ppf(1 - ALPHA, self.seeds - 1)) * se, p
         if self.seeds < 2 or self.sd == 0:
             return self.change, 0.0 if self.change < margin else 1.0
         se = self.sd / np.sqrt(self.seeds)
@@ -59,33 +66,53 @@ class Step:
         return upper, float(stats.t.cdf((self.change - margin) / se, self.seeds - 1))
 
     def describe(self, name: str) -> str:
+        lower = ""
+        if self.bounds is not None:
+            lower = f", {int(np.sum(np.not_equal(*self.bounds)))} censored"
         return (
-            f"{name} {self.start:g} → {self.end:g}: {self.change:+.1%} (SD {self.sd:.1%}), "
-            f"p = {self.p_up:.3g} up, {self.p_down:.3g} down"
+            f"{name} {self.start:g} → {self.end:g}: {self.change:+.1%} (SD {self.sd:.1%}"
+            f"{lower}), p = {self.p_up:.3g} up, {self.p_down:.3g} down"
         )
 
 
-def steps(table: pd.DataFrame) -> list[Step]:
-    """Every step between consecutive columns of ``table`` (seeds × x, paired by seed)."""
+def steps(table: pd.DataFrame, lower: pd.DataFrame | None = None) -> list[Step]:
+    """Every step between consecutive columns of ``table`` (seeds × x, paired by seed);
+    ``lower`` (the same shape) flags the values that are lower bounds: a step with one is
+    decided on the censored likelihood (:func:`memcap.laws.censored.one_sample`; ``seeds``
+    counts its exact ones)."""
     out = []
     columns = sorted(table.columns)
     for start, end in zip(columns, columns[1:], strict=False):
         change = paired_change(table[start], table[end])
-        up, down = one_sample(change, 0.0, "greater")[1], one_sample(change, 0.0, "less")[1]
-        sd = float(change.std(ddof=1))
-        out.append(Step(float(start), float(end), float(change.mean()), sd, len(change), up, down))
+        flags = None if lower is None else (lower[start].to_numpy(bool), lower[end].to_numpy(bool))
+        if flags is None or not (flags[0].any() or flags[1].any()):
+            up, down = one_sample(change, 0.0, "greater")[1], one_sample(change, 0.0, "less")[1]
+            mean, sd, seeds, bounds = change.mean(), change.std(ddof=1), len(change), None
+        else:
+            low, high, _ = censored.change_intervals(table[start], table[end], *flags)
+            _, up, mean, sd = censored.one_sample(low, high, 0.0, "greater")
+            down = censored.one_sample(low, high, 0.0, "less")[1]
+            seeds, bounds = int(np.sum(low == high)), (tuple(low), tuple(high))
+        out.append(Step(float(start), float(end), float(mean), float(sd), seeds, up, down, bounds))
     return out
 
 
-def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -> LawTest:
+def grows_to(
+    trend: LawTest,
+    table: pd.DataFrame,
+    reference: float,
+    name: str,
+    lower: pd.DataFrame | None = None,
+) -> LawTest:
     """The trend ``trend`` and the steps of ``table`` (seeds × x ≤ ``reference``): holds when
     the trend holds and the step into ``reference`` rises significantly, fails on a
     significant fall (the trend or that step) and where growth is measured to stop before
     ``reference`` (the step into it significantly below +``MARGIN``: "stops at x = 4 < 8");
     growth stops at the largest x whose step rises significantly (``extra["stop"]``; the
-    smallest x when none does)."""
+    smallest x when none does); ``lower`` as :func:`steps` takes it."""
     table = table[[c for c in table.columns if c <= reference]]
-    walk = steps(table) if len(table) >= 2 else []
+    lower = None if lower is None else lower[table.columns]
+    walk = steps(table, lower) if len(table) >= 2 else []
     into = [s for s in walk if s.end == reference]
     if not into:
         return no_test("grows", f"no paired step into {name} = {reference:g}")
@@ -135,37 +162,52 @@ def grows_to(trend: LawTest, table: pd.DataFrame, reference: float, name: str) -
     return with_power(decided, [(power, needed, " and ".join(parts))])
 
 
-def decide_saturates(reference, others: dict[float, Any], margin: float = MARGIN) -> LawTest:
+def decide_saturates(
+    reference,
+    others: dict[float, Any],
+    margin: float = MARGIN,
+    lower: tuple[Any, dict[float, Any]] | None = None,
+) -> LawTest:
     """No gain beyond ``reference``: every x in ``others`` (paired seed arrays) below
     +``margin`` by a one-sided non-superiority t-test of the paired relative change (the
     largest p over x); fails when one change lies significantly above +margin (at ALPHA over
     the number of values: Bonferroni). Where inconclusive, the power at no change (the claim
-    true) and the seeds it would need."""
+    true) and the seeds it would need. ``lower`` (the reference's flags, each x's flags) marks
+    lower bounds: a change with one is tested on the censored likelihood."""
     if not others:
         return untestable("saturates", "no value beyond the reference")
     rows = {}
     for x, values in sorted(others.items()):
         change = paired_change(reference, values)
-        t, below = one_sample(change, margin, "less")
-        se = float(change.std(ddof=1) / np.sqrt(len(change)))
-        upper = float(change.mean()) + stats.t.ppf(1 - ALPHA, len(change) - 1) * se
-        rows[x] = (change, t, below, one_sample(change, margin, "greater")[1], upper)
+        flags = None if lower is None else (lower[0], lower[1][x])
+        if flags is None or not (np.any(flags[0]) or np.any(flags[1])):
+            t, below = one_sample(change, margin, "less")
+            above = one_sample(change, margin, "greater")[1]
+            mean, sd = change.mean(), change.std(ddof=1)
+        else:
+            low, high, _ = censored.change_intervals(reference, values, *flags)
+            t, below, mean, sd = censored.one_sample(low, high, margin, "less")
+            above = censored.one_sample(low, high, margin, "greater")[1]
+            change = low[low == high]  # the exact seeds: the t's degrees of freedom
+        se = float(sd / np.sqrt(len(change)))
+        upper = float(mean) + stats.t.ppf(1 - ALPHA, len(change) - 1) * se
+        rows[x] = (change, t, below, above, upper, float(mean), float(sd))
     worst = max(rows, key=lambda x: rows[x][2])
     outcome = outcome_of(
         all(r[2] < ALPHA for r in rows.values()),
         any(r[3] < ALPHA / len(rows) for r in rows.values()),  # Bonferroni over the values
     )
     detail = "; ".join(
-        f"{x:g}: {c.mean():+.1%} (95% upper bound {u:+.1%}, {len(c)} seeds), p = {p:.3g}"
-        for x, (c, _, p, _, u) in rows.items()
+        f"{x:g}: {m:+.1%} (95% upper bound {u:+.1%}, {len(c)} seeds), p = {p:.3g}"
+        for x, (c, _, p, _, u, m, _) in rows.items()
     )
     decided = LawTest(
         "saturates", outcome, TESTS["saturates"], rows[worst][1], rows[worst][2], detail
     )
     if outcome != "inconclusive":
         return decided
-    effects = [
-        margin / sd if (sd := float(c.std(ddof=1))) > 0 else np.inf for c, *_ in rows.values()
+    effects = [  # no spread: decided by the mean; none measured (too few exact seeds): no power
+        margin / sd if sd > 0 else np.inf if sd == 0 else 0.0 for *_, sd in rows.values()
     ]
     power, needed = law_power.joint(
         [lambda n, e=e: law_power.one_sided_t(e, n, ALPHA) for e in effects], len(reference)

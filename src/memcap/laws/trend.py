@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 from scipy import stats
 
+from memcap.laws import censored
 from memcap.laws import power as law_power
 from memcap.laws.common import (
     ALPHA,
@@ -28,20 +29,30 @@ from memcap.laws.common import (
 )
 
 
-def decide_grows(x, y, seed: int = 0, power: bool = True) -> LawTest:
+def decide_grows(x, y, seed: int = 0, power: bool = True, lower=None) -> LawTest:
     """Whether y increases with x: Jonckheere–Terpstra, permutation p-values both ways; where
     inconclusive (and ``power``), the trend's simulated power at the measured means and spread
-    (``extra["trend"]``: that power as a function of the seeds)."""
+    (``extra["trend"]``: that power as a function of the seeds). ``lower`` flags the points
+    that are lower bounds: where any is, the pairs are scored by Gehan's rule
+    (:func:`memcap.laws.censored.gehan_jonckheere`), the flags permuted with the values."""
+    flags = np.zeros(np.shape(x), bool) if lower is None else np.asarray(lower, dtype=bool)
+    keep = np.isfinite(np.asarray(x, dtype=float)) & np.isfinite(np.asarray(y, dtype=float))
     x, y = points(x, y)
+    flags = flags[keep]
     levels = np.unique(x)
     groups = [y[x == level] for level in levels]
     if len(levels) < 2:
         return untestable("grows", f"{len(levels)} value")
     if min(len(g) for g in groups) < 2:  # the permutation reference needs replicates
         return no_test("grows", "fewer than two seeds at some value")
+    statistic_of = law_power.jonckheere
+    samples = groups
+    if flags.any():
+        statistic_of = censored.gehan_jonckheere(y, flags)
+        samples = [np.flatnonzero(x == level) for level in levels]
     result = stats.permutation_test(
-        groups,
-        law_power.jonckheere,
+        samples,
+        statistic_of,
         permutation_type="independent",
         vectorized=True,
         n_resamples=PERMUTATIONS,

@@ -50,22 +50,23 @@ def capacity_notes(stage: str, capacity: pd.DataFrame, section: ScalingSection) 
             f"{len(open_)} of {seeds} memorize their most at the largest T they tried "
             f"({share['min']:.0%}–{share['max']:.0%} of it): their maximum is not bracketed by "
             f"a larger T that memorized no more (or at most {RISE:.0%} more above chance, "
-            "where the ladder goes past the maximum), and is shown as ≥."
+            "where the ladder goes past the maximum): shown as ≥, and taken by the laws as "
+            "right-censored (a lower bound), never as a value."
         )
     if "censored" in capacity and capacity["censored"].astype(bool).any():
         censored = capacity[capacity["censored"].astype(bool)]
         section.limitations.append(
             f"{len(censored)} of {seeds} memorized their largest T at or above the ladder's "
-            "level: their capacity is a lower bound, and the laws leave out every setting with "
-            "such a seed (raise synthetic.ladder.max_T or the sweep's T)."
+            "level: their capacity is a lower bound, which the laws take as right-censored "
+            "(raise synthetic.ladder.max_T or the sweep's T to measure it)."
         )
     if "fitted_censored" in capacity and capacity.get("bracket", pd.Series()).notna().any():
         open_fit = capacity[capacity["fitted_censored"].astype(bool)]
         if len(open_fit):
             section.limitations.append(
                 f"{len(open_fit)} of {seeds} have a fitted_T not measured (no fitted and "
-                "unfitted T within 1.25× of each other): censored, a lower bound; the laws "
-                f"leave their settings out: {', '.join(sorted(set(_named_settings(open_fit))))}."
+                "unfitted T within 1.25× of each other): a lower bound, which the laws take as "
+                f"right-censored: {', '.join(sorted(set(_named_settings(open_fit))))}."
             )
         else:
             section.recipes.append(

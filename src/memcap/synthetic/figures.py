@@ -68,9 +68,9 @@ def _bound_label(rows: pd.DataFrame) -> str:
 
 
 def _points(ax: plt.Axes, rows: pd.DataFrame, color) -> None:
-    """Every seed's capacity (hollow: censored; grey crosses: at chance) and the seed means ±
-    standard errors."""
-    censored = rows.get("censored", pd.Series(False, index=rows.index)).astype(bool)
+    """Every seed's capacity (hollow: a lower bound, taken as right-censored; grey crosses: at
+    chance) and the seed means ± standard errors."""
+    censored = rows.get("lower_bound", pd.Series(False, index=rows.index)).astype(bool)
     chance = rows.get("at_chance", pd.Series(False, index=rows.index)).astype(bool)
     censored &= ~chance
     jitter = (rows["seed"].rank(method="dense") - rows["seed"].nunique() / 2) * 0.03
@@ -80,7 +80,7 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, color) -> None:
                label="seeds")  # fmt: skip
     if censored.any():
         ax.scatter(x[censored], rows["capacity"][censored], facecolors="none",
-                   edgecolors=color, s=18, label="censored (left out)")  # fmt: skip
+                   edgecolors=color, s=18, label="lower bound (censored)")  # fmt: skip
     if chance.any():
         ax.scatter(x[chance], rows["capacity"][chance], marker="x", color="grey", s=18,
                    label="at chance (left out)")  # fmt: skip

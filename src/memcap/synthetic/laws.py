@@ -23,9 +23,12 @@ over its T grid: paper A's plotted notion). Both are lower bounds on the layer's
   (one-sided non-superiority t-tests; a gain significantly above 10% fails, Bonferroni over
   the values).
 
-Censored settings (the grid, not the model, bounds a seed's estimate: ``capacity_table``'s
-``censored``) and settings with a seed at chance (``at_chance``: no more than a constant output
-counts) are left out of the tests and named. Each table carries Holm-adjusted p-values
+A seed whose value is only a lower bound (``lower_bound``: its most-memorized count not
+bracketed by a larger T, or its fitted_T not bracketed within 1.25×) enters every test as
+right-censored (:mod:`memcap.laws.censored`: the censored normal likelihood for the forms and
+the paired steps, Gehan's scores for the trend), never as a point value; the table counts
+them. Settings with a seed at chance (``at_chance``: no more than a constant output counts)
+are left out of the tests and named. Each table carries Holm-adjusted p-values
 (``p_holm``) over its laws and, beside an inconclusive test, its power and the seeds 80% power
 would need. The estimate of a setting is its seed mean ± standard error (:func:`estimates`);
 the best seed is reported beside it, not tested.
@@ -62,11 +65,11 @@ NOTIONS = {
     "fitted_T": (
         "on each seed's fitted_T (the largest T fitted exactly: the theorem's notion), the "
         "geometric midpoint of its bracket (a fitted and an unfitted T at most 1.25× apart); "
-        "a seed not so bracketed is censored"
+        "a seed not so bracketed enters as right-censored at its fitted end"
     ),
     "capacity": (
         "on each seed's capacity (the most examples memorized over its T grid: paper A's "
-        "plotted notion)"
+        "plotted notion); a seed no larger T bracketed enters as right-censored"
     ),
 }
 FITTED = {
@@ -84,17 +87,20 @@ def notion(capacity: pd.DataFrame) -> str:
 
 
 def decided_on(capacity: pd.DataFrame) -> pd.DataFrame:
-    """``capacity`` with the deciding notion's value, censoring and chance in ``capacity``,
-    ``censored`` and ``at_chance`` (the most-memorized count kept as ``most_memorized``); a
-    censored fitted_T stands at its bracket's fitted end (a lower bound, left out of the
-    tests)."""
+    """``capacity`` with the deciding notion's value, whether it is only a lower bound and
+    chance in ``capacity``, ``lower_bound`` and ``at_chance`` (the most-memorized count kept
+    as ``most_memorized``). A most-memorized count is a lower bound where no larger T
+    bracketed it (``bracketed`` false, which every ``censored`` seed is); a censored fitted_T
+    stands at its bracket's fitted end, a lower bound."""
     table = capacity.assign(most_memorized=capacity["capacity"])
     if notion(capacity) == "capacity":
-        return table
+        open_ = ~capacity.get("bracketed", pd.Series(True, index=capacity.index)).astype(bool)
+        censored = capacity.get("censored", pd.Series(False, index=capacity.index)).astype(bool)
+        return table.assign(lower_bound=open_ | censored)
     value = capacity["fitted_T_mid"].where(~capacity["fitted_censored"].astype(bool))
     return table.assign(
         capacity=value.fillna(capacity["fitted_T_low"]).astype(float),
-        censored=capacity["fitted_censored"].astype(bool),
+        lower_bound=capacity["fitted_censored"].astype(bool),
         at_chance=capacity["fitted_at_chance"].astype(bool),
     )
 
@@ -125,14 +131,14 @@ CRITERIA = {
 
 def estimates(group: pd.DataFrame, y: str = "capacity") -> pd.DataFrame:
     """Seed mean, standard error, standard deviation, seed count, best seed and the seeds'
-    values of ``y`` on one curve, by swept value, and whether any seed's estimate is
-    censored."""
+    values of ``y`` on one curve, by swept value, and how many seeds' values are lower bounds
+    (``lower_bounds``; the mean is then a lower bound too)."""
     by_value = group.groupby("value")
     stats = by_value[y].agg(["mean", "sem", "std", "count", "max"]).sort_index()
     stats = stats.rename(columns={"max": "best", "sem": "se"}).fillna({"se": 0.0, "std": 0.0})
     stats["seeds"] = by_value[y].agg(lambda c: " ".join(f"{v:g}" for v in c))
-    censored = group.get("censored", pd.Series(False, index=group.index)).astype(bool)
-    stats["censored"] = censored.groupby(group["value"]).any().reindex(stats.index)
+    lower = group.get("lower_bound", pd.Series(False, index=group.index)).astype(bool)
+    stats["lower_bounds"] = lower.groupby(group["value"]).sum().reindex(stats.index)
     return stats
 
 
@@ -174,8 +180,8 @@ def _decide(
     rows: pd.DataFrame, kind: str, n: int, swept: str, variance: str = "proportional"
 ) -> LawTest:
     rows, at_chance = _without_chance(rows)
-    censored = "censored" if "censored" in rows else None
-    common = {"censored": censored, "name": swept}
+    lower = "lower_bound" if "lower_bound" in rows else None
+    common = {"lower_bounds": lower, "name": swept}
     if kind in ("saturates", "grows to"):
         law = "grows" if kind == "grows to" else kind
         result = law_tests.decide(rows, law, reference=n, **common)
@@ -246,9 +252,14 @@ def _measured(result: LawTest, kind: str, curve: pd.DataFrame, n: int, swept: st
 
 
 def describe(stats: pd.DataFrame, swept: str) -> str:
-    """A curve's seed means ± standard errors at every value, the best seeds beside them."""
+    """A curve's seed means ± standard errors at every value ("≥" where a seed's value is a
+    lower bound), the best seeds beside them."""
     seeds = int(stats["count"].max())
     values = ", ".join(str(v) for v in stats.index)
-    means = ", ".join(f"{m:.1f} ± {s:.1f}" for m, s in zip(stats["mean"], stats["se"], strict=True))
+    lower = stats.get("lower_bounds", pd.Series(0, index=stats.index)) > 0
+    means = ", ".join(
+        f"{'≥ ' if b else ''}{m:.1f} ± {s:.1f}"
+        for m, s, b in zip(stats["mean"], stats["se"], lower, strict=True)
+    )
     best = ", ".join(f"{b:.0f}" for b in stats["best"])
     return f"{means} at {swept} = {values} (means ± SE of {seeds} seeds; best seeds {best})"
