@@ -203,17 +203,35 @@ def test_the_longer_budget_walks_up_the_ladder_from_a_fitted_capacity():
     """A capacity replica that fitted every example of its T says nothing about the budget:
     the check trains it again there and at every larger T while the series grows, each with
     four times the recipe's budget, from the capacity training's initialisation."""
-    spec, stage = _tiny({"grow_at": 0.9, "max_T": 64, "restarts": 0})
+    for past_maximum, walked in ((False, [8, 16, 32]), (True, [8, 16, 32, 64])):
+        spec, stage = _tiny(
+            {"grow_at": 0.9, "max_T": 128, "restarts": 0, "past_maximum": past_maximum}
+        )
+        one = Series(next(iter(spec.settings())), 0)
+        one.recipe[8] = Trained({"memorized": 8}, [], None, restart=1)
+        one.recipe[16] = Trained({"memorized": 7}, [], None, restart=0)
+        log = []
+        train = _fake_train(lambda key, T, b, r: T if T <= 16 else 20, log)  # 20 of 32 and 64
+        check([one], stage.ladder, Convergence(4, 0.05), lambda T: 120, train)
+        # 20 of 32 is below grow_at: the fraction's rule stops there; past the maximum, 32 is
+        # the largest T tried and 20 rises over 16, so the check walks on until 64 brackets it
+        assert [(e[2], e[3], e[4]) for e in log] == [(T, 1, 480) for T in walked]
+        assert one.capacity == 20 and one.gain == (20 - 8) / 8
+        assert [row["memorized"] for row in one.rows()] == [8, 16, 20, 20][: len(walked)]
+
+
+def test_past_the_maximum_the_check_walks_on_only_from_the_largest_t_tried():
+    """Below the largest T the recipe's ladder already went past the maximum: a longer
+    budget's rise there takes no further T."""
+    spec, stage = _tiny({"grow_at": 0.9, "max_T": 128, "restarts": 0, "past_maximum": True})
     one = Series(next(iter(spec.settings())), 0)
-    one.recipe[8] = Trained({"memorized": 8}, [], None, restart=1)
-    one.recipe[16] = Trained({"memorized": 7}, [], None, restart=0)
+    for T, count in ((8, 8), (16, 9), (32, 9)):
+        one.recipe[T] = Trained({"memorized": count}, [], None, restart=0)
     log = []
-    train = _fake_train(lambda key, T, b, r: T if T <= 16 else 20, log)  # fits 8, 16; 20 of 32
-    check([one], stage.ladder, Convergence(4, 0.05), lambda T: 120, train)
-    # 20 of 32 is below grow_at: the check stops there (it does not go past the maximum)
-    assert [(e[2], e[3], e[4]) for e in log] == [(8, 1, 480), (16, 1, 480), (32, 1, 480)]
-    assert one.capacity == 20 and one.gain == (20 - 8) / 8
-    assert [row["memorized"] for row in one.rows()] == [8, 16, 20]  # best per T of both budgets
+    train = _fake_train(lambda key, T, b, r: 12, log)  # 12 of 16 rises over 8, below grow_at
+    check([one], stage.ladder, Convergence(2, 0.05), lambda T: 100, train)
+    assert [e[2] for e in log] == [16]  # the capacity T; 32, tried, memorized fewer than 12
+    assert one.capacity == 12 and one.T_tried == [8, 16, 32]
 
 
 def test_the_convergence_decision_reads_the_paired_gains_interval_against_the_margin():

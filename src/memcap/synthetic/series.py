@@ -18,7 +18,8 @@ series of every setting follows the same protocol:
 2. **The convergence check** (:func:`check`), when ``convergence.factor`` > 1: every series
    trains again with ``factor`` times its recipe's budget, from the initialisation of its
    capacity training, at that T and up the ladder while it memorizes ``grow_at`` of T (a
-   series that fitted every example of its capacity T is tested at the next).
+   series that fitted every example of its capacity T is tested at the next), and, past the
+   maximum, on from its largest T while the longer budget's count there still rises.
 3. **The bracket** (:func:`bracket`), when ``ladder.bracket`` is set: ``fitted_T`` bisected
    between the T tried, on one geometric grid of T for every series, until a fitted T and an
    unfitted one are at most ``bracket`` apart, every unfitted end trained with the check's
@@ -239,8 +240,10 @@ def check(
 ) -> None:
     """Step 2 of the protocol: every series again with ``convergence.factor`` times its
     recipe's budget at T (``budget(T)``), from its capacity training's initialisation, at its
-    capacity T and up the ladder while it memorizes ``grow_at`` of T (not past the maximum:
-    the recipe's ladder went there, and the check asks about the budget, not the grid)."""
+    capacity T and up the ladder while it memorizes ``grow_at`` of T; past the maximum only
+    from the largest T the series tried, where the longer budget's count still rises
+    (:func:`rises`): no larger T brackets it yet. Below that T the recipe's ladder already went
+    past the maximum, and the check asks about the budget, not the grid."""
     if not convergence.enabled:
         return
     walk = [(s, *_capacity_start(s)) for s in series]
@@ -251,8 +254,14 @@ def check(
         walk = [
             (s, next_T(ladder, T), restart)
             for s, T, restart in walk
-            if grows(ladder, s.best(T).memorized, T)  # the fraction's rule: not past the maximum
+            if grows(ladder, s.best(T).memorized, T) or _still_open(s, ladder, T)
         ]
+
+
+def _still_open(series: Series, ladder: Ladder, T: int) -> bool:
+    """Whether ``T`` is the series' largest T tried and its best count there still rises
+    above chance past the maximum (:meth:`Series.grows`): the check walks on to bracket it."""
+    return ladder.past_maximum and T == max(series.T_tried) and series.grows(ladder, T)
 
 
 def bracket(
