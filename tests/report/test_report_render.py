@@ -443,3 +443,19 @@ def test_helpers():
     assert format_seconds(3725) == "1 h 02 min"
     with pytest.raises(ValueError):
         png_data_uri(b"GIF89a")
+
+
+def test_falls_at_the_largest_t_are_told_apart_from_falls_inside_the_grid():
+    from memcap.report.caveats import capacity_notes
+    from memcap.report.context import ScalingSection
+
+    capacity = pd.DataFrame(
+        {"sweep": "heads", "swept": "H", "value": [1, 2, 3], "largest_drop": [0.3, 0.4, 0.0],
+         "drop_inside": [0.0, 0.2, 0.0]}
+    )  # fmt: skip
+    section = ScalingSection(enabled=True)
+    capacity_notes("synthetic", capacity, section)
+    assert any(r.startswith("1 of 3 seeds memorize more than 10% fewer examples at their "
+                            "largest T") for r in section.recipes)  # fmt: skip
+    inside = [t for t in section.limitations if "inside their grid" in t]
+    assert inside == [inside[0]] and inside[0].startswith("1 of 3 seeds") and "H=2" in inside[0]

@@ -155,6 +155,11 @@ def test_censored_at_the_ladder_level_and_the_largest_drop():
         1 - 46 / 123, abs=1e-4
     )
     assert largest_drop(_series({64: 60, 128: 70})) == 0.0
+    # a fall at the largest T only (how the ladder past the maximum stops) is not inside
+    top = capacity_table(_series({64: 60, 128: 123, 256: 46}, 0.9, past_maximum=True))
+    assert top["largest_drop"].item() > 0.6 and top["drop_inside"].item() == 0.0
+    inside = capacity_table(_series({64: 60, 128: 40, 256: 70, 512: 60}, 0.9, past_maximum=True))
+    assert inside["drop_inside"].item() == pytest.approx(1 - 40 / 60, abs=1e-4)
 
 
 def test_a_censored_seed_enters_the_law_as_a_lower_bound_and_is_counted():

@@ -14,9 +14,11 @@ datasets of a grid are nested that is their value at the largest T.
 
 A series is ``censored`` when its largest T is memorized at or above the ladder's level
 (``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
-its estimate, and the laws leave that value out.
+its estimate, and the laws take it as right-censored.
 ``largest_drop`` is the largest fall of the memorized count from a smaller T to a larger one,
-as a fraction of the smaller T's count.
+as a fraction of the smaller T's count; ``drop_inside`` the same below the series' largest T
+(past the maximum the ladder stops at the first T that memorizes no more, so a fall at the
+largest T is how the count is bracketed; one inside the grid is the optimiser's).
 ``fitted_T_low`` and ``fitted_T_high`` bracket ``fitted_T``: the largest T fitted and the
 smallest larger T tried that was not (NaN where none was tried); it is *measured* when they
 are at most 1.25× (or one example) apart, the bracket's geometric midpoint ``fitted_T_mid``
@@ -104,6 +106,7 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "T_max": int(top["T"]),
                 "censored": bool(top["memorized"] >= _censor_level(top) * top["T"]),
                 "largest_drop": largest_drop(group),
+                "drop_inside": largest_drop(group[group["T"] < top["T"]]),
                 "under_trained": bool(
                     best["accuracy"] < 1.0 and best.get("late_loss_drop", 0.0) > STILL_FALLING
                 ),
