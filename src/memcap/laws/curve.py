@@ -35,7 +35,8 @@ inconclusive test also carries its power and the seeds 80% power would need
 
 Censored x (a ceiling bounds their seed mean, not the law) are left out of every test and
 named; seeds whose values are lower bounds enter every test as right-censored
-(:mod:`memcap.laws.censored`). :func:`decide` takes seed-level rows (a DataFrame of x, seed and y) for any caller.
+(:mod:`memcap.laws.censored`). :func:`decide` takes seed-level rows (a DataFrame of x, seed
+and y) for any caller.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ def check(
 def _still_open(series: Series, ladder: Ladder, T: int) -> bool:
     """Whether ``T`` is the series' largest T tried and its best count there still rises
     above chance past the maximum (:meth:`Series.grows`): the check walks on to bracket it."""
-    return ladder.past_maximum and T == max(series.T_tried) and series.grows(ladder, T)
+    return ladder.past_maximum and max(series.T_tried) == T and series.grows(ladder, T)
 
 
 def bracket(
