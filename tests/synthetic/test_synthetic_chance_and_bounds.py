@@ -115,7 +115,10 @@ def test_the_setup_table_sets_this_run_beside_paper_a():
     assert table.loc["classes", "this run"] == str(section["classes"])
     assert table.loc["batch", "this run"] == "full batch"  # batch_size: null
     assert f"{section['train']['steps']:,} steps" in table.loc["steps", "this run"]
-    assert table.loc["seeds per setting"].tolist() == ["1", str(section["seeds"])]
+    seeds = section["seeds"]  # the n sweep runs its own (4)
+    assert table.loc["seeds per setting"].tolist() == [
+        "1", f"H sweep: {seeds}; n sweep: 4; d_h sweep: {seeds}"
+    ]  # fmt: skip
     assert "smaller sizes" in setup_sentence(section)
     paper = _config("configs/paper.yaml")["synthetic"]
     table = setup_table(paper).set_index("setting")

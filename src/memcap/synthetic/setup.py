@@ -50,7 +50,7 @@ def setup_table(section: Mapping[str, Any]) -> pd.DataFrame:
         "optimizer": "; ".join(sorted({_optimizer(section, s) for s in specs})),
         "steps": _joined({SWEPT[s.name]: _steps(section, s) for s in specs}),
         "batch": "; ".join(sorted({_batch(section, s) for s in specs})),
-        "seeds per setting": "; ".join(sorted({str(s.seeds) for s in specs})),
+        "seeds per setting": _joined({SWEPT[s.name]: str(s.seeds) for s in specs}),
         "T grid": "; ".join(
             f"{SWEPT[s.name]} sweep: {', '.join(f'{t:,}' for t in s.T)}" for s in specs
         )
