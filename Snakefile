@@ -18,6 +18,7 @@ include: "rules/extract.smk"
 include: "rules/assumptions.smk"
 include: "rules/synthetic.smk"
 include: "rules/capacity.smk"
+include: "rules/real_memorization.smk"
 include: "rules/aot.smk"
 include: "rules/report.smk"
 

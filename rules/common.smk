@@ -60,6 +60,7 @@ def stage_targets():
         + assumptions_targets()
         + synthetic_targets()
         + capacity_targets()
+        + real_memorization_targets()
         + aot_targets()
     )
 

@@ -20,6 +20,7 @@ def report_jobs():
         **extract_jobs(),
         **assumptions_jobs(),
         **capacity_jobs(),
+        **real_memorization_jobs(),
         **synthetic_jobs(),
         **aot_jobs(),
     }

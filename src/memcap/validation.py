@@ -16,6 +16,7 @@ from memcap.aot.cut import check_cut as check_aot_cut
 from memcap.aot.settings import check_aot_config
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
+from memcap.real_memorization.settings import check_real_memorization_config
 from memcap.synthetic.checks import check_synthetic_config
 from memcap.synthetic.cut import check_cut as check_synthetic_cut
 
@@ -27,6 +28,7 @@ STAGE_CHECKERS = (
     check_synthetic_cut,
     check_aot_config,
     check_aot_cut,
+    check_real_memorization_config,
 )
 # Keys of an older config shape -> the key that replaced them. "*" matches any key and stands
 # for the same key in the new path. Same parent: the key was renamed; else it moved.

@@ -35,7 +35,7 @@ def _stage(ladder: Ladder, convergence: Convergence) -> StageSettings:
     authors = {"steps": 10, "epochs": 4, "lr": 0.01, "batch_size": 4, "warmup_frac": 0.05,
                "warmup_start": 0.01, "eval_every": 5, "early_stop": False}  # fmt: skip
     return StageSettings(6, 5, 1, 0, 0.99, train, authors, ("shape", "context"), None,
-                         "float32", False, False, False, ladder, convergence)  # fmt: skip
+                         "float32", False, False, False, ladder, convergence, False)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ def every_position(model: ReplicaMHA, r: int, query: Tensor, context: Tensor):
     1 + n), for its own query (B, d) and context (B, n_max, d)."""
     s = model.shapes[r]
     tokens = torch.cat([query[:, None], context[:, : s.n]], 1)  # (B, 1 + n, d)
-    embedded = tokens @ model.w_embed[r] + model.b_embed[r] + model.positions[: s.n + 1]
+    embedded = tokens  # real tokens: already embedded, positions their own
+    if not model.embedded:
+        embedded = tokens @ model.w_embed[r] + model.b_embed[r] + model.positions[: s.n + 1]
     w_q = model.w_query[r, : s.H, :, : s.d_h]
     w_k = model.w_key[r, : s.H, :, : s.d_h]
     w_v = model.w_value[r, : s.H]

@@ -1,5 +1,7 @@
 """Paper A's replica-batched MHA model against the textbook forward, and the synthetic data."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -27,7 +29,7 @@ def _inputs(replicas: int, batch: int, n: int, seed: int = 0, dtype=torch.float3
     )
 
 
-def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool):
+def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool, embedded: bool = False):
     """A float64 model of random replica shapes (one per seed), its input sets (the stacked
     case: fewer sets than replicas, read through ``source``), targets and weights."""
     g = torch.Generator().manual_seed(seed)
@@ -46,10 +48,11 @@ def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool):
             d_v=d_v,
             classes=classes,
             xavier=bool(draw(0, 1)),
+            embedded=embedded,
         )
         for _ in range(R)
     ]
-    shapes[0] = MHAShape(D, n_max, shapes[0].H, shapes[0].d_h, d_v, classes, shapes[0].xavier)
+    shapes[0] = replace(shapes[0], n=n_max)
     model = ReplicaMHA(shapes, [seed * 10 + r for r in range(R)]).double()
     with torch.no_grad():  # trained weights, not the init; padding stays zero
         for p in model.parameters():
@@ -85,12 +88,16 @@ def _oracle_step(model, inputs, targets, weights, objective):
     return step(model, inputs, targets, weights, objective)
 
 
+@pytest.mark.parametrize("embedded", [False, True])
 @pytest.mark.parametrize("one_context", [False, True])
 @pytest.mark.parametrize("stacked", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_outputs_losses_and_gradients_are_the_textbook_models(seed, padded, stacked, one_context):
-    model, inputs, targets, weights = _random_case(seed, padded, stacked, one_context)
+def test_outputs_losses_and_gradients_are_the_textbook_models(
+    seed, padded, stacked, one_context, embedded
+):
+    """Paper A's embedding and positions, or real tokens as they are (``embedded``)."""
+    model, inputs, targets, weights = _random_case(seed, padded, stacked, one_context, embedded)
     objective = "regression" if model.classes is None else "classification"
     torch.testing.assert_close(model(*inputs), textbook_forward(model, *inputs), rtol=0, atol=1e-10)
     loss, outputs = AutogradStep(train_config(), CPU)(model, inputs, targets, weights, objective)

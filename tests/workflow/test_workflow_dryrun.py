@@ -49,6 +49,10 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
     assert counts["certify_real_capacity"] == sum(bool(e.detail_layers) for e in entries)
     assert counts["train_synthetic"] == len(config["synthetic"]["sweeps"])  # a job per sweep
     assert counts["train_aot"] == 1  # every sweep in one process
+    real = config.get("real_memorization", {}).get("layers", [])
+    # Real memorization: one job a model with a listed layer, and one summary.
+    assert counts.get("train_real_memorization", 0) == len({e["model"] for e in real})
+    assert counts.get("summarize_real_memorization", 0) == (1 if real else 0)
     once = (
         "summarize_assumptions",
         "summarize_synthetic",
@@ -63,6 +67,7 @@ def test_dry_run_lists_the_expected_jobs(configfile, tmp_path):
         assert counts[rule] == 1, rule
     counted = ("extract_model", "convert_onnx_weights", "check_assumptions")
     counted += ("certify_real_capacity", "train_synthetic", "train_aot")
+    counted += ("train_real_memorization", "summarize_real_memorization")
     assert set(counts) <= set(once + counted)  # no job per layer
 
 

@@ -17,6 +17,7 @@ from memcap.aot.settings import StageSettings as AotStage
 from memcap.assumptions.cut import parse_job
 from memcap.cluster import costs
 from memcap.extract.layer_spec import layer_name
+from memcap.real_memorization import settings as real
 from memcap.synthetic.cut import job_spec
 from memcap.synthetic.settings import StageSettings
 
@@ -54,6 +55,8 @@ class JobCosts:
             entry = self.entry(wildcards["model"])
             examples, tokens, _ = costs.model_sizes(entry)
             return costs.extract_work(examples, tokens, len(entry.layers))
+        if rule == "train_real_memorization":
+            return self._real(wildcards)
         if rule == "certify_real_capacity":
             entry, section = self.entry(wildcards["model"]), self.config["capacity"]
             examples, _, d = costs.model_sizes(entry)
@@ -77,6 +80,19 @@ class JobCosts:
         spec = job_spec(section, wildcards["job"])
         stage = StageSettings.from_config(section, self.config["seed"], self.config["engine"])
         return costs.synthetic_work(spec, stage)
+
+    def _real(self, wildcards: Mapping[str, str]) -> costs.Work:
+        """Every listed layer of the model, once per input, as a synthetic sweep at the
+        layer's d (an upper bound: the real tokens skip the embedding's products)."""
+        section, model = self.config["real_memorization"], wildcards["model"]
+        synthetic = StageSettings.from_config(
+            self.config["synthetic"], self.config["seed"], self.config["engine"]
+        )
+        examples, _, d = costs.model_sizes(self.entry(model))
+        stage = real.layer_stage(synthetic, section, d, examples)
+        one = costs.synthetic_work(real.sweep(section), stage)
+        times = len(section["inputs"]) * len(real.layers_of(section, model))
+        return {unit: times * amount for unit, amount in one.items()}
 
     def _aot(self, wildcards: Mapping[str, str]) -> costs.Work:
         section = self.config["aot"]

@@ -145,18 +145,26 @@ def one_sample(low, high, target: float, alternative: str) -> tuple[float, float
     above it): (t, p, μ̂, sd), t from the likelihood ratio against the mean fixed at
     ``target`` with n the exact observations, p from t with n − 1 degrees of freedom (1 where
     fewer than two are exact), sd = σ̂·√(n / (n − 1))."""
+    t, above, below, mean, sd = both_sides(low, high, target)
+    if alternative == "greater":
+        return t, above, mean, sd
+    return -t, below, mean, sd
+
+
+def both_sides(low, high, target: float) -> tuple[float, float, float, float, float]:
+    """:func:`one_sample` both ways from one pair of fits: (t above ``target``, p of
+    ``greater``, p of ``less``, μ̂, sd)."""
     low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
     n, exact = len(low), int(np.sum(low == high))
     if exact < 2:
-        return float("nan"), 1.0, float("nan"), float("nan")
+        return float("nan"), 1.0, 1.0, float("nan"), float("nan")
     free = fit(np.ones((n, 1)), low, high)
     fixed = fit(np.zeros((n, 0)), low, high, offset=np.full(n, float(target)))
     mean = float(free.coef[0])
     ratio = max(2.0 * (free.loglik - fixed.loglik), 0.0)
-    sign = 1.0 if alternative == "greater" else -1.0
-    t = sign * np.sign(mean - target) * float(np.sqrt((exact - 1) * np.expm1(ratio / exact)))
+    t = np.sign(mean - target) * float(np.sqrt((exact - 1) * np.expm1(ratio / exact)))
     sd = free.sigma * float(np.sqrt(exact / (exact - 1)))
-    return t, float(stats.t.sf(t, exact - 1)), mean, sd
+    return t, float(stats.t.sf(t, exact - 1)), float(stats.t.cdf(t, exact - 1)), mean, sd
 
 
 def gehan_jonckheere(values, lower) -> Callable[..., np.ndarray]:

@@ -90,8 +90,7 @@ def steps(table: pd.DataFrame, lower: pd.DataFrame | None = None) -> list[Step]:
             mean, sd, seeds, bounds = change.mean(), change.std(ddof=1), len(change), None
         else:
             low, high, _ = censored.change_intervals(table[start], table[end], *flags)
-            _, up, mean, sd = censored.one_sample(low, high, 0.0, "greater")
-            down = censored.one_sample(low, high, 0.0, "less")[1]
+            _, up, down, mean, sd = censored.both_sides(low, high, 0.0)
             seeds, bounds = int(np.sum(low == high)), (tuple(low), tuple(high))
         out.append(Step(float(start), float(end), float(mean), float(sd), seeds, up, down, bounds))
     return out
@@ -186,8 +185,8 @@ def decide_saturates(
             mean, sd = change.mean(), change.std(ddof=1)
         else:
             low, high, _ = censored.change_intervals(reference, values, *flags)
-            t, below, mean, sd = censored.one_sample(low, high, margin, "less")
-            above = censored.one_sample(low, high, margin, "greater")[1]
+            t, above, below, mean, sd = censored.both_sides(low, high, margin)
+            t = -t  # the "less" side's t
             change = low[low == high]  # the exact seeds: the t's degrees of freedom
         se = float(sd / np.sqrt(len(change)))
         upper = float(mean) + stats.t.ppf(1 - ALPHA, len(change) - 1) * se

@@ -27,6 +27,7 @@ JOB_LISTS = (
     "assumption_jobs",
     "capacity_models",
     "capacity",
+    "real_memorization_models",
     "synthetic",
     "synthetic_jobs",
     "aot",

@@ -9,6 +9,8 @@ model each dataset once, every replica's heads stacked on it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from memcap.synthetic.groups import replica_groups
@@ -27,11 +29,17 @@ def sweep_groups(
     return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
 
 
+Draw = Callable[[tuple, int], SyntheticSet]  # a data key and the examples to draw → the set
+
+
 def member_datasets(
-    spec: SweepSpec, stage: StageSettings, members: list[Replica]
+    spec: SweepSpec, stage: StageSettings, members: list[Replica], draw: Draw | None = None
 ) -> dict[tuple, SyntheticSet]:
-    """The datasets that ``members`` train on (one per seed, n, context and task)."""
-    return {key: _dataset(spec, stage, key) for key in {data_key(r) for r in members}}
+    """The datasets that ``members`` train on (one per seed, n, context and task), drawn by
+    ``draw`` (None: paper A's synthetic data, :func:`synthetic_draw`)."""
+    draw = draw or synthetic_draw(spec, stage)
+    size = stage.ladder.data_size(spec.T)
+    return {key: draw(key, size) for key in {data_key(r) for r in members}}
 
 
 def batched_model(
@@ -52,6 +60,7 @@ def batched_model(
             d_v=stage.d_v,
             classes=stage.classes if task == "classification" else None,
             xavier=spec.recipe == "authors",
+            embedded=stage.embedded,
         )
         for r in members
     ]
@@ -68,11 +77,15 @@ def data_key(replica: Replica) -> tuple:
     return (replica.seed, s.n, s.context, s.task)
 
 
-def _dataset(spec: SweepSpec, stage: StageSettings, key: tuple) -> SyntheticSet:
-    seed, n, context, task = key
-    data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
-    size = stage.ladder.data_size(spec.T)
-    return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
+def synthetic_draw(spec: SweepSpec, stage: StageSettings) -> Draw:
+    """Paper A's synthetic data (:func:`make_dataset`), one seed per data key."""
+
+    def draw(key: tuple, size: int) -> SyntheticSet:
+        seed, n, context, task = key
+        data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
+        return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
+
+    return draw
 
 
 def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:

@@ -7,6 +7,9 @@ dimension d_h, value dimension d_v per head, output projection to d) runs under 
 stops every token from attending *to* token 0, so the query reads only its context, and a
 linear decoder on token 0's output gives class logits or a regression value. There is no
 residual connection: the query reaches the output only through its attention weights.
+Tokens that are already embedded (``MHAShape.embedded``: a real model's layer inputs, which
+carry their own positions) enter as they are: W_e = I, no bias and no positions, the layer
+Theorem 1 analyses.
 
 **The forward is folded.** The layer is linear before and after the softmax, so products of
 weight matrices are formed once per step and applied to the raw tokens; no context token is
@@ -57,6 +60,7 @@ class MHAShape:
     d_v: int = 1  # value dimension per head (1 in the authors' setup)
     classes: int | None = None  # C output classes; None = scalar regression output
     xavier: bool = False  # paper A's code: Xavier-uniform weights, zero biases, scores / √d
+    embedded: bool = False  # tokens already embedded (real ones): no W_e, b_e or positions
 
     def __post_init__(self) -> None:
         if min(self.d, self.n, self.H, self.d_h, self.d_v) < 1:
@@ -137,9 +141,10 @@ class ReplicaMHA(nn.Module):
         super().__init__()
         if len(shapes) != len(seeds) or not shapes:
             raise ValueError("need one seed per replica shape, and at least one replica")
-        if len({(s.d, s.d_v, s.classes) for s in shapes}) != 1:
-            raise ValueError("replicas must share d, d_v and classes")
+        if len({(s.d, s.d_v, s.classes, s.embedded) for s in shapes}) != 1:
+            raise ValueError("replicas must share d, d_v, classes and embedded")
         self.d, self.d_v, self.classes = shapes[0].d, shapes[0].d_v, shapes[0].classes
+        self.embedded = shapes[0].embedded
         self.shapes = tuple(shapes)
         self.max_H = max(s.H for s in shapes)
         self.max_d_h = max(s.d_h for s in shapes)
@@ -184,9 +189,12 @@ class ReplicaMHA(nn.Module):
             return padded
 
         hm, dm = self.max_H, self.max_d_h
-        return {
+        embedding = {} if shape.embedded else {
             "w_embed": uniform(d, d, d, d),
             "b_embed": uniform(d, d, d),
+        }  # fmt: skip
+        return {
+            **embedding,
             "w_query": pad(uniform(d, h * d_h, h, d, d_h), hm, d, dm),
             "w_key": pad(uniform(d, h * d_h, h, d, d_h), hm, d, dm),
             "w_value": pad(uniform(d, h * d_v, h, d, d_v), hm, d, d_v),
@@ -198,7 +206,10 @@ class ReplicaMHA(nn.Module):
 
     def embed(self, query: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
         """Embedded query x (R, B, d) and context e (R, B, n_max, d), positions added (the
-        forward never computes them; the analysis of the trained model reads them)."""
+        forward never computes them; the analysis of the trained model reads them). Embedded
+        tokens are read as they are."""
+        if self.embedded:
+            return query, context
         n = context.shape[2]
         offsets = self.b_embed[:, None] + self.positions[: n + 1]  # (R, 1 + n, d): o_0..o_n
         x = torch.einsum("rbd,rde->rbe", query, self.w_embed) + offsets[:, None, 0]
@@ -235,19 +246,25 @@ class ReplicaMHA(nn.Module):
         """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
         the context rows (G, d, S d_v) and positions (G, n, S d_v) to the values."""
         R, H, d = self.replicas, self.max_H, self.d
-        o_0 = self.b_embed + self.positions[0]  # (R, d)
-        offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
-        query_side = torch.cat([self.w_embed, o_0[:, None]], 1)  # A: (R, d + 1, d)
-        query_side = query_side * self.score_scale[:, None, None]
         m = torch.matmul(self.w_query, self.w_key.mT).view(R, H * d, d)  # W_q,h W_k,hᵀ
-        # M_h W_eᵀ and M_h Oᵀ, every head's rows in one product per replica, heads last
-        to_u = torch.bmm(m, self.w_embed.mT).view(R, H, d, d).permute(0, 2, 3, 1)
-        to_w = torch.bmm(m, offsets.mT).view(R, H, d, n).permute(0, 2, 3, 1)
-        to_u = torch.bmm(query_side, to_u.reshape(R, d, d * H))  # (R, d + 1, d H)
-        to_w = torch.bmm(query_side, to_w.reshape(R, d, n * H))  # (R, d + 1, n H)
         w_value = self.w_value.transpose(1, 2).flatten(2)  # (R, d, H d_v)
-        from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
-        from_positions = torch.bmm(offsets, w_value)  # O W_v,h
+        if self.embedded:  # A = [I; 0], W_e = I, O = 0: the heads' own maps
+            to_u = m.view(R, H, d, d).permute(0, 2, 3, 1).reshape(R, d, d * H)
+            to_u = torch.cat([to_u * self.score_scale[:, None, None], m.new_zeros(R, 1, d * H)], 1)
+            to_w, from_rows = m.new_zeros(R, d + 1, n * H), w_value
+            from_positions = m.new_zeros(R, n, w_value.shape[-1])
+        else:
+            o_0 = self.b_embed + self.positions[0]  # (R, d)
+            offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
+            query_side = torch.cat([self.w_embed, o_0[:, None]], 1)  # A: (R, d + 1, d)
+            query_side = query_side * self.score_scale[:, None, None]
+            # M_h W_eᵀ and M_h Oᵀ, every head's rows in one product per replica, heads last
+            to_u = torch.bmm(m, self.w_embed.mT).view(R, H, d, d).permute(0, 2, 3, 1)
+            to_w = torch.bmm(m, offsets.mT).view(R, H, d, n).permute(0, 2, 3, 1)
+            to_u = torch.bmm(query_side, to_u.reshape(R, d, d * H))  # (R, d + 1, d H)
+            to_w = torch.bmm(query_side, to_w.reshape(R, d, n * H))  # (R, d + 1, n H)
+            from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
+            from_positions = torch.bmm(offsets, w_value)  # O W_v,h
         maps = (to_u, to_w, from_rows, from_positions)
         if slots is None:
             return maps

@@ -161,6 +161,7 @@ class StageSettings:
     leave_when_fit: bool  # fitted replicas leave their batched model
     ladder: Ladder  # how every series walks its T grid
     convergence: Convergence  # the check of every setting's budget at its capacity
+    embedded: bool  # tokens already embedded (real layers' inputs): no W_e, b_e or positions
 
     @classmethod
     def from_config(
@@ -183,6 +184,7 @@ class StageSettings:
             leave_when_fit=engine["synthetic"]["leave_when_fit"],
             ladder=Ladder.from_config(section),
             convergence=Convergence.from_config(section),
+            embedded=False,
         )
 
     def _engine(self) -> dict[str, Any]:

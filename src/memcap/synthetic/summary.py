@@ -9,8 +9,10 @@ largest T fitted exactly (every example memorized: the theorem's notion). A capa
 ``bracketed`` when a larger T than the one that reached it was tried and memorized no more,
 or, on a ladder that goes past the maximum, when its largest T memorized above chance no
 more than ``RISE`` (5%) over every smaller T (the count has levelled off); otherwise it is
-shown as "≥". Certified capacities are maxima over the grid too; since the
-datasets of a grid are nested that is their value at the largest T.
+shown as "≥". ``capacity_low`` and ``capacity_high`` bracket the most-memorized count: the
+count itself, and the count again where it is bracketed (NaN where it is not: right-censored;
+a T between two rungs may still memorize more). Certified capacities are maxima over the
+grid too; since the datasets of a grid are nested that is their value at the largest T.
 
 A series is ``censored`` when its largest T is memorized at or above the ladder's level
 (``grow_at``; every example where the grid does not grow): the grid, not the model, bounds
@@ -92,6 +94,8 @@ def capacity_table(summary: pd.DataFrame) -> pd.DataFrame:
                 "capacity": capacity,
                 "capacity_shown": _shown(capacity, bracketed, at_chance),
                 "bracketed": bracketed,
+                "capacity_low": capacity,
+                "capacity_high": capacity if bracketed else _NAN_VALUE,
                 "T_at_capacity": int(best["T"]),
                 "fitted_T": fitted_T,
                 **fitted_bracket(fitted_T, int(unfitted.min()) if len(unfitted) else None),

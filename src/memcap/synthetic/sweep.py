@@ -33,7 +33,7 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
-from memcap.synthetic.batched import batched_model, data_key, member_datasets
+from memcap.synthetic.batched import Draw, batched_model, data_key, member_datasets
 from memcap.synthetic.chance import chance_count, fitted_chance
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
@@ -61,7 +61,9 @@ class SweepResult:
     data_checksum: str
 
 
-def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> SweepResult:
+def run_sweep(
+    spec: SweepSpec, stage: StageSettings, device: torch.device, draw: Draw | None = None
+) -> SweepResult:
     """Train and certify every series of one sweep through the protocol of
     :mod:`~memcap.synthetic.series`.
 
@@ -69,8 +71,10 @@ def run_sweep(spec: SweepSpec, stage: StageSettings, device: torch.device) -> Sw
         spec: the sweep.
         stage: stage-wide settings, the global seed among them.
         device: where to train.
+        draw: the sweep's data (None: paper A's synthetic data; the real-embedding stage
+            passes its examples, :mod:`memcap.real_memorization.inputs`).
     """
-    datasets = member_datasets(spec, stage, grid_replicas(spec, stage))
+    datasets = member_datasets(spec, stage, grid_replicas(spec, stage), draw)
     _logger.info(
         "sweep %s (recipe %s): T grid %s, %s, %s, group_by=%s, device %s",
         spec.name, spec.recipe, list(spec.T), stage.ladder, stage.convergence,
