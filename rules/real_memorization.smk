@@ -76,7 +76,7 @@ rule summarize_real_memorization:
             subcategory="Tables",
             labels={"table": "real against the controls"},
         ),
-        figures=directory("results/real_memorization/figures"),
+        figures=folder_report("results/real_memorization/figures"),
     log:
         "logs/summarize_real_memorization/summarize_real_memorization.log",
     group:

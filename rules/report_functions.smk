@@ -11,7 +11,15 @@ from memcap.report.layout import (
 )
 
 REPORT_HTML = "reports/report.html"
-REPORT_STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
+REPORT_STAGES = (
+    "extract",
+    "assumptions",
+    "synthetic",
+    "capacity",
+    "real_memorization",
+    "aot",
+    "report",
+)
 
 
 def report_jobs():
@@ -37,6 +45,7 @@ def report_layout_param(wildcards=None):
     """Every file the page reads, by name, computed from the config (JSON-able)."""
     enabled = {stage: stage_enabled(stage) for stage in REPORT_STAGES}
     enabled["capacity"] = capacity_enabled()
+    enabled["real_memorization"] = bool(real_memorization_models())
     captions = Path(workflow.basedir) / "workflow" / "report"
     return report_layout(report_jobs(), enabled, captions)
 
@@ -69,4 +78,5 @@ def report_caption_files(wildcards):
 
 def report_stages(wildcards):
     """Which stages the config switches on."""
-    return {stage: stage_enabled(stage) for stage in REPORT_STAGES}
+    stages = {stage: stage_enabled(stage) for stage in REPORT_STAGES}
+    return stages | {"real_memorization": bool(real_memorization_models())}

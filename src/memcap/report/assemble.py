@@ -24,6 +24,7 @@ from memcap.report.context import (
     Figure,
     LayerSection,
     Limitation,
+    RealMemorizationSection,
     ReportContext,
     ScalingSection,
     Table,
@@ -35,6 +36,7 @@ from memcap.report.depth import (
     theorem_span,
 )
 from memcap.report.paper_a import comparison_table
+from memcap.report.real_memorization import real_memorization_section
 from memcap.report.render import render_html
 from memcap.report.scaling import scaling_section
 from memcap.report.timings import rule_timings, run_span
@@ -216,6 +218,14 @@ def _scaling_section(inputs: ReportInputs, stage: str) -> ScalingSection:
     return section
 
 
+def _real_memorization(inputs: ReportInputs) -> RealMemorizationSection:
+    """Paper A's layer trained on the real embeddings (:mod:`memcap.report.real_memorization`)."""
+    stage = "real_memorization"
+    figures = _figures(inputs.stage(stage).figures, inputs.config)
+    enabled = bool(inputs.stages.get(stage, False))
+    return real_memorization_section(enabled, figures, lambda name: inputs.table(stage, name))
+
+
 def _run_limitations(
     inputs: ReportInputs,
     layers: Sequence[LayerSection],
@@ -306,6 +316,7 @@ def build_context(inputs: ReportInputs, now: datetime | None = None) -> ReportCo
         strips=depth_strips(layers, paper_n),
         paper_n=paper_n,
         answers=model_answers(layers, models),
+        real_memorization=_real_memorization(inputs),
         paper_a_real=comparison_table(
             [layer.verdicts.evidence for layer in layers], {m.name: m for m in models}
         ),

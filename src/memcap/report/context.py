@@ -13,7 +13,9 @@ from memcap.assumptions.verdicts import LayerVerdicts, Outcome
 from memcap.report.loaders import ModelInfo, VersionRow, layer_order
 from memcap.report.timings import RuleTiming, RunSpan, StageCost, stage_costs
 
-STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
+STAGES = (
+    "extract", "assumptions", "synthetic", "capacity", "real_memorization", "aot", "report",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,20 @@ class ScalingSection:
     underpowered: list[str] = field(default_factory=list)  # laws under 80% power, for the top
 
 
+@dataclass
+class RealMemorizationSection:
+    """Paper A's layer trained on the real embeddings (:mod:`memcap.report.real_memorization`):
+    figures, each input's estimates side by side, linear in H, real against the controls, and
+    per model the words "achieved" reads on the first screen."""
+
+    enabled: bool
+    figures: Sequence[Figure] = ()
+    estimates: Table | None = None
+    laws: Table | None = None
+    paired: Table | None = None
+    achieved: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class ModelAnswer:
     """One model's answer on the first screen (:mod:`memcap.report.answer`).
@@ -212,6 +228,9 @@ class ReportContext:
     paper_n: Mapping[str, int] = field(default_factory=dict)  # per model: paper A's n for its kind
     answers: Sequence[ModelAnswer] = ()  # per model: where Theorem 1 applies, what it grants
     run_notes: Sequence[Limitation] = ()  # audits that passed, training recipes
+    real_memorization: RealMemorizationSection = field(
+        default_factory=lambda: RealMemorizationSection(False)
+    )  # paper A's layer trained on the real embeddings
 
     def answer(self, model: str) -> ModelAnswer | None:
         """The first screen's answer for ``model``."""
@@ -239,6 +258,7 @@ class ReportContext:
             + sum(len(section.figures) for section in self.depth)
             + len(self.paper_a.figures)
             + len(self.paper_b.figures)
+            + len(self.real_memorization.figures)
         )
 
 

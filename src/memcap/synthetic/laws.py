@@ -149,7 +149,7 @@ def spread_exponent(capacity: pd.DataFrame) -> tuple[float, float, float, int]:
     keys = ["sweep", "context", "task", "value"]
     spread = capacity.groupby(keys)["capacity"].agg(["mean", "std", "count"])
     spread = spread[(spread["count"] >= 2) & (spread["std"] > 0) & (spread["mean"] > 0)]
-    if len(spread) < 3:
+    if len(spread) < 3 or spread["mean"].nunique() < 2:  # no spread of means to regress on
         return float("nan"), float("nan"), float("nan"), len(spread)
     fit = sps.linregress(np.log(spread["mean"]), np.log(spread["std"]))
     half = sps.t.ppf(0.975, len(spread) - 2) * fit.stderr

@@ -246,25 +246,19 @@ class ReplicaMHA(nn.Module):
         """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
         the context rows (G, d, S d_v) and positions (G, n, S d_v) to the values."""
         R, H, d = self.replicas, self.max_H, self.d
+        o_0 = self.b_embed + self.positions[0]  # (R, d)
+        offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
+        query_side = torch.cat([self.w_embed, o_0[:, None]], 1)  # A: (R, d + 1, d)
+        query_side = query_side * self.score_scale[:, None, None]
         m = torch.matmul(self.w_query, self.w_key.mT).view(R, H * d, d)  # W_q,h W_k,hᵀ
+        # M_h W_eᵀ and M_h Oᵀ, every head's rows in one product per replica, heads last
+        to_u = torch.bmm(m, self.w_embed.mT).view(R, H, d, d).permute(0, 2, 3, 1)
+        to_w = torch.bmm(m, offsets.mT).view(R, H, d, n).permute(0, 2, 3, 1)
+        to_u = torch.bmm(query_side, to_u.reshape(R, d, d * H))  # (R, d + 1, d H)
+        to_w = torch.bmm(query_side, to_w.reshape(R, d, n * H))  # (R, d + 1, n H)
         w_value = self.w_value.transpose(1, 2).flatten(2)  # (R, d, H d_v)
-        if self.embedded:  # A = [I; 0], W_e = I, O = 0: the heads' own maps
-            to_u = m.view(R, H, d, d).permute(0, 2, 3, 1).reshape(R, d, d * H)
-            to_u = torch.cat([to_u * self.score_scale[:, None, None], m.new_zeros(R, 1, d * H)], 1)
-            to_w, from_rows = m.new_zeros(R, d + 1, n * H), w_value
-            from_positions = m.new_zeros(R, n, w_value.shape[-1])
-        else:
-            o_0 = self.b_embed + self.positions[0]  # (R, d)
-            offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
-            query_side = torch.cat([self.w_embed, o_0[:, None]], 1)  # A: (R, d + 1, d)
-            query_side = query_side * self.score_scale[:, None, None]
-            # M_h W_eᵀ and M_h Oᵀ, every head's rows in one product per replica, heads last
-            to_u = torch.bmm(m, self.w_embed.mT).view(R, H, d, d).permute(0, 2, 3, 1)
-            to_w = torch.bmm(m, offsets.mT).view(R, H, d, n).permute(0, 2, 3, 1)
-            to_u = torch.bmm(query_side, to_u.reshape(R, d, d * H))  # (R, d + 1, d H)
-            to_w = torch.bmm(query_side, to_w.reshape(R, d, n * H))  # (R, d + 1, n H)
-            from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
-            from_positions = torch.bmm(offsets, w_value)  # O W_v,h
+        from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
+        from_positions = torch.bmm(offsets, w_value)  # O W_v,h
         maps = (to_u, to_w, from_rows, from_positions)
         if slots is None:
             return maps
@@ -275,25 +269,47 @@ class ReplicaMHA(nn.Module):
             for k, x in enumerate(maps)
         )
 
+    def _factors(self, slots: Slots | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Embedded tokens: every slot's W_q,h and scaled W_k,h (G, d, S, d_h) and W_v,h
+        (G, d, S d_v), unfolded (at a real model's d, forming W_q,h W_k,hᵀ would cost d² an
+        example where the two factors cost 2·d·d_h)."""
+        w_query = self.w_query.transpose(1, 2)  # (R, d, H, d_h)
+        w_key = (self.w_key * self.score_scale[:, None, None, None]).transpose(1, 2)
+        w_value = self.w_value.transpose(1, 2)  # (R, d, H, d_v)
+        if slots is None:
+            return w_query, w_key, w_value.flatten(2)
+        w_query, w_key = _gather_heads(w_query, slots), _gather_heads(w_key, slots)
+        return w_query, w_key, _gather_heads(w_value, slots).flatten(2)
+
     def _weights(self, query: Tensor, context: Tensor, slots: Slots | None):
         """Every slot's attention weights (G, B, n, S) and values (G, B, n, S, d_v)."""
         G, B, d = query.shape
         n = context.shape[2]
-        to_u, to_w, from_rows, from_positions = self._maps(n, slots)
-        S = to_w.shape[-1] // n
-        q = torch.cat([query, query.new_ones(G, B, 1)], -1)  # q̂
-        u = torch.bmm(q, to_u)  # (G, B, d S): u_h of every head
-        w = torch.bmm(q, to_w)  # (G, B, n S): w_h of every head and position
         rows = context.expand(G, B, n, d).contiguous()  # a shared context: copied per example
-        scores = torch.baddbmm(w.view(G * B, n, S), rows.view(G * B, n, d), u.view(G * B, d, S))
+        if self.embedded:  # score of head h on c_i: (q W_q,h)·(c_i W_k,h) = c_i·u_h
+            w_query, w_key, from_rows = self._factors(slots)
+            S = w_query.shape[2]
+            projected = torch.einsum("gbd,gdsk->gbsk", query, w_query)  # q W_q,h
+            u = torch.einsum("gbsk,gdsk->gbds", projected, w_key)  # u_h = W_k,h (q W_q,h)ᵀ
+            scores = torch.bmm(rows.view(G * B, n, d), u.reshape(G * B, d, S))
+        else:
+            to_u, to_w, from_rows, from_positions = self._maps(n, slots)
+            S = to_w.shape[-1] // n
+            q = torch.cat([query, query.new_ones(G, B, 1)], -1)  # q̂
+            u = torch.bmm(q, to_u)  # (G, B, d S): u_h of every head
+            w = torch.bmm(q, to_w)  # (G, B, n S): w_h of every head and position
+            scores = torch.baddbmm(w.view(G * B, n, S), rows.view(G * B, n, d), u.view(G * B, d, S))
         # softmax over the positions as the leading axis of (G, n, B, S): long contiguous rows
         # (over the (n, S) blocks it runs slowly unless S is a multiple of the vector width)
         scores = scores.view(G, B, n, S).transpose(1, 2).contiguous()
         if self.padded_context:
             scores = scores + self._position_bias(n, slots)
         weights = torch.softmax(scores, 1).transpose(1, 2)  # (G, B, n, S)
-        per_position = from_positions[:, None].expand(G, B, n, -1).reshape(G, B * n, -1)
-        values = torch.baddbmm(per_position, rows.view(G, B * n, d), from_rows)
+        if self.embedded:
+            values = torch.bmm(rows.view(G, B * n, d), from_rows)
+        else:  # plus the positions' values O W_v,h
+            per_position = from_positions[:, None].expand(G, B, n, -1).reshape(G, B * n, -1)
+            values = torch.baddbmm(per_position, rows.view(G, B * n, d), from_rows)
         return weights, values.view(G, B, n, S, self.d_v)
 
     def _position_bias(self, n: int, slots: Slots | None) -> Tensor:
