@@ -44,7 +44,9 @@ def _config(configfile: str) -> dict:
 # One compute rule per stage whatever its cut (a {job} each), then the summaries: no merges.
 COMPUTE_RULES = {"extract_model", "convert_onnx_weights", "check_assumptions"}
 COMPUTE_RULES |= {"certify_real_capacity", "train_synthetic", "train_aot"}
+COMPUTE_RULES |= {"train_real_memorization"}
 SUMMARY_RULES = {"summarize_assumptions", "summarize_synthetic", "summarize_real_capacity"}
+SUMMARY_RULES |= {"summarize_real_memorization"}
 SUMMARY_RULES |= {"summarize_aot", "plot_synthetic", "plot_aot", "render_report"}
 
 
@@ -86,6 +88,9 @@ def test_the_default_run_keeps_one_job_per_sweep_stage_and_model():
     assert _jobs(jobs, "train_aot") == ["all"]
     models = [m["name"] for m in _config("config.yaml")["extract"]["models"]]
     assert sorted(_jobs(jobs, "check_assumptions")) == sorted(models)
+    real = [entry["model"] for entry in _config("config.yaml")["real_memorization"]["layers"]]
+    trained = [job.wildcards["model"] for job in jobs if job.rule == "train_real_memorization"]
+    assert sorted(trained) == sorted(set(real))  # one job a model
     assert not {job.rule for job in jobs} - COMPUTE_RULES - SUMMARY_RULES - {"all"}
 
 

@@ -271,8 +271,8 @@ class ReplicaMHA(nn.Module):
 
     def _factors(self, slots: Slots | None) -> tuple[Tensor, Tensor, Tensor]:
         """Embedded tokens: every slot's W_q,h and scaled W_k,h (G, d, S, d_h) and W_v,h
-        (G, d, S d_v), unfolded (at a real model's d, forming W_q,h W_k,hᵀ would cost d² an
-        example where the two factors cost 2·d·d_h)."""
+        (G, d, S d_v), unfolded: at a real model's d the keys of every context row in one large
+        product cost n·d·d_h an example, where the folded W_q,h W_k,hᵀ would cost d²."""
         w_query = self.w_query.transpose(1, 2)  # (R, d, H, d_h)
         w_key = (self.w_key * self.score_scale[:, None, None, None]).transpose(1, 2)
         w_value = self.w_value.transpose(1, 2)  # (R, d, H, d_v)
@@ -286,12 +286,12 @@ class ReplicaMHA(nn.Module):
         G, B, d = query.shape
         n = context.shape[2]
         rows = context.expand(G, B, n, d).contiguous()  # a shared context: copied per example
-        if self.embedded:  # score of head h on c_i: (q W_q,h)·(c_i W_k,h) = c_i·u_h
+        if self.embedded:  # score of head h on c_i: (q W_q,h)·(c_i W_k,h)
             w_query, w_key, from_rows = self._factors(slots)
-            S = w_query.shape[2]
-            projected = torch.einsum("gbd,gdsk->gbsk", query, w_query)  # q W_q,h
-            u = torch.einsum("gbsk,gdsk->gbds", projected, w_key)  # u_h = W_k,h (q W_q,h)ᵀ
-            scores = torch.bmm(rows.view(G * B, n, d), u.reshape(G * B, d, S))
+            S, k = w_query.shape[2], w_query.shape[3]
+            projected = torch.bmm(query, w_query.flatten(2)).view(G, B, 1, S, k)  # q W_q,h
+            keys = torch.bmm(rows.view(G, B * n, d), w_key.flatten(2)).view(G, B, n, S, k)
+            scores = (keys * projected).sum(-1)  # (G, B, n, S)
         else:
             to_u, to_w, from_rows, from_positions = self._maps(n, slots)
             S = to_w.shape[-1] // n
