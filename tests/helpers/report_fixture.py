@@ -31,7 +31,7 @@ CAPTIONS = ROOT / "workflow" / "report"
 # Tables the report's figures read (tests/report/test_report_figures.py), not its page.
 FIGURE_TABLES = ("results/capacity/shared_spread.csv",)
 DROPPED = ("example_inputs", "example_tokens_head", "source_images", "forward_error")
-STAGES = ("extract", "assumptions", "synthetic", "capacity", "aot", "report")
+STAGES = ("extract", "assumptions", "synthetic", "capacity", "real_memorization", "aot", "report")
 
 
 def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
@@ -69,6 +69,9 @@ def _jobs(run: Path) -> dict[str, list[dict[str, str]]]:
         "onnx_models": [{"model": p.name} for p in sorted((run / "results" / "weights").glob("*"))],
         "capacity_models": [m for m in models if any(j["model"] == m["model"] for j in capacity)],
         "capacity": capacity,
+        "real_memorization_models": [
+            m for m in models if (run / "results" / "real_memorization" / m["model"]).is_dir()
+        ],
         **_coarse_cut_jobs(run, config, models, trained),
     }
 
