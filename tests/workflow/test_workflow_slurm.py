@@ -426,7 +426,7 @@ def _check_slurm_job(job: JobRecord, info: dict[str, str]) -> None:
 REPORT_GROUP = "report"
 REPORT_RULES = {
     "summarize_synthetic", "summarize_aot", "summarize_assumptions", "summarize_real_capacity",
-    "plot_synthetic", "plot_aot", "render_report",
+    "summarize_real_memorization", "plot_synthetic", "plot_aot", "render_report",
 }  # fmt: skip
 
 
