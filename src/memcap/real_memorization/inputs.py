@@ -14,6 +14,7 @@ trains on the same labels, from the same initialisation and batches: the compari
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -82,12 +83,16 @@ def layer_draw(examples: Examples, kind: str, base_seed: int, classes: int) -> D
     """The stage's data for input ``kind`` (real, uniform or gaussian) of one layer: a
     :data:`~memcap.synthetic.batched.Draw` for :func:`memcap.synthetic.sweep.run_sweep`."""
 
+    @cache
+    def arrays(seed: int) -> Examples:
+        """The seed's examples: the layer's, or its control drawn once for every key."""
+        if kind == "real":
+            return examples
+        return control(examples, kind, derive_seed(base_seed, "real control", kind, seed))
+
     def draw(key: tuple, size: int) -> SyntheticSet:
         seed, n, context, task = key
-        own = examples
-        if kind != "real":
-            own = control(examples, kind, derive_seed(base_seed, "real control", kind, seed))
-        return select(own, size, n, context, task, classes, base_seed, seed)
+        return select(arrays(seed), size, n, context, task, classes, base_seed, seed)
 
     return draw
 

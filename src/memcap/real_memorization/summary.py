@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from memcap.laws import censored, holm
-from memcap.synthetic.laws import decided_on, law_table
+from memcap.synthetic.laws import decided_on, law_table, notion
 from memcap.synthetic.summary import estimate_table
 
 LAYER = ["model", "layer", "input"]
@@ -53,7 +53,7 @@ def paired(capacity: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, group in capacity.groupby(CURVE, sort=True):
         inputs = dict(tuple(decided_on(group).groupby("input")))
-        notion = "fitted_T" if decided_on(group)["capacity"].ne(group["capacity"]).any() else ""
+        deciding = notion(group)
         if "real" not in inputs:
             continue
         real = inputs["real"].set_index("seed")
@@ -70,7 +70,7 @@ def paired(capacity: pd.DataFrame) -> pd.DataFrame:
                 {
                     **dict(zip(CURVE, key, strict=True)),
                     "control": control,
-                    "notion": notion or "capacity",
+                    "notion": deciding,
                     "seeds": int(keep.sum()),
                     "exact": int(np.sum(low == high)),
                     "real_mean": float(real.loc[seeds, "capacity"].mean()),
