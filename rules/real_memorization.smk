@@ -30,7 +30,7 @@ rule train_real_memorization:
         "../envs/compute.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=real_memorization_mem_mb,
         runtime=job_runtime("train_real_memorization"),
         gpu=gpu_request,
     params:

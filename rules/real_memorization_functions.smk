@@ -1,7 +1,9 @@
 """Functions of the real-memorization stage's rules: its models, layers and targets."""
 
 from memcap.real_memorization.settings import enabled as real_memorization_enabled
-from memcap.real_memorization.settings import layers_of, models as real_models
+from memcap.cluster.costs import model_sizes
+from memcap.real_memorization.settings import layers_of, memory_mb
+from memcap.real_memorization.settings import models as real_models
 
 
 def real_memorization_models():
@@ -39,6 +41,12 @@ def real_memorization_layers_param(wildcards):
     return [
         str(layer) for layer in layers_of(config["real_memorization"], wildcards.model)
     ]
+
+
+def real_memorization_mem_mb(wildcards):
+    """Memory of the model's job (memcap.real_memorization.settings.memory_mb)."""
+    sizes = model_sizes(typed_entry(wildcards.model))
+    return memory_mb(config["real_memorization"], *sizes)
 
 
 def real_memorization_folders(wildcards=None):

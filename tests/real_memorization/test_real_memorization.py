@@ -163,6 +163,42 @@ def test_config_names_a_layer_of_a_model_it_does_not_extract():
     with pytest.raises(ConfigError, match=r"real_memorization.layers\[0\].model"):
         check_config(config)
     config["real_memorization"]["layers"] = [{"model": "bert-tiny", "layer": 1}]
-    config["real_memorization"]["d_h"] = 2
-    with pytest.raises(ConfigError, match="real_memorization.d_h"):
+    config["real_memorization"]["T"] = [8, 64]
+    with pytest.raises(ConfigError, match="real_memorization.T"):
         check_config(config)
+
+
+def test_own_sizes_are_the_layers_and_a_missing_one_names_its_key():
+    """``own`` reads n, d_h and an H value from the layer's extraction provenance; H stays
+    sorted and distinct; a size the provenance lacks is an error naming the key."""
+    from memcap.config_schema import validate_schema
+    from memcap.real_memorization.settings import resolve
+
+    config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
+    config["real_memorization"].update(n="own", d_h="own", H=[1, "own", 4])
+    validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    sizes = {"n": 197, "heads": 12, "head_dim": 64}
+    resolved = resolve(config["real_memorization"], sizes)
+    assert (resolved["n"], resolved["d_h"], resolved["H"]) == (197, 64, [1, 4, 12])
+    assert config["real_memorization"]["H"] == [1, "own", 4]  # the config is not changed
+    assert resolve(SECTION, sizes) == SECTION
+    with pytest.raises(ConfigError, match="real_memorization.H"):
+        resolve(config["real_memorization"], {**sizes, "heads": None})
+    config["real_memorization"]["d_h"] = "mine"
+    with pytest.raises(Exception, match="mine"):
+        validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bf16_on_cuda_memorizes_as_float32_on_the_cpu():
+    """configs/paper.yaml's arithmetic: the same module in bf16 on a GPU memorizes what it
+    memorizes in float32 on the CPU, within 2 examples or a quarter (every seed and H)."""
+    from dataclasses import replace
+
+    examples = _examples(T=24, n=4, d=6)
+    cpu = train_layer(examples, SECTION, _synthetic(), CPU).capacity
+    bf16 = replace(_synthetic(), precision="bf16")
+    gpu = train_layer(examples, SECTION, bf16, torch.device("cuda")).capacity
+    assert len(gpu) == len(cpu)
+    want, got = cpu["capacity"].to_numpy(float), gpu["capacity"].to_numpy(float)
+    assert (np.abs(got - want) <= np.maximum(2, 0.25 * want)).all(), (want, got)

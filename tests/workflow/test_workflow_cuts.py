@@ -73,6 +73,8 @@ def test_the_papers_run_is_one_job_per_setting_and_layer_each_within_a_day():
         for layer in e.layers
     ]
     assert sorted(_jobs(jobs, "check_assumptions")) == sorted(layers)
+    trained = [job.wildcards["model"] for job in jobs if job.rule == "train_real_memorization"]
+    assert sorted(trained) == sorted(e["name"] for e in config["extract"]["models"])
     assert not {job.rule for job in jobs} - COMPUTE_RULES - SUMMARY_RULES - {"all"}
     for configfile, plan in (("configs/paper.yaml", jobs), ("configs/scale.yaml", None)):
         plan = plan or _dry_run(configfile)

@@ -21,6 +21,7 @@ from memcap.real_memorization import settings as real
 from memcap.synthetic.cut import job_spec
 from memcap.synthetic.settings import StageSettings
 
+OWN_HEAD_DIM = 64  # the head dimension an own d_h is costed at (ViT, BERT, GPT-2)
 # Rules that run on the host whatever the device (no GPU route).
 HOST_RULES = ("certify_real_capacity",)
 
@@ -83,12 +84,16 @@ class JobCosts:
 
     def _real(self, wildcards: Mapping[str, str]) -> costs.Work:
         """Every listed layer of the model, once per input, as a synthetic sweep at the
-        layer's d (an upper bound: the real tokens skip the embedding's products)."""
+        layer's d (an upper bound: the real tokens skip the embedding's products); an ``own``
+        size read as the model's n, d_h = min(64, d) and d / d_h heads (the provenance that
+        holds them is written after the DAG is built)."""
         section, model = self.config["real_memorization"], wildcards["model"]
         synthetic = StageSettings.from_config(
             self.config["synthetic"], self.config["seed"], self.config["engine"]
         )
-        examples, _, d = costs.model_sizes(self.entry(model))
+        examples, n, d = costs.model_sizes(self.entry(model))
+        d_h = min(OWN_HEAD_DIM, d)
+        section = real.resolve(section, {"n": n, "head_dim": d_h, "heads": max(1, d // d_h)})
         stage = real.layer_stage(synthetic, section, d, examples)
         one = costs.synthetic_work(real.sweep(section), stage)
         times = len(section["inputs"]) * len(real.layers_of(section, model))

@@ -9,15 +9,17 @@ import seaborn as sns
 
 from memcap.plotting import legend_beside, set_theme
 from memcap.synthetic.laws import decided_on
+from memcap.theory import CONSTRUCTION, THEOREM, bound_kind
 
 MARKERS = {"real": "o", "uniform": "s", "gaussian": "^"}
+BOUND_LABELS = {THEOREM: "Theorem 1: H(n'−1)+1", CONSTRUCTION: "construction: H(d_h−1)+1"}
 
 
 def plot_model(capacity: pd.DataFrame, model: str) -> plt.Figure:
     """One panel per layer, context and task of ``model``: every seed's capacity (the laws'
     notion; hollow where it is a lower bound) and the seed means, one colour per input; black
-    dashed Theorem 1's H(n'−1)+1, grey dotted the certified rank of Z with random attention on
-    the real examples (seed mean)."""
+    dashed Theorem 1's H(n'−1)+1 (its construction's H(d_h−1)+1 where d_h < n'), grey dotted
+    the certified rank of Z with random attention on the real examples (seed mean)."""
     set_theme()
     data = capacity[capacity["model"] == model]
     panels = list(data.groupby(["layer", "context", "task"], sort=True))
@@ -36,16 +38,16 @@ def plot_model(capacity: pd.DataFrame, model: str) -> plt.Figure:
                 )  # fmt: skip
             means = rows.groupby("H")["capacity"].mean()
             ax.plot(means.index, means.values, color=colour, label=kind)
+        n, d_h = int(panel["n"].iloc[0]), int(panel["d_h"].iloc[0])
         bound = panel.groupby("H")["bound"].first()
-        ax.plot(bound.index, bound.values, "k--", label="H(n'−1)+1")
+        ax.plot(bound.index, bound.values, "k--", label=BOUND_LABELS[bound_kind(n, d_h)])
         real = panel[panel["input"] == "real"]
         if len(real):
             rank = real.groupby("H")["certified"].mean()
             ax.plot(rank.index, rank.values, ":", color="grey", label="rank Z, random attention")
-        n = int(panel["n"].iloc[0])
         ax.set(
             title=f"layer {layer}, {context} context, {task}",
-            xlabel=f"heads H (n' = {n}, d_h = {int(panel['d_h'].iloc[0])})",
+            xlabel=f"heads H (n' = {n}, d_h = {d_h})",
             ylabel="examples memorized" if ax is axes[0][0] else None,
             xticks=sorted(panel["H"].unique()),
         )

@@ -11,6 +11,9 @@ from memcap.errors import ConfigError
 from memcap.synthetic.settings import StageSettings, SweepSpec
 
 INPUTS = ("real", "uniform", "gaussian")
+OWN = "own"  # n, d_h or an H value: the layer's own, from its extraction provenance
+_OWN_SIZES = {"n": "n", "d_h": "head_dim", "H": "heads"}  # section key: provenance key
+BASE_MB = 1200  # interpreter, torch, pandas
 
 
 def enabled(config: Mapping[str, Any]) -> bool:
@@ -47,6 +50,27 @@ def sweep(section: Mapping[str, Any]) -> SweepSpec:
     )
 
 
+def resolve(section: Mapping[str, Any], sizes: Mapping[str, Any]) -> dict[str, Any]:
+    """The section at one layer: every ``own`` (n, d_h, an entry of H) replaced by the layer's
+    n, head_dim or heads from its extraction provenance ``sizes``, H sorted and distinct."""
+    resolved = dict(section)
+    for key, field in _OWN_SIZES.items():
+        values = section[key] if key == "H" else [section[key]]
+        if OWN not in values:
+            continue
+        own = sizes.get(field)
+        if not isinstance(own, int):
+            raise ConfigError(
+                f"real_memorization.{key}",
+                f"'{OWN}' asks for the layer's {field}, which its extraction provenance does "
+                f"not record ({own!r})",
+                f"give real_memorization.{key} as numbers for this model",
+            )
+        values = [own if v == OWN else v for v in values]
+        resolved[key] = sorted(set(values)) if key == "H" else values[0]
+    return resolved
+
+
 def layer_stage(synthetic: StageSettings, section: Mapping[str, Any], d: int, examples: int):
     """The synthetic stage's settings for one layer of token dimension ``d`` and ``examples``
     extracted examples: the tokens enter as they are (``embedded``), and the ladder stops at
@@ -55,9 +79,18 @@ def layer_stage(synthetic: StageSettings, section: Mapping[str, Any], d: int, ex
     return replace(synthetic, d=d, embedded=True, ladder=ladder)
 
 
+def memory_mb(section: Mapping[str, Any], T: int, n: int, d: int) -> int:
+    """Memory of one train_real_memorization job on a model of T examples, n tokens per
+    context and width d: the real contexts cut to n', and per seed a control's and a drawn
+    subset's copy of them (float32)."""
+    cut = n if section["n"] == OWN else min(section["n"], n)
+    contexts = T * cut * d * 4
+    return BASE_MB + (1 + 2 * section["seeds"]) * contexts // 2**20
+
+
 def check_real_memorization_config(config: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for a section that names a model the run does not extract,
-    or a shape outside Theorem 1's regime (that each layer is one of its model's detail
+    or a T grid that is not increasing up to max_T (that each layer is one of its model's detail
     layers is checked where they are resolved, rules/real_memorization_functions.smk)."""
     if not enabled(config):
         return
@@ -71,12 +104,6 @@ def check_real_memorization_config(config: Mapping[str, Any]) -> None:
                 f"'{entry['model']}' is not an extract.models name",
                 f"use one of {sorted(extracted)}",
             )
-    if section["d_h"] < section["n"]:
-        raise ConfigError(
-            "real_memorization.d_h",
-            f"d_h = {section['d_h']} is below n' = {section['n']}: Theorem 1 needs d_h >= n'",
-            f"use d_h >= {section['n']}",
-        )
     if list(section["T"]) != sorted(set(section["T"])) or max(section["T"]) > section["max_T"]:
         raise ConfigError(
             "real_memorization.T",
