@@ -1,4 +1,5 @@
-"""What a rank of Z says in words: at a ceiling, tight, a measurement, a range, unresolved."""
+"""What a rank of Z says in words: at a ceiling, at H(n−1)+1, a measurement, a range from the
+certified count up, unresolved."""
 
 import math
 
@@ -11,6 +12,7 @@ from memcap.capacity.ceiling import (
     granted,
     own_reading,
     rank_text,
+    shared_cap,
     shared_reading,
 )
 
@@ -31,18 +33,22 @@ def test_a_rank_at_a_ceiling_says_nothing_about_the_embeddings():
     assert AT_CEILING == "at the ceiling: says nothing about the embeddings"
 
 
-def test_tight_only_at_h_n_minus_1_plus_1_below_both_ceilings_with_a_gap():
-    assert shared_reading(127, 127, 800, 2, 64, 768) == (
-        "reaches H(n−1)+1 = 127 below both ceilings, resolved: Theorem 1's bound is tight on "
-        "these embeddings"
+def test_h_n_minus_1_plus_1_is_certified_where_the_count_reaches_it_never_tight():
+    """A certified count at H(n−1)+1 meets the shared context's cap: the rank is that number
+    whatever the gap, and no reading calls fixed attention's rank a tight capacity."""
+    exact = (
+        "= H(n−1)+1 = 127 below both ceilings, certified: fixed attention's most on one "
+        "shared context (not a trained capacity)"
     )
-    # the count reaches the bound but without a decade of gap: a range, not tight
-    loose = shared_reading(1, 127, 800, 2, 64, 768)
-    assert loose == (
-        "1–127 over the resolvable thresholds, below min(T, H(n−1)+1) = 127: not a single number"
-    )
+    assert shared_reading(127, 127, 800, 2, 64, 768) == exact
+    assert shared_reading(1, 127, 800, 2, 64, 768) == exact  # no decade gap, still squeezed
     # H(n−1)+1 = 981 > T = 800: reaching T is the ceiling, below it a measurement at most
     assert "tight" not in shared_reading(782, 782, 800, 5, 197, 768)
+    # below the cap without a gap: from the certified count up, never from 1
+    assert shared_reading(1, 120, 800, 2, 64, 768) == (
+        "≥ 120 certified, at most min(T, H(n−1)+1) = 127: not a single number (no decade gap "
+        "at the floor; the counts fall to 1 at the first gap above it)"
+    )
 
 
 def test_a_resolved_rank_below_the_bound_measures_the_embeddings():
@@ -56,13 +62,17 @@ def test_a_resolved_rank_below_the_bound_measures_the_embeddings():
 
 def test_no_gap_above_the_floor_is_not_resolved_never_a_measurement():
     reading = shared_reading(0, 376, 800, 2, 197, 768)
-    assert reading == NOT_RESOLVED and "measurement" not in reading
-    assert own_reading(0, 700, 800, 1, 768) == NOT_RESOLVED
+    assert reading == f"≥ 376 certified, at most min(T, H(n−1)+1) = 393: {NOT_RESOLVED}"
+    assert "measurement" not in reading
+    assert own_reading(0, 700, 800, 1, 768).endswith(NOT_RESOLVED)
 
 
 def test_rank_and_gap_texts():
-    assert rank_text(12, 12) == "12" and rank_text(3, 12) == "3–12"
-    assert rank_text(0, 12) == "≤ 12 (not resolved)"
+    # BERT layer 1 at H = 6, n = 64, one shared context: 378 certified, at most 379
+    assert rank_text(378, shared_cap(800, 6, 64, 768)) == "378–379"
+    assert rank_text(379, 379) == "379" and rank_text(0, 12) == "0–12"
+    assert shared_cap(800, 6, 64, 768, distinct=10) == 55  # H(m−1)+1 with m = 10
+    assert shared_cap(100, 6, 64, 10) == 60  # H·d
     assert gap_text(1.2756e-7, 1.2214e-7, 2.4e-7) == (
         "1.3e−7 / 1.2e−7 = 1.04× (0.02 decades); floor 2.4e−7: −0.3 / −0.3"
     )

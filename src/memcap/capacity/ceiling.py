@@ -1,14 +1,17 @@
-"""What a rank of Z says, in words: at a ceiling, tight, a measurement, or not one number.
+"""What a rank of Z says, in words: at a ceiling, at its most, a measurement, or a range.
 
-rank(Z) of a T × H·d matrix cannot exceed min(T, H·d) whatever the embeddings are, so a rank at
-that ceiling reports the sizes; only a rank below it can measure the embeddings. With one context
-shared by every example the rank cannot exceed H(n−1)+1 either: reaching it below both ceilings
-shows Theorem 1's bound tight on these embeddings. A shared context with only m < n distinct rows
-fails Assumption 2 (rank < n) and caps the rank lower still: every head's output is a convex
-combination of its m distinct rows, so rank(Z) ≤ H(m−1)+1. Either claim needs a *resolved* rank
-(:mod:`memcap.capacity.spectrum`): a decade of gap at the floor the inputs' error sets. An
-unresolved rank is a range (``rank_low``–``rank_high``), or not resolved at all. No torch
-import: the report reads the capacity tables with these functions.
+The exact rank of Z lies between two numbers. From below, the count of singular values above
+the floor the measured error sets (``certified``, ``rank_high``): by Weyl's inequality the error
+cannot produce them. From above, Z's shape: rank(Z) of a T × H·d matrix cannot exceed
+min(T, H·d) whatever the embeddings are, and with one context shared by every example it cannot
+exceed H(n−1)+1 either, H(m−1)+1 where only m < n of its rows are distinct (every head's output
+is then a convex combination of m rows; Assumption 2 fails). Where the two meet the rank is that
+number, certified: at min(T, H·d) it reports the sizes, at H(n−1)+1 it is fixed attention's most
+on one shared context. Below both, a *resolved* rank (:mod:`memcap.capacity.spectrum`: a decade
+of gap at the floor) is a measurement of the embeddings; an unresolved one is the range from the
+certified count up to the cap. None of this is a trained capacity: fixed attention's rank says
+what Theorem 1's construction reaches, not what training memorizes (docs/real_memorization.md).
+No torch import: the report reads the capacity tables with these functions.
 """
 
 from __future__ import annotations
@@ -34,13 +37,19 @@ def granted(T: int, H: int, n: int) -> int:
     return min(T, H * (n - 1) + 1)
 
 
-def rank_text(rank_low: int, rank_high: int) -> str:
-    """A rank as one number when resolved, else its range over the resolvable thresholds."""
-    if rank_low == rank_high and rank_high > 0:
-        return str(rank_high)
-    if rank_low > 0:
-        return f"{rank_low}–{rank_high}"
-    return f"≤ {rank_high} (not resolved)"
+def rank_text(certified: int, cap: int) -> str:
+    """The exact rank from the certified count up to the most Z's shape allows: one number
+    where they meet."""
+    if certified >= cap:
+        return str(cap)
+    return f"{certified}–{cap}"
+
+
+def shared_cap(T: int, H: int, n: int, d: int, distinct: int | None = None) -> int:
+    """The most rank one shared context allows: min(T, H·d, H(n−1)+1), with m = ``distinct``
+    in place of n where fewer of its rows are distinct."""
+    m = distinct if distinct is not None and 0 < distinct < n else n
+    return min(ceiling(T, H, d), granted(T, H, m))
 
 
 def gap_text(last_kept: float, first_dropped: float, floor: float) -> str:
@@ -69,7 +78,7 @@ def own_reading(rank_low: int, rank_high: int, T: int, H: int, d: int) -> str:
 def shared_reading(rank_low: int, rank_high: int, T: int, H: int, n: int,
                    d: int, distinct: int | None = None,
                    cause: str | None = None) -> str:  # fmt: skip
-    """One shared-context row in words: at a ceiling, Theorem 1's bound tight, or below it;
+    """One shared-context row in words: at a ceiling, at H(n−1)+1, or below them;
     led by what repeated rows imply where the shared context has ``distinct`` < n rows
     (``cause``: why it repeats them, e.g. positions that enter inside attention)."""
     reading = _shared(rank_low, rank_high, T, H, n, d)
@@ -92,10 +101,10 @@ def _shared(rank_low: int, rank_high: int, T: int, H: int, n: int, d: int) -> st
     if rank_high >= ceiling(T, H, d):
         return AT_CEILING
     bound = H * (n - 1) + 1
-    if rank_low == rank_high == bound:
+    if rank_high >= bound:
         return (
-            f"reaches H(n−1)+1 = {bound} below both ceilings, resolved: Theorem 1's bound is "
-            "tight on these embeddings"
+            f"= H(n−1)+1 = {bound} below both ceilings, certified: fixed attention's most on "
+            "one shared context (not a trained capacity)"
         )
     return _below(rank_low, rank_high, f"min(T, H(n−1)+1) = {granted(T, H, n)}")
 
@@ -105,10 +114,10 @@ def _below(rank_low: int, rank_high: int, top: str) -> str:
         return f"{rank_high} below {top}, resolved: a measurement of the embeddings"
     if rank_low > 0:
         return (
-            f"{rank_low}–{rank_high} over the resolvable thresholds, below {top}: not a single "
-            "number"
+            f"≥ {rank_high} certified, at most {top}: not a single number (no decade gap at the "
+            f"floor; the counts fall to {rank_low} at the first gap above it)"
         )
-    return NOT_RESOLVED
+    return f"≥ {rank_high} certified, at most {top}: {NOT_RESOLVED}"
 
 
 def _decades(ratio: float) -> str:

@@ -171,7 +171,7 @@ def shared_context_spectra(
     """Singular values of Z with one context E (n × d) shared by every example, for each H.
 
     Every head's block of Z is A_h·E (A_h: the T × n attention weights, rows summing to one),
-    so rank(Z) ≤ H(n−1)+1 whatever the weights: Theorem 1's bound is tight here, and the rank
+    so rank(Z) ≤ H(n−1)+1 whatever the weights (Theorem 1's count caps it here), and the rank
     can fall below the ceiling min(T, H·d) — the configuration in which the capacity depends on
     n. With E = L·Qᵀ (a thin QR of Eᵀ; Qᵀ has orthonormal rows) Z = [A_1 L, …, A_H L]·diag(Qᵀ),
     so Z has the singular values of the T × H·r matrix W = [A_h L] (r = min(n, d)). Examples

@@ -9,7 +9,15 @@ import numpy as np
 import pandas as pd
 
 from memcap.assumptions.verdicts import MIN_SUBSETS
-from memcap.capacity.ceiling import gap_text, granted, own_reading, rank_text, shared_reading
+from memcap.capacity.ceiling import (
+    ceiling,
+    gap_text,
+    granted,
+    own_reading,
+    rank_text,
+    shared_cap,
+    shared_reading,
+)
 from memcap.report import loaders
 from memcap.report.context import LayerSection, Table
 
@@ -81,9 +89,9 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     """The layer's certified capacity per H, each example with its own context and with one
     shared context, beside min(T, H(n−1)+1) and what Theorem 1 grants at the verdicts' n.
 
-    Each rank is one number only when resolved (a decade of gap at the floor the measured
-    forward error sets), else its range; its gap is set against that floor, and each row says
-    whether it sits at a ceiling, shows Theorem 1's bound tight, or measures the embeddings. The
+    Each rank runs from the count the measured forward error certifies up to the most Z's
+    shape allows, one number where they meet; its gap is set against that floor, and each row
+    says whether it sits at a ceiling, at H(n−1)+1, or measures the embeddings. The
     shared rank is the first shared context's first draw, its spread over every shared context
     and draw beside it. Every capacity shown as granted is at most T.
     """
@@ -104,7 +112,7 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     T_values = own["T"].to_numpy() if "T" in own else np.full(len(own), ev.T)
     read = {"rank_low", "rank_high", "floor", "T", "n", "d"} <= set(rows.columns)
     table = pd.DataFrame({"H": H_values, "examples used": T_values})
-    table["own contexts"] = _ranks(own, read)
+    table["own contexts"] = _ranks(own, read, shared=False)
     section.capacity_saturated = bool((own["certified"].to_numpy() >= T_values).all())
     if read:
         table["own: gap"] = [_gap(r) for r in own.itertuples()]
@@ -112,7 +120,7 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
             own_reading(*_edge(r), int(r.T), int(r.H), int(r.d)) for r in own.itertuples()
         ]
     if len(shared) == len(own):
-        table["one shared context"] = _ranks(shared, read)
+        table["one shared context"] = _ranks(shared, read, shared=True)
         if read:
             table["shared: gap"] = [_gap(r) for r in shared.itertuples()]
             table["shared: reading"] = [
@@ -146,12 +154,20 @@ def _repeats(row: Any) -> tuple[int | None, str | None]:
     )
 
 
-def _ranks(rows: pd.DataFrame, read: bool) -> list[str]:
-    """Each row's rank: one number when resolved, else its range (the count alone without
-    the reading's columns)."""
+def _ranks(rows: pd.DataFrame, read: bool, shared: bool) -> list[str]:
+    """Each row's rank from its certified count up to the most its shape allows (the count
+    alone without the reading's columns)."""
     if not read:
         return [str(int(c)) for c in rows["certified"]]
-    return [rank_text(int(r.rank_low), int(r.rank_high)) for r in rows.itertuples()]
+    caps = [
+        shared_cap(int(r.T), int(r.H), int(r.n), int(r.d), _repeats(r)[0])
+        if shared
+        else ceiling(int(r.T), int(r.H), int(r.d))
+        for r in rows.itertuples()
+    ]
+    return [
+        rank_text(int(r.rank_high), cap) for r, cap in zip(rows.itertuples(), caps, strict=True)
+    ]
 
 
 def _edge(row: Any) -> tuple[int, int]:
