@@ -39,15 +39,23 @@ def test_each_model_gets_what_theorem_1_grants_at_its_own_heads(stored):
     bert = context.answer("bert-base-random")
     assert bert.granted == "757"  # BERT-base: 12 heads, min(800, 12·63 + 1)
     assert "H = 12 heads, min(800, 12·63 + 1)" in bert.grants
-    (sampled, certified, contexts) = bert.rests_on
+    (sampled, certified, unresolved, contexts) = bert.rests_on
+    assert unresolved == (
+        "certified capacity on one shared context: 3 of 8 ranks not one number at layer 1 "
+        "(each a range from its certified count up)"
+    )
     assert sampled.startswith("P(64) = 1 over 500 random 64-subsets")
     assert sampled.endswith("at layers 1, RA: ≤ 0.6% of 64-subsets dependent (95% bound)")
     assert "only ≥ 2" in certified and "sampled evidence, not a proof" in certified
     assert contexts == "every context of the 800 a decade clear"
+    # the model's own d_h = 64 < n = 197: the construction's 12·63 + 1, not min(800, 12·196 + 1)
     vit = context.answer("vit-b16-random")
-    assert vit.granted == "800" and "capped by the examples used" in vit.grants
-    assert "the model's own have d_h = 64" in vit.grants  # Theorem 1 needs d_h ≥ n = 197
+    assert vit.granted == "757" and "capped" not in vit.grants
+    assert "d_h = 64 < n = 197: the construction's min(800, 12·63 + 1)" in vit.grants
+    assert "Theorem 1's H(n−1)+1 = 2,353 needs d_h ≥ 197" in vit.grants
+    assert context.answer("dinov2-s14-pretrained").granted == "379"  # 6 heads of 64, n = 257
     minilm = context.answer("minilm-l6-pretrained")  # 500 orderings at 1, RA; 100 at 2–6
+    assert minilm.granted == "373"  # 12 heads of d_h = 32 < n = 64: 12·31 + 1
     assert any("100 random 64-subsets" in line and "≤ 3.0%" in line for line in minilm.rests_on)
     assert context.answer("smollm2-135m-pretrained").granted == "568"  # 9 heads: 9·63 + 1
 
@@ -142,10 +150,14 @@ def test_the_kruskal_rank_beside_a_verdict_is_on_its_scale(stored):
     context, html = stored
     close = _layer(context, "dinov2-s14-pretrained", "random_attention")
     assert close.verdicts.kruskal.outcome.value == "too close to call"
-    assert close.kruskal_room == "≥ 237: a lower bound below n = 257, not a shortfall"
+    below = "192 sampled, a decade clear: below n = 257, no room shown (not a shortfall)"
+    assert close.kruskal_room == below
+    # the decade-clear figure, not the within-error one (336 at layer 1): 230 < n
+    assert _layer(context, "dinov2-s14-pretrained", "1").kruskal_room.startswith("230 sampled")
     assert close.tau_estimate == "≈ 192 at τ"
     assert "65 short of n" not in html
-    assert _layer(context, "bert-base-random", "1").kruskal_room == "≥ 656: room ≥ 592 above n"
+    room = "449 sampled, a decade clear: 385 above n (an estimate, not a bound)"
+    assert _layer(context, "bert-base-random", "1").kruskal_room == room
     assert _layer(context, "vit-b16-random", "0").kruskal_room == "≤ 1 (proved): 196 short of n"
     assert "Kruskal rank at τ ≈ 192" in close.verdicts.kruskal.evidence
 

@@ -21,18 +21,20 @@ def error_words(relative: float | None, what: str) -> str:
 
 
 def query_words(ev: LayerEvidence) -> tuple[str, str]:
-    """(the Kruskal rank at τ and, as lower bounds, at the measured error; the queries' zero line
-    ERROR_FACTOR·max(δ/c, δ_aligned), c a subset's concentration), in words."""
+    """(the Kruskal rank at τ and, as sampled estimates, at the measured error; the queries'
+    zero line ERROR_FACTOR·max(δ/c, δ_aligned), c a subset's concentration), in words."""
     clear = ("a decade" if CLEAR_DECADES == 1 else f"{CLEAR_DECADES:g} decades") + " clear of it"
     pairs = ((ev.error_estimate, "independent within it"), (ev.error_estimate_clear, clear))
-    at = [f"≥ {value} {what}" for value, what in pairs if value is not None]
+    at = [f"{value} {what}" for value, what in pairs if value is not None]
     tau = (
         ""
         if ev.kruskal_rank_estimate is None
         else f"Kruskal rank at τ ≈ {ev.kruskal_rank_estimate}"
     )
     estimate = "; ".join(
-        w for w in (tau, at and f"Kruskal rank at the measured error {', '.join(at)}") if w
+        w
+        for w in (tau, at and f"Kruskal rank at the measured error, sampled: {', '.join(at)}")
+        if w
     )
     if _missing(ev.query_error):
         return estimate, ""

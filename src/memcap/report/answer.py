@@ -1,9 +1,10 @@
-"""The page's first answer, per model: what Theorem 1 grants at the model's own number of heads
-where it applies (the depth strip says where), and what that rests on.
+"""The page's first answer, per model: what Theorem 1 grants at the model's own heads where it
+applies (the depth strip says where), and what that rests on.
 
 Theorem 1 (paper A) grants one attention layer of H heads with d_h ≥ n at least
-min(T, H(n−1)+1) memorized examples where both assumptions hold. The answer takes H from the
-extraction's provenance (the model's heads per block) and states what the grant rests on: the
+min(T, H(n−1)+1) memorized examples where both assumptions hold; with d_h < n its construction
+gives H(d_h−1)+1. The answer takes H and d_h from the extraction's provenance (the model's
+heads per block) and states what the grant rests on: the
 sampled n-subsets of the queries against the measured error (a sampled bound, not a proof),
 the exact Kruskal rank bounds, and the contexts. Everything is read from the stage's outcomes.
 """
@@ -18,7 +19,7 @@ from memcap.numerics.error import CLEAR_DECADES
 from memcap.numerics.statistics import upper_confidence_bound
 from memcap.report.context import LayerSection, ModelAnswer, layers_by_model
 from memcap.report.loaders import ModelInfo, layer_ranges
-from memcap.theory import theory_bound
+from memcap.theory import construction_count, theory_bound
 
 LEVEL = 0.95  # the confidence of the bound on dependent n-subsets
 
@@ -29,20 +30,26 @@ def granted(T: int, H: int, n: int) -> int:
 
 
 def grant_words(model: ModelInfo | None, ev: LayerEvidence) -> tuple[str, str]:
-    """The bound at the model's own H: (the number, how it is computed with its cap T and the
-    d_h ≥ n condition)."""
+    """The count at the model's own H and d_h: (the number, how it is computed with its cap T).
+    With d_h ≥ n it is Theorem 1's min(T, H(n−1)+1); with the model's own d_h < n, the
+    construction's min(T, H(d_h−1)+1) (:func:`memcap.theory.construction_count`), Theorem 1's
+    count named as what heads with d_h ≥ n would get."""
     if model is None or model.H is None:
         return "—", "the extraction recorded no head count for this model (rerun it)"
     H, n, T = model.H, ev.n, ev.T
-    value = granted(T, H, n)
-    text = f"of {T} examples: H = {H} heads, min({T}, {H}·{n - 1} + 1)"
-    if value == T:
-        text += f"; H(n−1)+1 = {int(theory_bound(H, n)):,} > T: capped by the examples used"
     if model.d_h is not None and model.d_h < n:
-        text += (
-            f"; for heads with d_h ≥ {n} (the model's own have d_h = {model.d_h}, where "
-            "Theorem 1 gives only Ω(H·d_h))"
+        d_h = model.d_h
+        value = min(T, construction_count(H, n, d_h))
+        text = (
+            f"of {T} examples at the model's own H = {H} heads of d_h = {d_h} < n = {n}: the "
+            f"construction's min({T}, {H}·{d_h - 1} + 1) (Theorem 1's H(n−1)+1 = "
+            f"{int(theory_bound(H, n)):,} needs d_h ≥ {n})"
         )
+    else:
+        value = granted(T, H, n)
+        text = f"of {T} examples: H = {H} heads, min({T}, {H}·{n - 1} + 1)"
+    if value == T:
+        text += "; capped by the examples used"
     return f"{value:,}", text
 
 
@@ -90,6 +97,16 @@ def rests_on(sections: Sequence[LayerSection]) -> tuple[str, ...]:
         lines.append(
             f"certified Kruskal rank only ≥ {min(lower)} (no zero query, no dependent pair): "
             f"Kruskal rank ≥ {n} is sampled evidence, not a proof"
+        )
+    unresolved = [(s.unresolved_ranks, s.verdicts.evidence.layer) for s in sections]
+    open_ = [(k, of, layer) for (k, of), layer in unresolved if k]
+    if open_:
+        lines.append(
+            "certified capacity on one shared context: "
+            + ", ".join(
+                f"{k} of {of} ranks not one number at {_layers([la])}" for k, of, la in open_
+            )
+            + " (each a range from its certified count up)"
         )
     checked = [ev for ev in evidence if ev.contexts_checked is not None]
     clear = [ev.context_counts.get(Outcome.APPLIES.value, 0) for ev in checked]

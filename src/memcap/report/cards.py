@@ -122,6 +122,9 @@ def add_capacity(section: LayerSection, capacity: pd.DataFrame) -> None:
     if len(shared) == len(own):
         table["one shared context"] = _ranks(shared, read, shared=True)
         if read:
+            resolved = shared["rank_low"] == shared["rank_high"]
+            section.unresolved_ranks = (int((~resolved).sum()), len(shared))
+        if read:
             table["shared: gap"] = [_gap(r) for r in shared.itertuples()]
             table["shared: reading"] = [
                 shared_reading(

@@ -87,6 +87,7 @@ class LayerSection:
     figures: list[Figure] = field(default_factory=list)
     capacity: Table | None = None
     capacity_saturated: bool = False  # certified = examples used at every H (capped by T)
+    unresolved_ranks: tuple[int, int] = (0, 0)  # shared-context ranks not one number, of all
     limitations: list[str] = field(default_factory=list)  # what limits the layer's reading
     notes: list[str] = field(default_factory=list)  # structure found in its queries
     failures: Table | None = None  # the first failing examples with their mechanisms
@@ -95,17 +96,20 @@ class LayerSection:
 
     @property
     def kruskal_room(self) -> str:
-        """The Kruskal rank at the measured error (the verdict's scale) against n: its lower
-        bound and the room it leaves above n, or the exact bound that puts it below n."""
+        """The Kruskal rank against n on the verdict's scale: the sampled k whose every sampled
+        k-subset is a decade clear of the measured error, and the room it leaves above n (a
+        sampled estimate, not a bound), or the exact bound that puts it below n."""
         ev = self.verdicts.evidence
-        estimate, n, proved = ev.error_estimate, ev.n, ev.certified_upper
+        clear, n, proved = ev.error_estimate_clear, ev.n, ev.certified_upper
         if proved is not None and proved < n:
             return f"≤ {proved} (proved): {n - proved} short of n"
-        if estimate is None:
+        if clear is None:
             return "—"
-        if estimate >= n:
-            return f"≥ {estimate}: room ≥ {estimate - n} above n"
-        return f"≥ {estimate}: a lower bound below n = {n}, not a shortfall"
+        if clear >= n:
+            return (
+                f"{clear} sampled, a decade clear: {clear - n} above n (an estimate, not a bound)"
+            )
+        return f"{clear} sampled, a decade clear: below n = {n}, no room shown (not a shortfall)"
 
     @property
     def tau_estimate(self) -> str:
@@ -193,7 +197,8 @@ class ModelAnswer:
 
     Attributes:
         model: its name.
-        granted: the number of examples min(T, H(n−1)+1) ("—" where Theorem 1 applies nowhere
+        granted: the number of examples min(T, H(n−1)+1), or the construction's
+            min(T, H(d_h−1)+1) at the model's own d_h < n ("—" where Theorem 1 applies nowhere
             or H is unknown).
         grants: how it is computed, in words, with its caveats.
         rests_on: what the bound rests on, one phrase each.
