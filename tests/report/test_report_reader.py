@@ -216,3 +216,18 @@ def test_the_first_screen_names_the_underpowered_laws(stored):
     glance = html[html.index('<section id="at-a-glance">') : html.index('id="depth-strip"')]
     assert "Underpowered laws" in glance and "<strong>paper A</strong> saturates" in glance
     assert "at 25% (13 seeds)" in glance and "<strong>paper B</strong> linear in H" in glance
+
+
+def test_the_limitations_name_where_the_run_is_not_paper_a_s_setting(stored):
+    """Stand-in models, quantized weights, and n and T below paper A's, per model."""
+    context, _ = stored
+    texts = {lim.where.split(" · ")[0]: lim.text for lim in context.limitations}
+    assert texts["smollm2-135m-pretrained"] == (
+        "not paper A's setting: stands in for GPT-2-large, paper A's pretrained decoder; 4-bit "
+        "weights (Q4_1 GGUF, dequantized to float32); n = 64 against paper A's 1,024; T = 800 "
+        "against paper A's 2,000."
+    )
+    assert texts["dinov2-s14-pretrained"].endswith("T = 400 against paper A's 1,973.")
+    assert texts["bert-base-random"] == (
+        "not paper A's setting: n = 64 against paper A's 512; T = 800 against paper A's 2,000."
+    )

@@ -35,7 +35,7 @@ from memcap.report.depth import (
     theorem_gaps,
     theorem_span,
 )
-from memcap.report.paper_a import comparison_table
+from memcap.report.paper_a import comparison_table, scale_gaps
 from memcap.report.real_memorization import real_memorization_section
 from memcap.report.render import render_html
 from memcap.report.scaling import scaling_section
@@ -240,6 +240,10 @@ def _run_limitations(
             places.setdefault(text, {}).setdefault(ev.model, []).append(ev.layer)
     checked = {layer.verdicts.evidence.model for layer in layers}
     for model in models:
+        gaps = scale_gaps(model)
+        if gaps:
+            text = f"not paper A's setting: {'; '.join(gaps)}."
+            places.setdefault(text, {})[model.name] = list(model.layers)
         if model.name not in checked:
             failed = [] if model.input_audit_passed else [f"input audit: {model.input_audit}."]
             for text in [*failed, *model.warnings]:

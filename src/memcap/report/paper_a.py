@@ -10,6 +10,7 @@ on single rows, are numbered notes the rows point to, so each description is wri
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -236,3 +237,21 @@ def _unmatched(paper: Mapping[str, Any], row: Mapping[str, Any]) -> _Line:
         "—",
     )
     return cells, cited
+
+
+def scale_gaps(model: ModelInfo, values: Mapping[str, Any] | None = None) -> list[str]:
+    """How a model of this run differs in scale from paper A's of its kind, one phrase each:
+    the model it stands in for, quantized weights, n and T below the paper's ([] for a kind
+    paper A did not report)."""
+    kinds = (values or paper_a_values())["kinds"]
+    paper = kinds.get(FAMILY_KINDS.get(model.family, model.family))
+    if paper is None:
+        return []
+    gaps = [f"stands in for {model.stands_in_for}"] if model.stands_in_for else []
+    quantized = re.search(r"\.(Q(\d+)_\w+)\.gguf", model.weights_origin or "")
+    if quantized:
+        gaps.append(f"{quantized[2]}-bit weights ({quantized[1]} GGUF, dequantized to float32)")
+    for size, ours, theirs in (("n", model.n, paper["n"]), ("T", model.T, paper["T"])):
+        if ours < theirs:
+            gaps.append(f"{size} = {ours:,} against paper A's {theirs:,}")
+    return gaps
