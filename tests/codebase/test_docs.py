@@ -1,7 +1,9 @@
-"""docs/ stays a reference: pages under 300 lines, and the module map names every module,
-each under 400 lines."""
+"""docs/ stays a reference: pages under 300 lines, generated figures current, and the module map
+naming every module, each under 400 lines."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,3 +43,16 @@ def test_no_module_over_400_lines():
         if (n := len(p.read_text().splitlines())) > 400
     }
     assert not long, long
+
+
+def test_the_default_runs_generated_figures_are_current():
+    """The default run's figures in docs/ are what tests/helpers/docs_figures.py writes from the
+    stored run (tests/data/default_run)."""
+    result = subprocess.run(
+        [sys.executable, "tests/helpers/docs_figures.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

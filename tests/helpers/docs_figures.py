@@ -1,0 +1,218 @@
+"""The default run's figures in docs/, generated from the stored default run
+(tests/data/default_run, refreshed by tests/helpers/report_fixture.py after a ``make run``).
+
+Each block sits between ``<!-- {name}:begin -->`` and ``<!-- {name}:end -->`` markers in its
+page; the text around it says what the run was. Rank readings are recomputed with
+:mod:`memcap.capacity.ceiling` from the stored columns, so a page reads ranks as the report
+does now.
+
+    .venv/bin/python tests/helpers/docs_figures.py --write   # writes every block
+    .venv/bin/python tests/helpers/docs_figures.py --check   # exit 1 when a page differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from memcap.capacity.ceiling import ceiling, rank_text, shared_cap
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "tests" / "data" / "default_run" / "files" / "results"
+SHARED_KINDS = (
+    "at a ceiling",
+    "certified at H(n−1)+1",
+    "resolved below H(n−1)+1",
+    "a range",
+    "not resolved",
+)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+
+
+def _p(value: float) -> str:
+    return "" if pd.isna(value) else f"{value:.2g}"
+
+
+def _law(row: pd.Series) -> str:
+    """A law's outcome with its test, p-value and, where it is not decided, its power."""
+    words = f"{row['law']} **{row['outcome']}**"
+    if row["test"] != "none" and not pd.isna(row["p_value"]):
+        words += f" ({row['test']}, p = {_p(row['p_value'])}"
+        if not pd.isna(row.get("power")):
+            words += f"; power {row['power']:.2f}"
+            if not pd.isna(row.get("seeds_needed")):
+                words += f", {int(row['seeds_needed'])} seeds for 80%"
+        words += ")"
+    return words
+
+
+def _series(rows: pd.DataFrame, swept: str) -> str:
+    values = ", ".join(str(v) for v in rows["value"])
+    return f"{', '.join(rows['capacity_shown'])} at {swept} = {values}"
+
+
+def synthetic_estimates() -> str:
+    """Paper A's curves: seed means ± SE per value and the laws decided on them."""
+    estimates = pd.read_csv(RESULTS / "synthetic" / "estimates.csv")
+    laws = pd.read_csv(RESULTS / "synthetic" / "laws.csv")
+    rows = []
+    for (sweep, context, task), group in estimates.groupby(["sweep", "context", "task"]):
+        curve = f"{context} context, {task}"
+        decided = laws[(laws["sweep"] == sweep) & (laws["curve"] == curve)]
+        rows.append([
+            f"{sweep}, {context}, {task}",
+            _series(group.sort_values("value"), group["swept"].iloc[0]),
+            "; ".join(_law(law) for _, law in decided.iterrows()) or "—",
+        ])  # fmt: skip
+    convergence = Counter(estimates["convergence"])
+    checked = ", ".join(f"{count} {kind}" for kind, count in sorted(convergence.items()))
+    bracketed = int(estimates["bracketed_seeds"].sum())
+    return _table(["curve", "capacity: seed mean ± SE", "laws"], rows) + (
+        f"\nThe convergence check reads the {len(estimates)} settings: {checked}; {bracketed} of "
+        f"{int(estimates['seeds'].sum())} seeds' maxima are bracketed.\n"
+    )
+
+
+def aot_laws() -> str:
+    """Paper B's findings: each law's outcome, p-value (Holm) and power."""
+    laws = pd.read_csv(RESULTS / "aot" / "laws.csv")
+    rows = [
+        [row["law"], row["sweep"], row["curve"], row["outcome"], _p(row["p_value"]),
+         _p(row["p_holm"]), _p(row["power"])]
+        for _, row in laws.iterrows()
+    ]  # fmt: skip
+    return _table(["finding", "sweep", "curve", "outcome", "p", "p (Holm)", "power"], rows)
+
+
+def law_counts() -> str:
+    """How many laws each paper's table decides, and how many at p < 0.05 stay so after Holm."""
+    parts = []
+    for paper, stage in (("paper A", "synthetic"), ("paper B", "aot")):
+        laws = pd.read_csv(RESULTS / stage / "laws.csv")
+        tested = laws[laws["test"] != "none"]
+        below = int((tested["p_value"] < 0.05).sum())
+        stay = int((tested["p_holm"] < 0.05).sum())
+        parts.append(
+            f"{paper}: {len(tested)} tests, {below} at p < 0.05, {stay} of them after Holm"
+        )
+    return "; ".join(parts) + ".\n"
+
+
+def real_memorization_estimates() -> str:
+    """The real embeddings against the controls: seed means per H, and linear in H."""
+    folder = RESULTS / "real_memorization"
+    if not (folder / "estimates.csv").exists():
+        return "The stored default run has no real-memorization stage.\n"
+    estimates = pd.read_csv(folder / "estimates.csv", dtype={"layer": str})
+    laws = pd.read_csv(folder / "laws.csv", dtype={"layer": str})
+    rows = []
+    keys = ["model", "layer", "context", "task", "input"]
+    for (model, layer, context, task, kind), group in estimates.groupby(keys, sort=False):
+        law = laws[(laws["model"] == model) & (laws["layer"] == layer) & (laws["input"] == kind)]
+        group = group.sort_values("value")
+        rows.append([
+            f"{model} · {layer}", f"{context}, {task}", kind,
+            " / ".join(group["capacity_shown"]),
+            " / ".join(str(int(b)) for b in group["bound"]),
+            "; ".join(_law(r) for _, r in law.iterrows()) or "—",
+        ])  # fmt: skip
+    header = ["model · layer", "context, task", "input", "capacity at each H", "bound", "law"]
+    return _table(header, rows)
+
+
+def _shared_kind(row: pd.Series) -> str:
+    """Which reading a first-run shared-context rank gets (:mod:`memcap.capacity.ceiling`)."""
+    T, H, n, d = int(row["T"]), int(row["H"]), int(row["n"]), int(row["d"])
+    if row["rank_high"] >= ceiling(T, H, d):
+        return SHARED_KINDS[0]
+    if row["rank_high"] >= H * (n - 1) + 1:
+        return SHARED_KINDS[1]
+    if row["rank_low"] == row["rank_high"] > 0:
+        return SHARED_KINDS[2]
+    return SHARED_KINDS[3] if row["rank_low"] > 0 else SHARED_KINDS[4]
+
+
+def _distinct(row: pd.Series) -> int | None:
+    value = row.get("shared_distinct_rows")
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def shared_readings() -> str:
+    """The first shared context's ranks: how many get each reading, and per layer the rank at
+    the smallest and largest H from the certified count up to its cap."""
+    real = pd.read_csv(RESULTS / "capacity" / "real.csv", dtype={"layer": str})
+    shared = real[(real["contexts"] == "shared") & (real["shared_context"] == 0)]
+    shared = shared[shared["draw"] == 0]
+    kinds = Counter(_shared_kind(row) for _, row in shared.iterrows())
+    counts = ", ".join(f"{kinds.get(kind, 0)} {kind}" for kind in SHARED_KINDS)
+    resolved = shared["rank_low"] == shared["rank_high"]
+    gaps = (
+        f"Resolved rows have at least {shared.loc[resolved, 'gap_decades'].min():.2g} decades of "
+        f"gap at their edge, unresolved ones {shared.loc[~resolved, 'gap_decades'].min():.2g}–"
+        f"{shared.loc[~resolved, 'gap_decades'].max():.2g}."
+    )
+    rows = []
+    for (model, layer), group in shared.groupby(["model", "layer"], sort=False):
+        ends = group.sort_values("H").iloc[[0, -1]]
+        cells, spreads = [], []
+        for _, row in ends.iterrows():
+            T, H, n, d = (int(row[k]) for k in ("T", "H", "n", "d"))
+            cap = shared_cap(T, H, n, d, _distinct(row))
+            cells.append(f"{rank_text(int(row['rank_high']), cap)} ({_shared_kind(row)})")
+            spreads.append(
+                f"{row['spread_median']:.0f} [{row['spread_min']:.0f}–{row['spread_max']:.0f}], "
+                f"{row['spread_resolved']:.0f} of {row['spread_runs']:.0f}"
+            )
+        rows.append([model, layer, *cells, *spreads])
+    H = sorted(shared["H"].unique())
+    header = ["model", "layer", f"H = {H[0]}", f"H = {H[-1]}", f"runs, H = {H[0]}"]
+    header.append(f"runs, H = {H[-1]}")
+    return f"Of {len(shared)} ranks: {counts}. {gaps}\n\n" + _table(header, rows)
+
+
+BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
+    ("docs/synthetic.md", "synthetic-estimates"): synthetic_estimates,
+    ("docs/aot.md", "aot-laws"): aot_laws,
+    ("docs/laws.md", "law-counts"): law_counts,
+    ("docs/real_memorization.md", "real-memorization-estimates"): real_memorization_estimates,
+    ("docs/capacity.md", "shared-readings"): shared_readings,
+}
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with the lines between its ``name`` markers replaced by ``body``."""
+    begin, end = f"<!-- {name}:begin -->\n", f"<!-- {name}:end -->"
+    head, rest = text.split(begin, 1)
+    return head + begin + body + end + rest.split(end, 1)[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true")
+    mode.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    pages: dict[str, str] = {}
+    for (page, name), block in BLOCKS.items():
+        text = pages.get(page) or (ROOT / page).read_text()
+        pages[page] = replace_block(text, name, block())
+    stale = [page for page, text in pages.items() if (ROOT / page).read_text() != text]
+    if args.write:
+        for page in stale:
+            (ROOT / page).write_text(pages[page])
+    elif stale:
+        print(f"stale: {', '.join(stale)}: run --write", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
