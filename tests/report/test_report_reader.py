@@ -119,11 +119,11 @@ def test_limitations_hold_only_limitations(stored):
 
 def test_counts_name_their_unit(stored):
     _, html = stored
-    assert "12 of 180 seeds are under-trained" in html
-    assert "of 180 seeds memorize more than 10% fewer" in html
-    assert not re.search(r"of 180 (settings|series)", html)
+    assert "12 of 170 seeds are under-trained" in html
+    assert "of 170 seeds memorize more than 10% fewer" in html
+    assert not re.search(r"of 170 (settings|series)", html)
     assert not re.search(r"of 36 seeds", html)  # the estimates' rows are settings
-    assert "3 of 36 settings optimiser-limited (context_size n=4 shared classification," in html
+    assert "2 of 36 settings optimiser-limited (heads H=6 shared classification," in html
 
 
 def test_every_term_is_linked_to_the_glossary_where_first_used(stored):
