@@ -71,6 +71,8 @@ def test_rank_and_gap_texts():
     # BERT layer 1 at H = 6, n = 64, one shared context: 378 certified, at most 379
     assert rank_text(378, shared_cap(800, 6, 64, 768)) == "378–379"
     assert rank_text(379, 379) == "379" and rank_text(0, 12) == "0–12"
+    assert rank_text(1, 197, resolved=True) == "1"  # a decade gap above the count: measured
+    assert rank_text(0, 12, resolved=True) == "0–12"  # nothing certified, nothing resolved
     assert shared_cap(800, 6, 64, 768, distinct=10) == 55  # H(m−1)+1 with m = 10
     assert shared_cap(100, 6, 64, 10) == 60  # H·d
     assert gap_text(1.2756e-7, 1.2214e-7, 2.4e-7) == (

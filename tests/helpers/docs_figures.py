@@ -167,7 +167,8 @@ def shared_readings() -> str:
         for _, row in ends.iterrows():
             T, H, n, d = (int(row[k]) for k in ("T", "H", "n", "d"))
             cap = shared_cap(T, H, n, d, _distinct(row))
-            cells.append(f"{rank_text(int(row['rank_high']), cap)} ({_shared_kind(row)})")
+            resolved = row["rank_low"] == row["rank_high"]
+            cells.append(f"{rank_text(int(row['rank_high']), cap, resolved)} ({_shared_kind(row)})")
             spreads.append(
                 f"{row['spread_median']:.0f} [{row['spread_min']:.0f}–{row['spread_max']:.0f}], "
                 f"{row['spread_resolved']:.0f} of {row['spread_runs']:.0f}"

@@ -72,7 +72,12 @@ def test_each_row_says_whether_it_measures_the_embeddings():
     assert shared_readings[2].startswith("9 below min(T, H(n−1)+1) = 10, resolved")
     assert shared_readings[3].startswith("≥ 9 certified, at most min(T, H(n−1)+1) = 13")
     # from the certified count up to the most one shared context allows
-    assert [row[columns.index("one shared context")] for row in rows] == ["4", "7", "9–10", "9–13"]
+    assert [row[columns.index("one shared context")] for row in rows] == [
+        "4",
+        "7",
+        "9",
+        "9–13",
+    ]  # resolved at 9: one number
     gaps = [row[columns.index("shared: gap")] for row in rows]
     assert gaps[0] == "1.0e−3 / 1.0e−12 = 1e+09× (9.00 decades); floor 2.0e−7: +3.7 / −5.3"
     spread = [row[columns.index("shared: median [range] over contexts × draws")] for row in rows]

@@ -37,11 +37,13 @@ def granted(T: int, H: int, n: int) -> int:
     return min(T, H * (n - 1) + 1)
 
 
-def rank_text(certified: int, cap: int) -> str:
+def rank_text(certified: int, cap: int, resolved: bool = False) -> str:
     """The exact rank from the certified count up to the most Z's shape allows: one number
-    where they meet."""
+    where they meet, or where the count is ``resolved`` (a decade gap above it at the floor)."""
     if certified >= cap:
         return str(cap)
+    if resolved and certified > 0:
+        return str(certified)
     return f"{certified}–{cap}"
 
 

@@ -158,8 +158,8 @@ def _repeats(row: Any) -> tuple[int | None, str | None]:
 
 
 def _ranks(rows: pd.DataFrame, read: bool, shared: bool) -> list[str]:
-    """Each row's rank from its certified count up to the most its shape allows (the count
-    alone without the reading's columns)."""
+    """Each row's rank from its certified count up to the most its shape allows, one number
+    where resolved (the count alone without the reading's columns)."""
     if not read:
         return [str(int(c)) for c in rows["certified"]]
     caps = [
@@ -169,7 +169,8 @@ def _ranks(rows: pd.DataFrame, read: bool, shared: bool) -> list[str]:
         for r in rows.itertuples()
     ]
     return [
-        rank_text(int(r.rank_high), cap) for r, cap in zip(rows.itertuples(), caps, strict=True)
+        rank_text(int(r.rank_high), cap, r.rank_low == r.rank_high)
+        for r, cap in zip(rows.itertuples(), caps, strict=True)
     ]
 
 

@@ -62,7 +62,7 @@ def achieved(estimates: pd.DataFrame, model: str) -> str:
         counts = " / ".join(_count(row) for _, row in real.iterrows())
         bound = " / ".join(str(int(b)) for b in real["bound"])
         controls = "; ".join(
-            f"{kind} " + " / ".join(f"{m:.0f}" for m in group["capacity_mean"])
+            f"{kind} " + " / ".join(_count(row) for _, row in group.iterrows())
             for kind, group in by_input.items()
             if kind != "real"
         )
