@@ -8,10 +8,12 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
+from memcap.aot.groups import group_replicas, width_buckets, x_axis
 from memcap.aot.laws import form_test
 from memcap.aot.settings import StageSettings, expand_sweep
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
-from memcap.aot.sweep import group_replicas, run_sweep, width_buckets, x_axis
+from memcap.aot.sweep import run_sweep
+from memcap.cluster.costs import aot_models
 
 
 def test_lower_bound_formulas():
@@ -135,6 +137,8 @@ def tiny_summary():
     }.items():
         result = run_sweep(name, spec, stage, torch.device("cpu"))
         assert sum(group["replicas"] for group in result.groups) == len(result.table)
+        models = aot_models(name, spec, stage)  # the cost model groups as the training does
+        assert [replicas for _, replicas, _ in models] == [g["replicas"] for g in result.groups]
         assert result.train == {"recipe": spec["recipe"], **stage.sweep_train(spec)}
         frames.append(result.table)
     return summarize(frames)

@@ -308,22 +308,3 @@ def _check_setting(key: str, s: Setting) -> None:
         )
     if s.task == "distribution" and s.temperature <= 0:
         raise ConfigError(f"{key}.temperature", "must be positive", "use e.g. 1.0")
-
-
-def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
-    """Rough peak memory of one sweep: its largest padded replica group's activations."""
-    spec = section["sweeps"][name]
-    seeds = sweep_seeds(spec, section["seeds"])
-    groups: dict[tuple, list[Setting]] = {}
-    for s in expand_sweep(name, spec):
-        width_key = s.width if spec["recipe"] != "authors" else -1  # see sweep.group_replicas
-        groups.setdefault((s.N, s.S, s.model, width_key), []).append(s)
-    peak = 0
-    for members in groups.values():
-        first = members[0]
-        H = max(s.H for s in members)
-        width = max(s.width for s in members)
-        d = max(s.d for s in members)
-        per_example = 8 * H * first.S + 6 * (d + first.N) + 4 * width  # floats, with gradients
-        peak = max(peak, len(members) * seeds * first.T * per_example * 4)
-    return 600 + peak // 2**20

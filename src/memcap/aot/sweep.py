@@ -2,10 +2,10 @@
 
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
-(see :mod:`memcap.aot.model`); a sweep's facets train apart (:func:`group_replicas`). With
-``pad_replicas = False`` every distinct shape trains alone. Every group trains through
-:func:`memcap.training.loop.train_replicas` with :class:`memcap.aot.step.AoTStep`: the
-model's forward and autograd's backward.
+(see :mod:`memcap.aot.model`); a sweep's facets train apart, and with ``pad_replicas = False``
+every distinct shape trains alone (:func:`memcap.aot.groups.group_replicas`). Every group
+trains through :func:`memcap.training.loop.train_replicas` with
+:class:`memcap.aot.step.AoTStep`: the model's forward and autograd's backward.
 
 Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
 them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
@@ -26,8 +26,9 @@ import pandas as pd
 import torch
 
 from memcap.aot import bounds
+from memcap.aot.groups import facet_keys, group_replicas, x_axis
 from memcap.aot.model import ReplicaTransformer
-from memcap.aot.settings import GRID_KEYS, Setting, StageSettings, expand_sweep
+from memcap.aot.settings import Setting, StageSettings, expand_sweep
 from memcap.aot.step import AoTStep
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
 from memcap.training.data import ReplicaData
@@ -46,76 +47,10 @@ class SweepResult:
     train: dict[str, Any]  # the sweep's training settings (stage's with the sweep's own)
 
 
-def x_axis(spec: Mapping[str, Any]) -> str:
-    """The plot axis of a sweep: params when models are compared, else the varied key."""
-    if "mlp" in spec["models"]:
-        return "params"
-    order = ("H", "d_h", "d", "N", "S")  # the first varied one is the x axis
-    varied = [k for k in order if isinstance(spec[k], list) and len(spec[k]) > 1]
-    return varied[0] if varied else "H"
-
-
-def facet_keys(spec: Mapping[str, Any]) -> list[str]:
-    """Other varied keys of a sweep: one curve (and one plot panel) per value."""
-    axis = x_axis(spec)
-    return [
-        k
-        for k in GRID_KEYS
-        if isinstance(spec[k], list)
-        and len(spec[k]) > 1
-        and k != axis
-        and not (axis == "params" and k == "H")
-    ]
-
-
 def make_task(s: Setting, seed: int, device: torch.device) -> Task:
     if s.task == "association":
         return association_task(s.N, s.S, seed, device)
     return distribution_task(s.N, s.S, seed, s.temperature, device)
-
-
-def group_replicas(
-    replicas: Sequence[tuple[Setting, int]],
-    pad: bool,
-    split_widths: bool = True,
-    apart: Sequence[str] = (),
-) -> list[list[tuple[Setting, int]]]:
-    """Replicas that can share one batched model, in first-seen order.
-
-    ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
-    costs more than a run of its own. Otherwise (mini-batches, where another run's per-step
-    overhead weighs more) neighbouring widths share a model while padding adds at most a
-    quarter to their MLPs (:func:`width_buckets`). Settings that differ in a key of ``apart``
-    (a sweep's facets: :func:`facet_keys`) never share a model: aot_vs_mlp's facet d is the
-    residual dimension D, and the merged heads cost D(D + 1) numbers per example, so padding
-    d = 7 to 10 costs more than a model of its own.
-    """
-    keys = [
-        (s.task, s.N, s.S, s.depth, s.model, s.variant)
-        + (() if pad else s.shape_key())
-        + tuple(getattr(s, k) for k in apart)
-        for s, _ in replicas
-    ]
-    widths = [s.width for s, _ in replicas]
-    split = split_widths or not pad
-    bucket = {w: w for w in widths} if split else width_buckets(widths)
-    groups: dict[tuple, list[tuple[Setting, int]]] = {}
-    for key, width, replica in zip(keys, widths, replicas, strict=True):
-        groups.setdefault(key + (bucket[width],), []).append(replica)
-    return list(groups.values())
-
-
-def width_buckets(widths: Sequence[int], slack: float = 1.25) -> dict[int, int]:
-    """Bucket (its narrowest width) of every MLP width: runs of ascending widths whose padding
-    to the run's widest costs at most ``slack`` times their own widths (an MLP's cost)."""
-    bucket: dict[int, int] = {}
-    members: list[int] = []
-    for width in sorted(widths):
-        if members and (len(members) + 1) * width > slack * (sum(members) + width):
-            members = []
-        members.append(width)
-        bucket[width] = members[0]
-    return bucket
 
 
 def run_sweep(

@@ -31,11 +31,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from memcap.aot.groups import facet_keys, group_replicas
 from memcap.aot.settings import StageSettings as AotStage
 from memcap.aot.settings import expand_sweep
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
-from memcap.synthetic.series import BRACKET_PADDING, bracket_passes, climbed_from
+from memcap.synthetic.series import BRACKET_PADDING, Pass, bracket_passes, passes
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 
 COSTS_FILE = "benchmarks/cluster_costs.json"
@@ -112,41 +113,39 @@ def svd_flops(rows: int, cols: int) -> float:
 
 def synthetic_work(spec: SweepSpec, stage: StageSettings) -> Work:
     """Work of a job that trains and certifies ``spec`` (a sweep, or one of its settings): at
-    least what the protocol of :mod:`memcap.synthetic.series` may train, whatever the counts
-    memorized. The ladder: every series at every rung (grown ones too), ``ladder.restarts``
-    times again. The check's pass k (a walk's k-th step) holds each series at most once, at a
-    T k rungs or more up the T its walks can reach, so it costs at most one pass of every
-    series at all of those; without growth each series checks once, at its capacity T, whose
-    FLOPs are at most the largest T's (budgets and FLOPs grow with T). The bracket's passes
-    (:func:`~memcap.synthetic.series.bracket_passes`) each hold every series at most once."""
-    ladder = stage.ladder
-    series = [(s, seed) for s in spec.settings() for seed in stage.replicate_seeds(spec)]
+    least what the protocol may train, whatever the counts memorized. The protocol module
+    says which T each series may train at (:func:`~memcap.synthetic.series.passes`, and
+    :func:`~memcap.synthetic.series.bracket_passes` for the bracket); this prices them. A
+    check that trains each series at one of several T costs the steps of every T's model and
+    the FLOPs of the largest T's (budgets and FLOPs grow with T)."""
+    seeds = stage.replicate_seeds(spec)
+    series = [(s, seed) for s in spec.settings() for seed in seeds]
 
     def at(T: int, restart: int = 0, budget: int = 0) -> list[Replica]:
         return [Replica(s, seed, T, restart, budget) for s, seed in series]
 
-    rungs = list(dict.fromkeys([*spec.T, *climbed_from(spec.T[-1], ladder)]))
-    restarts = range(ladder.restarts + 1)
-    if ladder.grow_at is None and not ladder.warm_start:  # the whole grid in one pass
-        work = passes_work(spec, stage, [[r for T in rungs for r in at(T, k)] for k in restarts])
-    else:
-        work = passes_work(spec, stage, [at(T, k) for T in rungs for k in restarts])
-    for trainings, T in bracket_passes(spec.T, ladder):  # per series, at T or below
+    def replicas(p: Pass, T: tuple[int, ...]) -> list[Replica]:
+        return [
+            r for t in T for r in at(t, p.restart, _check_budget(spec, stage, t) if p.longer else 0)
+        ]
+
+    plan = passes(spec.T, stage.ladder, stage.convergence)
+    work = passes_work(spec, stage, [replicas(p, p.T) for p in plan if not p.longer])
+    for trainings, T in bracket_passes(spec.T, stage.ladder):  # per series, at T or below
         one = passes_work(spec, stage, [at(T, budget=_bracket_budget(spec, stage, T))])
         # buckets of any T padded at most BRACKET_PADDING, in the worst case a model a series;
         # each training at the longer of the two budgets
         padded = {u: a * (1 + BRACKET_PADDING) for u, a in one.items() if u != "synthetic_step"}
         padded["synthetic_step"] = one["synthetic_step"] * len(series)
         work = add(work, {unit: trainings * amount for unit, amount in padded.items()})
-    if not stage.convergence.enabled:
-        return work
-    checked = sorted({T for start in rungs for T in climbed_from(start, ladder)})
-    checks = [at(T, budget=_check_budget(spec, stage, T)) for T in checked]
-    if ladder.grow_at is not None:
-        walks = [[r for c in checks[k:] for r in c] for k in range(len(checks))]
-        return add(work, passes_work(spec, stage, walks))
-    steps = passes_work(spec, stage, [[r for c in checks for r in c]])["synthetic_step"]
-    return add(work, passes_work(spec, stage, checks[-1:]) | {"synthetic_step": steps})
+    for p in (p for p in plan if p.longer):
+        if p.one_of:
+            steps = passes_work(spec, stage, [replicas(p, p.T)])["synthetic_step"]
+            largest = passes_work(spec, stage, [replicas(p, p.T[-1:])])
+            work = add(work, largest | {"synthetic_step": steps})
+        else:
+            work = add(work, passes_work(spec, stage, [replicas(p, p.T)]))
+    return work
 
 
 def _bracket_budget(spec: SweepSpec, stage: StageSettings, T: int) -> int:
@@ -186,19 +185,20 @@ def aot_models(
     name: str, spec: Mapping[str, Any], stage: AotStage, only: Any = None
 ) -> list[tuple[int, int, int]]:
     """(steps, replicas, batch rows) of every batched model of sweep ``name`` (``only``: one
-    of its settings). MLP widths never share a model here: an upper bound where the authors'
-    recipe lets neighbouring widths share."""
-    seeds = len(stage.replicate_seeds(spec))
-    groups: dict[tuple, list[Any]] = {}
-    for s in expand_sweep(name, spec):
-        if only in (None, s):
-            key = (s.task, s.N, s.S, s.depth, s.model, s.variant, s.width)
-            groups.setdefault(key + (() if stage.pad_replicas else s.shape_key()), []).append(s)
+    of its settings), grouped as the training groups them
+    (:func:`~memcap.aot.groups.group_replicas`)."""
+    replicas = [
+        (s, seed)
+        for s in expand_sweep(name, spec)
+        if only in (None, s)
+        for seed in stage.replicate_seeds(spec)
+    ]
+    split = spec["recipe"] != "authors"
     models = []
-    for members in groups.values():
-        first = members[0]
+    for members in group_replicas(replicas, stage.pad_replicas, split, facet_keys(spec)):
+        first = members[0][0]
         cfg = stage.train_config(spec, first.T, first.task, first.model)
-        models.append((cfg.steps, len(members) * seeds, cfg.batch_size or first.T))
+        models.append((cfg.steps, len(members), cfg.batch_size or first.T))
     return models
 
 

@@ -205,9 +205,15 @@ def censor_level(grow_at: float | None) -> float:
     return 1.0 if grow_at is None else grow_at
 
 
+def whole_grid(ladder: Ladder) -> bool:
+    """Whether the recipe's ladder trains the whole grid in one pass (it neither grows nor
+    warm starts)."""
+    return ladder.grow_at is None and not ladder.warm_start
+
+
 def climb(series: list[Series], grid: tuple[int, ...], ladder: Ladder, train: Train) -> None:
     """Step 1 of the protocol: every series up its T ladder at the recipe's budget."""
-    if ladder.grow_at is None and not ladder.warm_start:
+    if whole_grid(ladder):
         _rung([(s, T) for s in series for T in grid], ladder, train)
         return
     for T in grid:
@@ -320,6 +326,37 @@ def between(low: int, high: int, ratio: float) -> int | None:
     else:
         index = steps * (math.log2(low) + math.log2(high)) / 2
     return min(high - 1, max(low + 1, round(2 ** (round(index) / steps))))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass as :func:`passes` bounds it: each series at every T of ``T`` (``one_of``: at
+    one of them), from initialisation ``restart``, with the check's budget where ``longer``."""
+
+    T: tuple[int, ...]
+    restart: int = 0
+    longer: bool = False
+    one_of: bool = False
+
+
+def passes(grid: tuple[int, ...], ladder: Ladder, convergence: Convergence) -> list[Pass]:
+    """At least every training steps 1 and 2 of the protocol give a series, whatever it
+    memorizes (the cost model's bound; the bracket's: :func:`bracket_passes`). The ladder:
+    every rung it may reach, ``ladder.restarts`` times again. The check's pass k (a walk's
+    k-th step) holds each series at most once, at a T k rungs or more up the T its walks can
+    reach; without growth each series checks once, at its capacity T, one of the rungs."""
+    rungs = list(dict.fromkeys([*grid, *climbed_from(grid[-1], ladder)]))
+    restarts = range(ladder.restarts + 1)
+    if whole_grid(ladder):
+        plan = [Pass(tuple(rungs), k) for k in restarts]
+    else:
+        plan = [Pass((T,), k) for T in rungs for k in restarts]
+    if not convergence.enabled:
+        return plan
+    checked = sorted({T for start in rungs for T in climbed_from(start, ladder)})
+    if ladder.grow_at is None:
+        return [*plan, Pass(tuple(checked), longer=True, one_of=True)]
+    return plan + [Pass(tuple(checked[k:]), longer=True) for k in range(len(checked))]
 
 
 def bracket_passes(grid: tuple[int, ...], ladder: Ladder) -> list[tuple[int, int]]:
