@@ -167,7 +167,7 @@ def passes_work(spec: SweepSpec, stage: StageSettings, passes: list[list[Replica
     for members in passes:
         for group in replica_groups(spec, stage, members).values():
             budget = group[0].budget
-            cfg = stage.train_config(spec, max(r.T for r in group), budget)
+            cfg = stage.group_config(spec, group)
             steps = budget or cfg.steps * (1 + cfg.extra_budgets)
             cost = step_cost(stage, group[0].setting.task, cfg.eval_every)
             padded, _ = cost.bucket([step_shape(r, cfg.batch_size) for r in group])

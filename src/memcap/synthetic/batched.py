@@ -67,7 +67,7 @@ def batched_model(
     model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
     batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
-    batches = stage.train_config(spec, max(r.T for r in members)).batch_size is not None
+    batches = stage.group_config(spec, members).batch_size is not None
     return model, _stack(members, datasets, model.max_n, device, batches), batch_seeds
 
 

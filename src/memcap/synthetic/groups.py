@@ -76,7 +76,7 @@ def _buckets(
         by_steps.setdefault(stage.train_config(spec, replica.T).steps, []).append(replica)
     buckets: dict[tuple, list[Replica]] = {}
     for steps, members in by_steps.items():
-        cfg = stage.train_config(spec, members[0].T)
+        cfg = stage.group_config(spec, members)
         cost = step_cost(stage, members[0].setting.task, cfg.eval_every)
         shapes = [step_shape(r, cfg.batch_size) for r in members]
         for k, chosen in enumerate(bucket_replicas(shapes, cost, stage.max_padding)):
@@ -117,6 +117,6 @@ def spec_memory_mb(
     for members in replica_groups(spec, stage).values():
         t_max = max(r.T for r in members)
         token_bytes = (max(r.setting.n for r in members) + 1) * section["d"] * 4
-        batch = stage.train_config(spec, t_max).batch_size or t_max
+        batch = stage.group_config(spec, members).batch_size or t_max
         largest = max(largest, len(members) * (t_max + 16 * batch) * token_bytes)
     return base_mb + 2 * largest // 2**20

@@ -9,7 +9,7 @@ dataclasses carry no defaults: they are built from the schema-defaulted config.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,6 +199,11 @@ class StageSettings:
     def replicate_seeds(self, spec: SweepSpec) -> list[int]:
         """The replicate seeds of every setting of sweep ``spec``."""
         return replicate_seeds(self.base_seed, spec.seeds)
+
+    def group_config(self, spec: SweepSpec, members: Sequence[Replica]) -> TrainConfig:
+        """The training settings of one batched model of ``members`` (one budget): its
+        largest T's, at their budget."""
+        return self.train_config(spec, max(r.T for r in members), members[0].budget)
 
     def train_config(self, spec: SweepSpec, T: int, budget: int = 0) -> TrainConfig:
         """The training settings of sweep ``spec`` for a batched model of up to ``T`` examples;

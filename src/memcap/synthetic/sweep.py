@@ -141,7 +141,7 @@ def _train_group(
     """Train one batched model of ``members``, each starting from its state in ``warm`` where
     it has one (warm starts); every member's training."""
     task = members[0].setting.task
-    cfg = stage.train_config(spec, max(r.T for r in members), members[0].budget)
+    cfg = stage.group_config(spec, members)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, [warm[r] for r in members])
     result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas)
