@@ -129,13 +129,17 @@ def test_replicas_leaving_leave_the_model_of_the_others(kept, rows, shared):
     query, context = _inputs(3, 5, 4, dtype=torch.float64)
     source = torch.tensor([0, 1, 2, 0])
     data = ReplicaData((query, context), torch.zeros(4, 5), torch.full((4,), 5), source)
+    model(*data.full_inputs())  # the slots of all four, worked out at the first step
     index = torch.tensor(kept)
     select_parameters(model, index)
-    model.select_replicas(index)
+    model.select_replicas(index)  # ...and again after the selection
     left = data.select(index)
     assert len(left.inputs[0]) == rows and (left.source is not None) == shared
     want = textbook_forward(model, query, context, source[index])
     torch.testing.assert_close(model(*left.full_inputs()), want, rtol=0, atol=1e-10)
+    if shared:
+        with pytest.raises(ValueError, match="select_replicas first"):
+            model(*data.full_inputs())  # a source of the replicas before the selection
 
 
 def test_attention_is_the_textbook_models_and_padding_reads_nothing():

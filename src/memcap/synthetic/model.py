@@ -160,7 +160,7 @@ class ReplicaMHA(nn.Module):
             "position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf)
         )
         self.padded_context = any(s.n < self.max_n for s in shapes)
-        self._slots_of: tuple[Tensor, Slots] | None = None
+        self._slots: Slots | None = None  # of the input sets, until replicas are selected
 
     @property
     def replicas(self) -> int:
@@ -234,13 +234,19 @@ class ReplicaMHA(nn.Module):
         return self._from_slots(weights, slots).unflatten(2, (self.max_H, -1))
 
     def slots(self, source: Tensor) -> Slots:
-        """The slots of the input sets that replica r reads at ``source[r]``, kept for the
-        last ``source`` tensor (a full batch passes the same one every step, so the step reads
-        nothing on the host after the first: a CUDA graph can capture it)."""
-        if self._slots_of is None or self._slots_of[0] is not source:
+        """The slots of the input sets that replica r reads at ``source[r]``, worked out at
+        the first call after construction or :meth:`select_replicas` (the replicas' sets
+        change only there), so later steps read nothing on the host: a CUDA graph can
+        capture them."""
+        if source.shape[0] != self.replicas:
+            raise ValueError(
+                f"source names {source.shape[0]} replicas, the model has {self.replicas}: "
+                "select_replicas first"
+            )
+        if self._slots is None:
             H = [s.H for s in self.shapes]
-            self._slots_of = (source, head_slots(source.tolist(), H, self.max_H, source.device))
-        return self._slots_of[1]
+            self._slots = head_slots(source.tolist(), H, self.max_H, source.device)
+        return self._slots
 
     def _maps(self, n: int, slots: Slots | None) -> tuple[Tensor, ...]:
         """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
@@ -337,7 +343,7 @@ class ReplicaMHA(nn.Module):
         self.position_bias = self.position_bias.index_select(0, index)
         self.shapes = tuple(self.shapes[i] for i in index.tolist())
         self.padded_context = any(s.n < self.max_n for s in self.shapes)
-        self._slots_of = None
+        self._slots = None
 
 
 def _gather_heads(per_head: Tensor, slots: Slots) -> Tensor:
