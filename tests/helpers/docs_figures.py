@@ -90,7 +90,16 @@ def aot_laws() -> str:
          _p(row["p_holm"]), _p(row["power"])]
         for _, row in laws.iterrows()
     ]  # fmt: skip
-    return _table(["finding", "sweep", "curve", "outcome", "p", "p (Holm)", "power"], rows)
+    table = _table(["finding", "sweep", "curve", "outcome", "p", "p (Holm)", "power"], rows)
+    open_laws = [
+        f"{row['law']} on {row['sweep']} ({row['curve']}) is inconclusive: {row['measured']}"
+        + ("" if pd.isna(row["power"]) else f"; power {row['power']:.2f}")
+        + ("" if pd.isna(row["seeds_needed"]) else f", {int(row['seeds_needed'])} seeds for 80%")
+        + "."
+        for _, row in laws.iterrows()
+        if row["outcome"] == "inconclusive"
+    ]
+    return table + ("\n" + "\n\n".join(open_laws) + "\n" if open_laws else "")
 
 
 def law_counts() -> str:
