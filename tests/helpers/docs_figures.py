@@ -13,6 +13,7 @@ does now.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -116,6 +117,44 @@ def law_counts() -> str:
     return "; ".join(parts) + ".\n"
 
 
+def _synthetic_law(law: str, curve: str | None = None) -> pd.Series:
+    laws = pd.read_csv(RESULTS / "synthetic" / "laws.csv")
+    rows = laws[(laws["law"] == law) & ((laws["curve"] == curve) if curve else True)]
+    return rows.iloc[0]
+
+
+SPREAD = re.compile(r"mean\^(\S+) \[(\S+), (\S+)\] \(95%\) over this run's (\d+)")
+FIT = re.compile(r"F\([^)]*\) = [\d.]+, p = ([\d.]+); slope ([\d.]+) \[([\d.]+), ([\d.]+)\]")
+
+
+def law_weights() -> str:
+    """The seeds' spread against their mean (the 1/mean² weights), and how the random-context
+    H curve reads weighted and unweighted, from the stored run's laws.csv."""
+    line = _synthetic_law("linear in H", "random context, classification")
+    b, lo, hi, settings = SPREAD.search(line["criterion"]).groups()
+    (p, slope, s_lo, s_hi), (p_u, slope_u, _, _) = FIT.findall(line["measured"])
+    return (
+        f"Over the stored default run's {settings} settings, a log-log fit of the seeds' SD "
+        f"against their mean gives SD ∝ mean^{b}, 95% interval [{lo}, {hi}]. Its random-context "
+        f"H curve (classification) {line['outcome']} at p = {p} weighted (slope {slope} "
+        f"[{s_lo}, {s_hi}]) and p = {p_u} unweighted (slope {slope_u}).\n"
+    )
+
+
+def saturation_power() -> str:
+    """The saturation test's outcome and power in the stored run."""
+    row = _synthetic_law("saturates in d_h beyond n")
+    words = (
+        f"In the stored default run, saturation beyond n is {row['outcome']} "
+        f"(p = {_p(row['p_value'])})"
+    )
+    if not pd.isna(row["power"]):
+        words += f", with power {row['power']:.0%} against {row['power_at']}"
+        if not pd.isna(row["seeds_needed"]):
+            words += f"; {int(row['seeds_needed'])} seeds reach 80%"
+    return words + ".\n"
+
+
 def real_memorization_estimates() -> str:
     """The real embeddings against the controls: seed means per H, and linear in H."""
     folder = RESULTS / "real_memorization"
@@ -193,6 +232,8 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/synthetic.md", "synthetic-estimates"): synthetic_estimates,
     ("docs/aot.md", "aot-laws"): aot_laws,
     ("docs/laws.md", "law-counts"): law_counts,
+    ("docs/laws.md", "law-weights"): law_weights,
+    ("docs/laws.md", "saturation-power"): saturation_power,
     ("docs/real_memorization.md", "real-memorization-estimates"): real_memorization_estimates,
     ("docs/capacity.md", "shared-readings"): shared_readings,
 }
