@@ -4,7 +4,7 @@
 import pandas as pd
 
 from memcap.real_memorization import summary
-from memcap.report.real_memorization import achieved, side_by_side
+from memcap.report.real_memorization import achieved, controls, side_by_side
 
 
 def _estimates() -> pd.DataFrame:
@@ -28,6 +28,13 @@ def test_achieved_reads_the_real_counts_with_bounds_and_chance_marked():
     assert "Theorem 1: 8 / 15 / 29" in words
     assert "gaussian 50 / 100 / ≥ 200" in words  # a control's lower bound marked too
     assert "seed means of 3" in words and "shared context" in words
+
+
+def test_the_section_names_only_the_controls_the_run_trained():
+    assert controls(_estimates()) == "Gaussian with the real tokens' mean and covariance"
+    both = pd.concat([_estimates(), _estimates().assign(input="uniform")])
+    assert controls(both).startswith("uniform on [0, 1]") and "and Gaussian" in controls(both)
+    assert controls(_estimates().query("input == 'real'")) == ""
 
 
 def test_side_by_side_puts_every_input_in_its_own_column():

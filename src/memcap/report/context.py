@@ -189,6 +189,7 @@ class RealMemorizationSection:
     laws: Table | None = None
     paired: Table | None = None
     achieved: Mapping[str, str] = field(default_factory=dict)
+    controls: str = ""  # the i.i.d. controls this run trained, in words
 
 
 @dataclass(frozen=True)

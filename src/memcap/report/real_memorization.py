@@ -13,6 +13,10 @@ from memcap.report.loaders import read_table
 
 ESTIMATES = ["model", "layer", "context", "task", "H", "bound"]
 LAWS = ["model", "layer", "input", "curve", "notion", "outcome", "p_value", "power", "measured"]
+CONTROLS = {
+    "uniform": "uniform on [0, 1] as paper A draws them",
+    "gaussian": "Gaussian with the real tokens' mean and covariance",
+}
 PAIRED = ["model", "layer", "context", "task", "H", "control", "seeds", "exact", "change",
           "p_holm", "outcome"]  # fmt: skip
 
@@ -33,7 +37,14 @@ def real_memorization_section(
         laws=None if laws is None or laws.empty else Table.from_frame(_laws(laws)),
         paired=None if paired is None or paired.empty else Table.from_frame(_paired(paired)),
         achieved={model: achieved(estimates, model) for model in estimates["model"].unique()},
+        controls=controls(estimates),
     )
+
+
+def controls(estimates: pd.DataFrame) -> str:
+    """The controls the run trained, in words, in the order :data:`CONTROLS` lists them."""
+    ran = set(estimates["input"])
+    return " and ".join(words for kind, words in CONTROLS.items() if kind in ran)
 
 
 def side_by_side(estimates: pd.DataFrame) -> pd.DataFrame:
