@@ -4,8 +4,8 @@ Trains every batched model (one per T) of the default ``config.yaml``'s heads sw
 ``--steps`` steps (one full-data evaluation per 50 steps, as in the run) through
 :func:`memcap.training.loop.train_replicas`, two ways in one process:
 
-- new: the model (``ReplicaMHA.forward``: folded weights, heads of replicas that read one
-  dataset stacked; the pipeline's way);
+- new: the model (``ReplicaMHA.forward``: folded weights, every replica its own rows; the
+  pipeline's way);
 - old: the textbook forward of the same parameters (``tests/helpers/mha_oracle.py``, the
   tests' oracle: every token embedded, per-head einsums, one replica after another),
 
@@ -26,10 +26,9 @@ The last line is ``RATIO <achieved / matmul>`` of the new way over the whole swe
 What bounds it, measured beside it: the products no form of the step avoids, each example's
 n x d context against every real head's d-vector (scores, forward) and its n-vector (the
 score gradient's pull-back to u, backward): 2 · 2 n d FLOPs per example and real head, F_p in
-all. They are timed alone at the sweep's exact shapes, three ways (every replica padded to
-H_max heads; one product per head count; the heads of replicas that read one dataset
-stacked as rows, as the new way does), each with its fastest of bmm/einsum layouts, and the
-fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed as a
+all. They are timed alone at the sweep's exact shapes, two ways (every replica padded to
+H_max heads, as the new way does; one product per head count), each with its fastest of
+bmm/einsum layouts, and the fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed as a
 fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p / needed)
 is the whole step's RATIO if everything but these products took no time.
 
@@ -164,17 +163,13 @@ def product_seconds(examples: int, heads: int, n: int, d: int) -> float:
 
 def primitive_seconds(members: list[Replica], model, data, stage) -> tuple[float, float]:
     """F_p and t_p (docstring) of one batched model: the per-example products of its real
-    heads, timed padded, per head count and stacked over replicas that read one dataset."""
+    heads, timed padded and per head count."""
     examples, n, d = data.inputs[1].shape[1:3] + (stage.d,)  # padded to the longest T
     heads = [r.setting.H for r in members]
     flops = sum(4.0 * r.T * r.setting.H * n * d for r in members)
     padded = product_seconds(examples * len(heads), max(heads), n, d)
     per_count = sum(product_seconds(examples * heads.count(h), h, n, d) for h in sorted(set(heads)))
-    if data.source is None:
-        return flops, min(padded, per_count)
-    slots = model.slots(data.source)
-    stacked = product_seconds(examples * slots.groups, slots.slots, n, d)
-    return flops, min(padded, per_count, stacked)
+    return flops, min(padded, per_count)
 
 
 def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> float:

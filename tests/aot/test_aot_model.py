@@ -20,7 +20,7 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
-from memcap.training.active import select_parameters
+from memcap.training.active import select_model
 from memcap.training.data import ReplicaData
 from memcap.training.evaluation import evaluate
 from memcap.training.loop import train_replicas
@@ -137,7 +137,7 @@ def test_replicas_left_after_compaction_are_the_textbook_forward_in_float64(seed
     full_loss, full_out = step.loss(model, (tokens,), targets, weights, "classification")
     full_grads = _gradients(model, full_loss.sum())
     kept = torch.tensor(sorted(pick.sample(range(R), R - 1)))
-    select_parameters(model, kept)
+    select_model(model, kept)  # the parameters: the model has no select_buffers
     for name, buffer in list(model.named_buffers()):
         setattr(model, name, buffer.index_select(0, kept))
     tokens, targets, weights = tokens[kept], targets[kept], weights[kept]

@@ -15,12 +15,6 @@ from torch import Tensor
 from memcap.synthetic.model import ReplicaMHA
 
 
-def replica_rows(query: Tensor, context: Tensor, source: Tensor | None, replicas: int):
-    """Every replica's own (query, context) rows from input sets read through ``source``."""
-    index = torch.arange(replicas) if source is None else source.cpu()
-    return query[index], context[index].expand(-1, query.shape[1], -1, -1)
-
-
 def every_position(model: ReplicaMHA, r: int, query: Tensor, context: Tensor):
     """Replica ``r``'s layer output at every token (B, 1 + n, d) and attention (B, H, 1 + n,
     1 + n), for its own query (B, d) and context (B, n_max, d)."""
@@ -43,11 +37,9 @@ def every_position(model: ReplicaMHA, r: int, query: Tensor, context: Tensor):
     return out, attention
 
 
-def textbook_forward(
-    model: ReplicaMHA, query: Tensor, context: Tensor, source: Tensor | None = None
-) -> Tensor:
+def textbook_forward(model: ReplicaMHA, query: Tensor, context: Tensor) -> Tensor:
     """The model's logits (R, B, C) (regression: (R, B)) as the textbook computes them."""
-    queries, contexts = replica_rows(query, context, source, model.replicas)
+    queries, contexts = query, context.expand(-1, query.shape[1], -1, -1)
     outputs = []
     for r in range(model.replicas):
         out, _ = every_position(model, r, queries[r], contexts[r])

@@ -173,7 +173,7 @@ def test_a_compacted_model_is_the_model_of_its_kept_replicas():
     compacted = copy.deepcopy(model)
     for name, p in list(compacted.named_parameters()):
         setattr(compacted, name, torch.nn.Parameter(p.detach().index_select(0, kept)))
-    compacted.select_replicas(kept)
+    compacted.select_buffers(kept)
     query, context = torch.rand(2, 5, 6), torch.rand(2, 5, 4, 6)
     alone = [ReplicaMHA([shapes[r]], [0]) for r in kept.tolist()]
     for k, (r, single) in enumerate(zip(kept.tolist(), alone, strict=True)):

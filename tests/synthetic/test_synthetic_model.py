@@ -8,9 +8,9 @@ import torch
 from mha_oracle import every_position, textbook_attention, textbook_forward
 from train_configs import train_config
 
-from memcap.synthetic.model import MHAShape, ReplicaMHA, head_slots
+from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
-from memcap.training.active import select_parameters
+from memcap.training.active import select_model
 from memcap.training.data import ReplicaData
 from memcap.training.engine import AutogradStep
 from memcap.training.loop import train_replicas
@@ -29,9 +29,9 @@ def _inputs(replicas: int, batch: int, n: int, seed: int = 0, dtype=torch.float3
     )
 
 
-def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool, embedded: bool = False):
-    """A float64 model of random replica shapes (one per seed), its input sets (the stacked
-    case: fewer sets than replicas, read through ``source``), targets and weights."""
+def _random_case(seed: int, padded: bool, one_context: bool, embedded: bool = False):
+    """A float64 model of random replica shapes (one per seed), its inputs, targets and
+    weights."""
     g = torch.Generator().manual_seed(seed)
 
     def draw(low: int, high: int) -> int:
@@ -57,12 +57,8 @@ def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool, embe
     with torch.no_grad():  # trained weights, not the init; padding stays zero
         for p in model.parameters():
             p.mul_(1.0 + torch.rand(p.shape, generator=g, dtype=p.dtype))
-    sets = draw(1, R - 1) if stacked else R
-    source = torch.randint(sets, (R,), generator=g) if stacked else None
-    if stacked:
-        source[:sets] = torch.arange(sets)  # every set read
     batch = draw(1, 7)
-    query, context = _inputs(sets, batch, n_max, seed, torch.float64)
+    query, context = _inputs(R, batch, n_max, seed, torch.float64)
     if one_context:
         context = context[:, :1].clone()
     context[..., shapes[0].n :, :] += 100.0  # beyond some replicas' n: never read there
@@ -71,8 +67,7 @@ def _random_case(seed: int, padded: bool, stacked: bool, one_context: bool, embe
     else:
         targets = torch.randint(classes, (R, batch), generator=g)
     weights = torch.rand(R, batch, generator=g, dtype=torch.float64)
-    inputs = (query, context) if source is None else (query, context, source)
-    return model, inputs, targets, weights
+    return model, (query, context), targets, weights
 
 
 def _gradients(model: ReplicaMHA) -> list[torch.Tensor]:
@@ -90,14 +85,11 @@ def _oracle_step(model, inputs, targets, weights, objective):
 
 @pytest.mark.parametrize("embedded", [False, True])
 @pytest.mark.parametrize("one_context", [False, True])
-@pytest.mark.parametrize("stacked", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_outputs_losses_and_gradients_are_the_textbook_models(
-    seed, padded, stacked, one_context, embedded
-):
+def test_outputs_losses_and_gradients_are_the_textbook_models(seed, padded, one_context, embedded):
     """Paper A's embedding and positions, or real tokens as they are (``embedded``)."""
-    model, inputs, targets, weights = _random_case(seed, padded, stacked, one_context, embedded)
+    model, inputs, targets, weights = _random_case(seed, padded, one_context, embedded)
     objective = "regression" if model.classes is None else "classification"
     torch.testing.assert_close(model(*inputs), textbook_forward(model, *inputs), rtol=0, atol=1e-10)
     loss, outputs = AutogradStep(train_config(), CPU)(model, inputs, targets, weights, objective)
@@ -118,40 +110,28 @@ def test_outputs_losses_and_gradients_are_the_textbook_models(
             assert (got[~mask] == 0).all(), name
 
 
-@pytest.mark.parametrize(
-    ("kept", "rows", "shared"), [([3, 0, 1], 2, True), ([1, 2], 2, False), ([2], 1, False)]
-)
-def test_replicas_leaving_leave_the_model_of_the_others(kept, rows, shared):
-    """Replicas leave a stacked model: the sets nobody reads are dropped, and where no two
-    replicas share a set any more, every replica reads its own row."""
+@pytest.mark.parametrize("kept", [[3, 0, 1], [1, 2], [2]])
+def test_replicas_leaving_leave_the_model_of_the_others(kept):
+    """Replicas leave: the model and data of those that stay compute what they did."""
     shapes = [MHAShape(D, n, H, 3, classes=4) for n, H in ((3, 2), (4, 1), (2, 3), (4, 2))]
     model = ReplicaMHA(shapes, [0, 1, 2, 3]).double()
-    query, context = _inputs(3, 5, 4, dtype=torch.float64)
-    source = torch.tensor([0, 1, 2, 0])
-    data = ReplicaData((query, context), torch.zeros(4, 5), torch.full((4,), 5), source)
-    model(*data.full_inputs())  # the slots of all four, worked out at the first step
+    query, context = _inputs(4, 5, 4, dtype=torch.float64)
+    data = ReplicaData((query, context), torch.zeros(4, 5), torch.full((4,), 5))
     index = torch.tensor(kept)
-    select_parameters(model, index)
-    model.select_replicas(index)  # ...and again after the selection
+    select_model(model, index)
     left = data.select(index)
-    assert len(left.inputs[0]) == rows and (left.source is not None) == shared
-    want = textbook_forward(model, query, context, source[index])
-    torch.testing.assert_close(model(*left.full_inputs()), want, rtol=0, atol=1e-10)
-    if shared:
-        with pytest.raises(ValueError, match="select_replicas first"):
-            model(*data.full_inputs())  # a source of the replicas before the selection
+    want = textbook_forward(model, query[index], context[index])
+    torch.testing.assert_close(model(*left.inputs), want, rtol=0, atol=1e-10)
 
 
 def test_attention_is_the_textbook_models_and_padding_reads_nothing():
-    model, (query, context, source), _, _ = _random_case(1, True, True, False)
-    stacked = model.attention(query, context, source)
-    own = model.attention(query[source], context[source])
+    model, (query, context), _, _ = _random_case(1, True, False)
+    got = model.attention(query, context)
     for r, (want, s) in enumerate(
-        zip(textbook_attention(model, query[source], context[source]), model.shapes, strict=True)
+        zip(textbook_attention(model, query, context), model.shapes, strict=True)
     ):
-        torch.testing.assert_close(stacked[r, :, : s.H, : s.n], want, rtol=0, atol=1e-12)
-        torch.testing.assert_close(own[r, :, : s.H, : s.n], want, rtol=0, atol=1e-12)
-        assert (stacked[r, :, :, s.n :] == 0).all() and (own[r, :, :, s.n :] == 0).all()
+        torch.testing.assert_close(got[r, :, : s.H, : s.n], want, rtol=0, atol=1e-12)
+        assert (got[r, :, :, s.n :] == 0).all()
         torch.testing.assert_close(want.sum(-1), torch.ones_like(want[..., 0]))
 
 
@@ -169,23 +149,11 @@ def test_no_position_attends_to_the_query_token():
     torch.testing.assert_close(model(torch.rand_like(query), same), out)
 
 
-def test_head_slots_stack_the_heads_of_replicas_reading_one_set():
-    slots = head_slots([0, 0, 1, 0], H=[2, 1, 3, 3], max_H=3, device=CPU)
-    assert slots.groups == 2 and slots.slots == 6
-    # set 0: replica 0's heads 0, 1, replica 1's head 0, replica 3's heads 0-2
-    assert slots.gather.tolist() == [0, 1, 3, 9, 10, 11, 6, 7, 8, 6, 6, 6]
-    # padded heads read slot G·S = 12 (zero values)
-    assert slots.scatter.tolist() == [0, 1, 12, 2, 12, 12, 6, 7, 8, 3, 4, 5]
-    own = head_slots(None, H=[2, 3], max_H=3, device=CPU)
-    assert own.groups == 2 and own.slots == 3 and own.gather.tolist() == [0, 1, 0, 3, 4, 5]
-
-
 def test_shapes_of_every_output():
     shapes = [MHAShape(D, 3, 2, 4, classes=5), MHAShape(D, 5, 3, 2, classes=5)]
     model = ReplicaMHA(shapes, [0, 1])
     query, context = _inputs(2, 7, 5)
     assert model(query, context).shape == (2, 7, 5)
-    assert model(query[:1], context[:1], torch.tensor([0, 0])).shape == (2, 7, 5)
     assert model.attention(query, context).shape == (2, 7, 3, 5)
     assert model.embed(query, context)[1].shape == (2, 7, 5, D)
     regression = ReplicaMHA([MHAShape(D, 3, 2, 4)], [0])
@@ -251,11 +219,10 @@ def test_paper_a_code_init_scales_scores_by_d_and_zeroes_biases():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("stacked", [False, True])
-def test_the_model_runs_on_cuda_in_bf16_within_its_rounding(stacked):
+def test_the_model_runs_on_cuda_in_bf16_within_its_rounding():
     """bfloat16 on CUDA against the float64 textbook forward: the logits within a few units
     of bfloat16's rounding (2⁻⁸) of the logits' scale, gradients within 5%."""
-    model, inputs, targets, weights = _random_case(2, True, stacked, False)
+    model, inputs, targets, weights = _random_case(2, True, False)
     objective = "regression" if model.classes is None else "classification"
     cuda = torch.device("cuda")
     fast = ReplicaMHA(model.shapes, [0] * model.replicas).to(cuda)

@@ -36,7 +36,7 @@ def _run(device, cuda_graph, batch_size, precision="float32", leave=False, steps
         torch.stack(targets).to(device),
         torch.tensor(sizes, device=device),
     )
-    result = train_replicas(model, data, "classification", cfg, seeds, ReplicaMHA.select_replicas)
+    result = train_replicas(model, data, "classification", cfg, seeds)
     return result, model
 
 

@@ -229,7 +229,6 @@ def test_replicas_reading_one_stored_dataset_take_what_their_own_copies_give():
     assert torch.equal(targets, want_targets)
     for a, b in zip(inputs, want_inputs, strict=True):
         assert torch.equal(a, b)
-    assert shared.full_inputs()[2] is source and len(copies.full_inputs()) == 2
     for kept, rows in (([2, 0], 1), ([2, 3, 0], 2), ([0, 1], 2), ([3], 1)):
         left = shared.select(torch.tensor(kept))
         assert len(left.inputs[0]) == rows  # the datasets still read, each once
@@ -237,7 +236,5 @@ def test_replicas_reading_one_stored_dataset_take_what_their_own_copies_give():
         want = copies.select(torch.tensor(kept)).inputs
         for a, b in zip(left.replica_inputs(), want, strict=True):
             assert torch.equal(a, b)
-        rows_2_to_5 = left.examples(slice(2, 5))
-        assert len(rows_2_to_5) == len(left.full_inputs())
-        for a, b in zip(rows_2_to_5, left.inputs, strict=False):
-            assert torch.equal(a, b[:, 2:5])
+        for a, b in zip(left.examples(slice(2, 5)), want, strict=True):
+            assert torch.equal(a, b[:, 2:5])  # every replica's own rows, gathered

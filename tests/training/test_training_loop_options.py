@@ -120,11 +120,11 @@ def test_extra_budgets_are_refused_with_last_batch_accuracy():
         train_config(extra_budgets=1, last_batches=3)
 
 
-def test_leaving_needs_a_select_function_for_models_with_buffers():
+def test_leaving_needs_select_buffers_in_a_model_with_buffers():
     model = ReplicaMLP([0, 1])
     model.register_buffer("scale", torch.ones(2))
     cfg = train_config(steps=5, leave_when_fit=True)
-    with pytest.raises(ValueError, match="select function"):
+    with pytest.raises(ValueError, match="select_buffers"):
         train_replicas(model, _data([0, 1], [4, 4]), "classification", cfg, [0, 1])
 
 

@@ -2,9 +2,10 @@
 the replicas' datasets stacked and padded, and their model and batch seeds.
 
 Datasets depend on a replica's seed, n, context and task only, so the H and d_h sweeps'
-replicas of one seed read the same (paired) data: a batched model stores each distinct
-dataset once, and its replicas read it through ``ReplicaData.source`` (full batches hand the
-model each dataset once, every replica's heads stacked on it).
+replicas of one seed read the same (paired) data. Under mini-batches a batched model stores
+each distinct dataset once and each step gathers every replica's rows from it
+(``ReplicaData.source``: at paper A's sizes a copy per replica would not fit a GPU); a full
+batch holds every replica's own copy, which the model reads every step.
 """
 
 from __future__ import annotations
@@ -102,12 +103,13 @@ def _stack(
     device: torch.device,
     batches: bool,
 ) -> ReplicaData:
-    """Pad every member's data to the group's largest T and n, on ``device``: one copy per
-    distinct dataset, read through ``source`` where members share one; with mini-``batches``
-    one context row per dataset where every member's context is shared (a batch reads it as
-    it is)."""
+    """Pad every member's data to the group's largest T and n, on ``device``: with
+    mini-``batches`` one copy per distinct dataset, read through ``source`` where members
+    share one, and one context row per dataset where every member's context is shared (a
+    batch reads it as it is); in full batches one copy per member."""
     t_max = max(r.T for r in members)
-    keys = list(dict.fromkeys(data_key(r) for r in members))
+    every = [data_key(r) for r in members]
+    keys = list(dict.fromkeys(every)) if batches else every
     one_context = batches and all(r.setting.context == "shared" for r in members)
     queries, contexts = [], []
     for key in keys:
@@ -117,7 +119,7 @@ def _stack(
         contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
     targets = [datasets[data_key(r)].head(t_max).targets for r in members]
     shared = len(keys) < len(members)
-    source = torch.tensor([keys.index(data_key(r)) for r in members]) if shared else None
+    source = torch.tensor([keys.index(key) for key in every]) if shared else None
     return ReplicaData(
         (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
         torch.stack(targets).to(device),

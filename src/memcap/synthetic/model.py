@@ -24,19 +24,15 @@ query with a 1 appended, q̂ = [q, 1], and O = [o_1; …; o_n]:
 - logits: Σ_h v_h (W_o,h W_dec) + (b_o W_dec + b_dec).
 
 Per example: two products of q̂ (u, w), one of the n context rows with every head's u (the
-scores, (n, S) for S heads), one of the rows with the value maps, the softmax and the
+scores, (n, H) for H heads), one of the rows with the value maps, the softmax and the
 weighted sum over positions; gradients come from autograd. The softmax runs with the
-positions as the leading axis of (n, B, S) blocks: long contiguous rows whatever S (over
-(n, S) blocks it is several times slower unless S is a multiple of the vector width).
+positions as the leading axis of (n, B, H) blocks: long contiguous rows whatever H (over
+(n, H) blocks it is several times slower unless H is a multiple of the vector width).
 
 **Replicas and their heads.** Replicas may differ in H, d_h and n: parameters are drawn at
 each replica's own shape (from its own seed) and zero-padded to the largest; padded context
-positions get score -inf. Replicas that read one input set (``source``: a paired dataset in
-full batches) have their real heads stacked as the *slots* of that set (:func:`head_slots`),
-the rows of one per-example product, so each example's context is read once for all of
-them; without ``source`` every replica reads its own rows and its slots are its H_max heads.
-Padded weights are zero and get gradient exactly zero (a padded head's maps and values are
-zero; stacked, it sits in no slot), so they stay zero.
+positions get score -inf. Every replica reads its own rows. Padded weights are zero and get
+gradient exactly zero (a padded head's maps and values are zero), so they stay zero.
 """
 
 from __future__ import annotations
@@ -69,47 +65,6 @@ class MHAShape:
             raise ValueError("classification needs at least 2 classes")
 
 
-@dataclass(frozen=True)
-class Slots:
-    """Where every replica's real heads sit among the per-example rows.
-
-    Attributes:
-        gather: (G·S,) the flat head ``r·H_max + h`` of every slot; a padded slot repeats
-            its set's first head (its result is never read, so that head gets no gradient
-            from it).
-        scatter: (R·H_max,) the flat slot ``g·S + s`` of every head; a padded head reads
-            ``G·S``, one past the last slot (zero values).
-        groups: G, the input sets.
-        slots: S, the rows of each set (its replicas' heads, padded to the largest set).
-    """
-
-    gather: Tensor
-    scatter: Tensor
-    groups: int
-    slots: int
-
-
-def head_slots(
-    source: Sequence[int] | None, H: Sequence[int], max_H: int, device: torch.device
-) -> Slots:
-    """Slots of replicas with ``H[r]`` real heads of ``max_H``, replica r reading input set
-    ``source[r]`` (None: set r)."""
-    sets = range(len(H)) if source is None else source
-    members: list[list[int]] = [[] for _ in range(max(sets) + 1)]
-    for r, g in enumerate(sets):
-        members[g].append(r)
-    S = max(sum(H[r] for r in group) for group in members)
-    gather, scatter = [], [len(members) * S] * (len(H) * max_H)
-    for g, group in enumerate(members):
-        own = [r * max_H + h for r in group for h in range(H[r])]
-        for s, flat in enumerate(own):
-            scatter[flat] = g * S + s
-        gather += own + own[:1] * (S - len(own))
-    return Slots(
-        torch.tensor(gather, device=device), torch.tensor(scatter, device=device), len(members), S
-    )
-
-
 def sinusoidal_positions(length: int, d: int) -> Tensor:
     """(length, d) sinusoidal positional encoding of Vaswani et al. (sin on even, cos on odd)."""
     position = torch.arange(length, dtype=torch.float32)[:, None]
@@ -123,10 +78,9 @@ def sinusoidal_positions(length: int, d: int) -> Tensor:
 class ReplicaMHA(nn.Module):
     """R independent copies of paper A's one-layer MHA model, trained as one batched model.
 
-    Inputs are queries (G, B, d) and contexts (G, B, n_max, d) (or (G, 1, n_max, d): one
-    context for every example) of G input sets, and ``source`` (R,), the set each replica
-    reads (None: G = R, replica r reads set r); replica r reads only its first
-    ``shapes[r].n`` context tokens.
+    Inputs are queries (R, B, d) and contexts (R, B, n_max, d) (or (R, 1, n_max, d): one
+    context for every example); replica r reads only its first ``shapes[r].n`` context
+    tokens.
 
     Attributes (besides the parameters):
         shapes: each replica's :class:`MHAShape`.
@@ -160,7 +114,6 @@ class ReplicaMHA(nn.Module):
             "position_bias", torch.zeros(beyond.shape).masked_fill(beyond, -math.inf)
         )
         self.padded_context = any(s.n < self.max_n for s in shapes)
-        self._slots: Slots | None = None  # of the input sets, until replicas are selected
 
     @property
     def replicas(self) -> int:
@@ -215,42 +168,23 @@ class ReplicaMHA(nn.Module):
         x = torch.einsum("rbd,rde->rbe", query, self.w_embed) + offsets[:, None, 0]
         return x, torch.einsum("rbnd,rde->rbne", context, self.w_embed) + offsets[:, None, 1:]
 
-    def forward(self, query: Tensor, context: Tensor, source: Tensor | None = None) -> Tensor:
+    def forward(self, query: Tensor, context: Tensor) -> Tensor:
         """Logits (R, B, C), or regression values (R, B) when ``classes`` is None."""
-        slots = None if source is None else self.slots(source)
-        weights, values = self._weights(query, context, slots)
-        mixed = (weights[..., None] * values).sum(2)  # (G, B, S, d_v): Σ_i a_hi v_hi
-        mixed = self._from_slots(mixed, slots)  # (R, B, H d_v)
+        weights, values = self._weights(query, context)
+        mixed = (weights[..., None] * values).sum(2).flatten(2)  # (R, B, H d_v): Σ_i a_hi v_hi
         w_read = torch.bmm(self.w_out.flatten(1, 2), self.w_decode)  # (R, H d_v, C): W_o W_dec
         b_read = torch.baddbmm(self.b_decode[:, None], self.b_out[:, None], self.w_decode)
         logits = torch.baddbmm(b_read, mixed, w_read)
         return logits.squeeze(-1) if self.classes is None else logits
 
-    def attention(self, query: Tensor, context: Tensor, source: Tensor | None = None) -> Tensor:
+    def attention(self, query: Tensor, context: Tensor) -> Tensor:
         """Query's attention weights over its context, (R, B, H_max, n_max); padded context
         positions get weight 0 (padded heads attend uniformly: they have no weights)."""
-        slots = None if source is None else self.slots(source)
-        weights = self._weights(query, context, slots)[0].transpose(2, 3)  # (G, B, S, n)
-        return self._from_slots(weights, slots).unflatten(2, (self.max_H, -1))
+        return self._weights(query, context)[0].transpose(2, 3)
 
-    def slots(self, source: Tensor) -> Slots:
-        """The slots of the input sets that replica r reads at ``source[r]``, worked out at
-        the first call after construction or :meth:`select_replicas` (the replicas' sets
-        change only there), so later steps read nothing on the host: a CUDA graph can
-        capture them."""
-        if source.shape[0] != self.replicas:
-            raise ValueError(
-                f"source names {source.shape[0]} replicas, the model has {self.replicas}: "
-                "select_replicas first"
-            )
-        if self._slots is None:
-            H = [s.H for s in self.shapes]
-            self._slots = head_slots(source.tolist(), H, self.max_H, source.device)
-        return self._slots
-
-    def _maps(self, n: int, slots: Slots | None) -> tuple[Tensor, ...]:
-        """Every slot's maps from q̂ to u (G, d + 1, d S) and to w (G, d + 1, n S), and from
-        the context rows (G, d, S d_v) and positions (G, n, S d_v) to the values."""
+    def _maps(self, n: int) -> tuple[Tensor, ...]:
+        """Every head's maps from q̂ to u (R, d + 1, d H) and to w (R, d + 1, n H), and from
+        the context rows (R, d, H d_v) and positions (R, n, H d_v) to the values."""
         R, H, d = self.replicas, self.max_H, self.d
         o_0 = self.b_embed + self.positions[0]  # (R, d)
         offsets = self.b_embed[:, None] + self.positions[1 : n + 1]  # (R, n, d): o_1..o_n
@@ -265,89 +199,51 @@ class ReplicaMHA(nn.Module):
         w_value = self.w_value.transpose(1, 2).flatten(2)  # (R, d, H d_v)
         from_rows = torch.bmm(self.w_embed, w_value)  # W_e W_v,h
         from_positions = torch.bmm(offsets, w_value)  # O W_v,h
-        maps = (to_u, to_w, from_rows, from_positions)
-        if slots is None:
-            return maps
-        return tuple(
-            _gather_heads(x.unflatten(2, (-1, H)).transpose(2, 3), slots).transpose(2, 3).flatten(2)
-            if k < 2
-            else _gather_heads(x.unflatten(2, (H, -1)), slots).flatten(2)
-            for k, x in enumerate(maps)
-        )
+        return to_u, to_w, from_rows, from_positions
 
-    def _factors(self, slots: Slots | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Embedded tokens: every slot's W_q,h and scaled W_k,h (G, d, S, d_h) and W_v,h
-        (G, d, S d_v), unfolded: at a real model's d the keys of every context row in one large
+    def _factors(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Embedded tokens: every head's W_q,h and scaled W_k,h (R, d, H, d_h) and W_v,h
+        (R, d, H d_v), unfolded: at a real model's d the keys of every context row in one large
         product cost n·d·d_h an example, where the folded W_q,h W_k,hᵀ would cost d²."""
         w_query = self.w_query.transpose(1, 2)  # (R, d, H, d_h)
         w_key = (self.w_key * self.score_scale[:, None, None, None]).transpose(1, 2)
-        w_value = self.w_value.transpose(1, 2)  # (R, d, H, d_v)
-        if slots is None:
-            return w_query, w_key, w_value.flatten(2)
-        w_query, w_key = _gather_heads(w_query, slots), _gather_heads(w_key, slots)
-        return w_query, w_key, _gather_heads(w_value, slots).flatten(2)
+        return w_query, w_key, self.w_value.transpose(1, 2).flatten(2)  # W_v: (R, d, H d_v)
 
-    def _weights(self, query: Tensor, context: Tensor, slots: Slots | None):
-        """Every slot's attention weights (G, B, n, S) and values (G, B, n, S, d_v)."""
-        G, B, d = query.shape
+    def _weights(self, query: Tensor, context: Tensor):
+        """Every head's attention weights (R, B, n, H) and values (R, B, n, H, d_v)."""
+        R, B, d = query.shape
         n = context.shape[2]
-        rows = context.expand(G, B, n, d).contiguous()  # a shared context: copied per example
+        rows = context.expand(R, B, n, d).contiguous()  # a shared context: copied per example
         if self.embedded:  # score of head h on c_i: (q W_q,h)·(c_i W_k,h)
-            w_query, w_key, from_rows = self._factors(slots)
-            S, k = w_query.shape[2], w_query.shape[3]
-            projected = torch.bmm(query, w_query.flatten(2)).view(G, B, 1, S, k)  # q W_q,h
-            keys = torch.bmm(rows.view(G, B * n, d), w_key.flatten(2)).view(G, B, n, S, k)
-            scores = (keys * projected).sum(-1)  # (G, B, n, S)
+            w_query, w_key, from_rows = self._factors()
+            H, k = w_query.shape[2], w_query.shape[3]
+            projected = torch.bmm(query, w_query.flatten(2)).view(R, B, 1, H, k)  # q W_q,h
+            keys = torch.bmm(rows.view(R, B * n, d), w_key.flatten(2)).view(R, B, n, H, k)
+            scores = (keys * projected).sum(-1)  # (R, B, n, H)
         else:
-            to_u, to_w, from_rows, from_positions = self._maps(n, slots)
-            S = to_w.shape[-1] // n
-            q = torch.cat([query, query.new_ones(G, B, 1)], -1)  # q̂
-            u = torch.bmm(q, to_u)  # (G, B, d S): u_h of every head
-            w = torch.bmm(q, to_w)  # (G, B, n S): w_h of every head and position
-            scores = torch.baddbmm(w.view(G * B, n, S), rows.view(G * B, n, d), u.view(G * B, d, S))
-        # softmax over the positions as the leading axis of (G, n, B, S): long contiguous rows
-        # (over the (n, S) blocks it runs slowly unless S is a multiple of the vector width)
-        scores = scores.view(G, B, n, S).transpose(1, 2).contiguous()
+            to_u, to_w, from_rows, from_positions = self._maps(n)
+            H = to_w.shape[-1] // n
+            q = torch.cat([query, query.new_ones(R, B, 1)], -1)  # q̂
+            u = torch.bmm(q, to_u)  # (R, B, d H): u_h of every head
+            w = torch.bmm(q, to_w)  # (R, B, n H): w_h of every head and position
+            scores = torch.baddbmm(w.view(R * B, n, H), rows.view(R * B, n, d), u.view(R * B, d, H))
+        # softmax over the positions as the leading axis of (R, n, B, H): long contiguous rows
+        # (over the (n, H) blocks it runs slowly unless H is a multiple of the vector width)
+        scores = scores.view(R, B, n, H).transpose(1, 2).contiguous()
         if self.padded_context:
-            scores = scores + self._position_bias(n, slots)
-        weights = torch.softmax(scores, 1).transpose(1, 2)  # (G, B, n, S)
+            scores = scores + self.position_bias[:, :n, None, None]  # every head alike
+        weights = torch.softmax(scores, 1).transpose(1, 2)  # (R, B, n, H)
         if self.embedded:
-            values = torch.bmm(rows.view(G, B * n, d), from_rows)
+            values = torch.bmm(rows.view(R, B * n, d), from_rows)
         else:  # plus the positions' values O W_v,h
-            per_position = from_positions[:, None].expand(G, B, n, -1).reshape(G, B * n, -1)
-            values = torch.baddbmm(per_position, rows.view(G, B * n, d), from_rows)
-        return weights, values.view(G, B, n, S, self.d_v)
+            per_position = from_positions[:, None].expand(R, B, n, -1).reshape(R, B * n, -1)
+            values = torch.baddbmm(per_position, rows.view(R, B * n, d), from_rows)
+        return weights, values.view(R, B, n, H, self.d_v)
 
-    def _position_bias(self, n: int, slots: Slots | None) -> Tensor:
-        """(G, n, 1, S) score bias of every slot: -inf on padded context positions."""
-        bias = self.position_bias[:, :n, None, None]  # (R, n, 1, 1): every head alike
-        if slots is None:
-            return bias
-        per_slot = _gather_heads(bias.expand(-1, -1, self.max_H, -1), slots)  # (G, n, S, 1)
-        return per_slot.view(slots.groups, n, 1, -1)
-
-    def _from_slots(self, per_slot: Tensor, slots: Slots | None) -> Tensor:
-        """(G, B, S, k) per slot → (R, B, H_max k) per head; padded heads 0."""
-        if slots is None:
-            return per_slot.flatten(2)
-        G, B, S, k = per_slot.shape
-        flat = torch.cat(
-            [per_slot.transpose(0, 1).reshape(B, G * S, k), per_slot.new_zeros(B, 1, k)], 1
-        )
-        return flat.index_select(1, slots.scatter).view(B, self.replicas, -1).transpose(0, 1)
-
-    def select_replicas(self, index: Tensor) -> None:
-        """Keep replicas ``index`` of the replica-axis buffers and shapes, in place (the
-        training loop selects the parameters when replicas leave); padding stays."""
+    def select_buffers(self, index: Tensor) -> None:
+        """Keep replicas ``index`` of the replica-axis buffers and shapes, in place
+        (:func:`memcap.training.active.select_model` selects the parameters); padding stays."""
         self.score_scale = self.score_scale.index_select(0, index)
         self.position_bias = self.position_bias.index_select(0, index)
         self.shapes = tuple(self.shapes[i] for i in index.tolist())
         self.padded_context = any(s.n < self.max_n for s in self.shapes)
-        self._slots = None
-
-
-def _gather_heads(per_head: Tensor, slots: Slots) -> Tensor:
-    """(R, rows, H_max, k) per head → (G, rows, S, k) per slot."""
-    R, rows, H, k = per_head.shape
-    flat = per_head.transpose(0, 1).reshape(rows, R * H, k).index_select(1, slots.gather)
-    return flat.view(rows, slots.groups, slots.slots, k).transpose(0, 1).contiguous()

@@ -42,7 +42,7 @@ from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.synthetic.warm import trained_states, warm_start
 from memcap.theory import bound_kind, construction_count
-from memcap.training.active import select_parameters
+from memcap.training.active import select_model
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
 from memcap.training.plateau import late_loss_drop
@@ -144,7 +144,7 @@ def _train_group(
     cfg = stage.group_config(spec, members)
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, [warm[r] for r in members])
-    result = train_replicas(model, data, task, cfg, batch_seeds, ReplicaMHA.select_replicas)
+    result = train_replicas(model, data, task, cfg, batch_seeds)
     still_falling = late_loss_drop(result.loss_curve, result.evaluations)
     classes = stage.classes if task == "classification" else 0
     chance = {T: chance_count(T, classes, cfg.regression_tol) for T in {r.T for r in members}}
@@ -218,8 +218,7 @@ def _trained_attention(
         index = torch.arange(first, min(first + block, len(members)), device=data.sizes.device)
         exact = copy.deepcopy(model).double()
         if len(index) < len(members):
-            select_parameters(exact, index)
-            exact.select_replicas(index)
+            select_model(exact, index)
         queries, contexts = (x.double() for x in data.select(index).replica_inputs())
         one = contexts.shape[1] == 1 < t_max  # one context for every example
         attention, embedded = [], []

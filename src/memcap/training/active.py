@@ -1,16 +1,19 @@
 """The replicas still training in a batched model, and how replicas leave it.
 
-A replica that has memorized all its examples leaves the batch (``leave_when_fit``): the
-batched model's parameters, the Adam state and the data are compacted to the replicas that
-stay (``index_select`` along the replica axis), so later steps spend nothing on it. Every
-replica's own computation does not depend on the others (the loop's invariant), so those
-that stay train as they would have.
+A replica that has memorized all its examples leaves the batch (``leave_when_fit``), and so
+does one no longer learning when a budget ends (``extra_budgets``): one
+:meth:`ActiveReplicas.select` compacts the replicas' whole state to those that stay (model
+rows, data, Adam state, the bfloat16 copy, batch streams, example weights; ``index_select``
+along the replica axis), so later steps spend nothing on them. Every replica's own
+computation does not depend on the others (the loop's invariant), so those that stay train
+as they would have. A model with replica-axis buffers compacts them itself in its
+``select_buffers(index)`` (:func:`select_model`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -22,10 +25,6 @@ from memcap.training.counted import counted_batches
 from memcap.training.data import ReplicaData
 from memcap.training.precision import ComputeCopy
 
-# Compacts a model's replica-axis buffers and attributes to replicas ``index`` in place (the
-# loop selects the parameters itself).
-SelectReplicas = Callable[[nn.Module, Tensor], None]
-
 
 class ActiveReplicas:
     """The model, optimizer, data and batch streams of the replicas still training.
@@ -35,8 +34,6 @@ class ActiveReplicas:
         data: every replica's training set.
         cfg: optimisation settings (batching, precision).
         seeds: one mini-batch seed per replica.
-        select: compacts the model's buffers; needed when it has any and replicas leave
-            (fitted, or not learning when a budget ends).
     """
 
     def __init__(
@@ -45,15 +42,14 @@ class ActiveReplicas:
         data: ReplicaData,
         cfg: TrainConfig,
         seeds: Sequence[int],
-        select: SelectReplicas | None,
     ) -> None:
         leaving = cfg.leave_when_fit or cfg.extra_budgets > 0
-        if leaving and select is None and any(True for _ in model.buffers()):
+        if leaving and not hasattr(model, "select_buffers") and any(True for _ in model.buffers()):
             raise ValueError(
-                "leave_when_fit and extra_budgets need a select function for a model with "
-                "buffers (their replica axis must shrink with the parameters')"
+                "leave_when_fit and extra_budgets need a model with buffers to define "
+                "select_buffers(index) (their replica axis must shrink with the parameters')"
             )
-        self.model, self.data, self.select = model, data, select
+        self.model, self.data = model, data
         self.index = torch.arange(data.replicas, device=data.sizes.device)  # original positions
         self.optimizer = FusedAdam(model.parameters())
         self.compute = ComputeCopy(model) if cfg.precision == "bf16" else None
@@ -99,7 +95,7 @@ class ActiveReplicas:
     ) -> tuple[tuple[Tensor, ...], Tensor, Tensor]:
         """Inputs, targets and example weights (R, B) of the batch ``index`` (:meth:`draw`)."""
         if index is None:
-            return self.data.full_inputs(), self.data.targets, self.example_weights(batch_size)
+            return self.data.replica_inputs(), self.data.targets, self.example_weights(batch_size)
         if self.counted is not None:
             return self.counted.take(index)
         return *self.data.take(index), self.example_weights(batch_size)
@@ -109,7 +105,7 @@ class ActiveReplicas:
         """The module that runs the training step (the bfloat16 copy under bf16)."""
         return self.model if self.compute is None else self.compute.model
 
-    def keep(self, local: Tensor) -> None:
+    def select(self, local: Tensor) -> None:
         """Keep the replicas at positions ``local`` (among the active ones); the rest leave.
 
         The first time, the model is copied: the caller's model keeps every replica's axis,
@@ -118,9 +114,7 @@ class ActiveReplicas:
         if not self._copied:
             self.model = copy.deepcopy(self.model)
             self._copied = True
-        select_parameters(self.model, local)
-        if self.select is not None:
-            self.select(self.model, local)
+        select_model(self.model, local)
         self.optimizer = self.optimizer.selected(list(self.model.parameters()), local)
         if self.compute is not None:
             self.compute = ComputeCopy(self.model)
@@ -134,10 +128,14 @@ class ActiveReplicas:
         self.version += 1
 
 
-def select_parameters(model: nn.Module, index: Tensor) -> None:
-    """Replace every parameter by a new one holding replicas ``index`` (a new leaf: autograd
-    keeps the shape a parameter had when it first took a gradient)."""
+def select_model(model: nn.Module, index: Tensor) -> None:
+    """Keep replicas ``index`` of a replica-batched model, in place: every parameter is replaced
+    by a new one holding those rows (a new leaf: autograd keeps the shape a parameter had when
+    it first took a gradient), and the model's ``select_buffers`` compacts its buffers where it
+    defines one."""
     for name, p in list(model.named_parameters()):
         owner, _, attribute = name.rpartition(".")
         module = model.get_submodule(owner)
         setattr(module, attribute, nn.Parameter(p.detach().index_select(0, index)))
+    if hasattr(model, "select_buffers"):
+        model.select_buffers(index)

@@ -22,8 +22,9 @@ class ReplicaData:
         sizes: (R,) number of valid examples of each replica (the first ``sizes[r]`` rows).
         source: (R,) the row of ``inputs`` that replica r reads, or None (row r). Replicas
             that train on one dataset (paired sweeps, nested T) then share its storage: at
-            paper A's sizes a copy per replica would not fit a GPU. A full pass hands the
-            model the rows once, with ``source`` (:meth:`full_inputs`).
+            paper A's sizes a copy per replica would not fit a GPU. The model always gets
+            every replica's own rows, gathered through ``source`` (a batch, or a chunk of
+            examples, at a time).
     """
 
     inputs: tuple[Tensor, ...]
@@ -47,17 +48,11 @@ class ReplicaData:
             return self.inputs
         return tuple(x.index_select(0, self.source) for x in self.inputs)
 
-    def full_inputs(self) -> tuple[Tensor, ...]:
-        """What a pass over every example hands the model: ``inputs``, and ``source`` last
-        where replicas share rows (a model that takes it reads each row once for all of
-        its replicas)."""
-        return self.inputs if self.source is None else (*self.inputs, self.source)
-
     def examples(self, rows: slice) -> tuple[Tensor, ...]:
-        """:meth:`full_inputs` of the examples ``rows`` of every replica."""
+        """Every replica's inputs of the examples ``rows`` (gathered through ``source``)."""
         one = self.targets.shape[1] > 1  # a row of size 1 then serves every example
         inputs = tuple(x if one and x.shape[1] == 1 else x[:, rows] for x in self.inputs)
-        return inputs if self.source is None else (*inputs, self.source)
+        return inputs if self.source is None else tuple(x[self.source] for x in inputs)
 
     def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from memcap.training.active import ActiveReplicas, SelectReplicas
+from memcap.training.active import ActiveReplicas
 from memcap.training.allocator import keep_freed_memory
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData
@@ -47,7 +47,6 @@ def train_replicas(
     objective: Objective,
     cfg: TrainConfig,
     seeds: Sequence[int],
-    select: SelectReplicas | None = None,
     step: Step | None = None,
 ) -> TrainResult:
     """Train all replicas of ``model`` on ``data`` with Adam; keep each replica's best state.
@@ -58,8 +57,6 @@ def train_replicas(
         objective: loss and memorization criterion.
         cfg: optimisation settings.
         seeds: one seed per replica for its mini-batch stream.
-        select: compacts the model's replica-axis buffers when replicas leave
-            (``cfg.leave_when_fit``, ``cfg.extra_budgets``; :mod:`memcap.training.active`).
         step: how outputs and gradients are computed; None: the model's forward and
             autograd (:class:`~memcap.training.engine.AutogradStep`).
 
@@ -72,7 +69,7 @@ def train_replicas(
     step = step or AutogradStep(cfg, device)
     keep_freed_memory()  # the step's tensors are freed and allocated again every step
     with matmul_precision(cfg.precision, device), subnormals_flushed():
-        active = ActiveReplicas(model, data, cfg, seeds, select)
+        active = ActiveReplicas(model, data, cfg, seeds)
         _logger.info("training %d replicas through the %s step", data.replicas, step.name)
         record = Record.start(model, evaluate(model, data, objective, cfg.regression_tol, step))
         if cfg.leave_when_fit and not record.all_fit(active.index):
@@ -128,7 +125,7 @@ def _keep_learning(active: ActiveReplicas, record: Record) -> bool:
     if not bool(staying.any()):
         return False
     if not bool(staying.all()):
-        active.keep(staying.nonzero().squeeze(1))
+        active.select(staying.nonzero().squeeze(1))
     return True
 
 
@@ -136,7 +133,7 @@ def _leave(active: ActiveReplicas, accuracy: Tensor) -> None:
     """Replicas of ``active`` at 100% leave the batch (their best state stays kept)."""
     staying = accuracy < 1.0
     if not bool(staying.all()):
-        active.keep(staying.nonzero().squeeze(1))
+        active.select(staying.nonzero().squeeze(1))
 
 
 def _check_replica_axis(model: nn.Module, replicas: int, n_seeds: int) -> None:
