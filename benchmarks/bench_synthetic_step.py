@@ -28,9 +28,10 @@ n x d context against every real head's d-vector (scores, forward) and its n-vec
 score gradient's pull-back to u, backward): 2 · 2 n d FLOPs per example and real head, F_p in
 all. They are timed alone at the sweep's exact shapes, two ways (every replica padded to
 H_max heads, as the new way does; one product per head count), each with its fastest of
-bmm/einsum layouts, and the fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>`` is their speed as a
-fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` = CEILING / (F_p / needed)
-is the whole step's RATIO if everything but these products took no time.
+bmm/einsum layouts, and the fastest way counts: t_p seconds. ``CEILING <F_p / t_p / matmul>``
+is their speed as a fraction of matmul speed, and ``BOUND <needed / t_p / matmul>`` =
+CEILING / (F_p / needed) is the whole step's RATIO if everything but these products took no
+time.
 
 Where the step's time goes: one more run of each model under ``torch.profiler`` gives the
 CPU time of its ops by kind: BLAS calls (bmm, baddbmm, mm, addmm: every product the step
