@@ -162,7 +162,7 @@ def product_seconds(examples: int, heads: int, n: int, d: int) -> float:
     return min(map(_seconds, forward)) + min(map(_seconds, backward))
 
 
-def primitive_seconds(members: list[Replica], model, data, stage) -> tuple[float, float]:
+def primitive_seconds(members: list[Replica], data, stage) -> tuple[float, float]:
     """F_p and t_p (docstring) of one batched model: the per-example products of its real
     heads, timed padded and per head count."""
     examples, n, d = data.inputs[1].shape[1:3] + (stage.d,)  # padded to the longest T
@@ -209,8 +209,8 @@ def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[
         for way in times:
             seconds = train_seconds(spec, stage, members, datasets, steps, way == "old")
             times[way].append(seconds / steps)
-    model, data, _ = batched_model(spec, stage, members, datasets, torch.device("cpu"))
-    p_flops, p_seconds = primitive_seconds(members, model, data, stage)
+    _, data, _ = batched_model(spec, stage, members, datasets, torch.device("cpu"))
+    p_flops, p_seconds = primitive_seconds(members, data, stage)
     return {
         "needed": needed_flops(members, stage),
         "old": statistics.median(times["old"]),

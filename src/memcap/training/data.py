@@ -44,15 +44,21 @@ class ReplicaData:
     def replica_inputs(self) -> tuple[Tensor, ...]:
         """Every replica's inputs (R, T_max, ...): ``inputs`` itself, or gathered by
         ``source`` (a copy)."""
-        if self.source is None:
-            return self.inputs
-        return tuple(x.index_select(0, self.source) for x in self.inputs)
+        return self._per_replica(self.inputs)
 
     def examples(self, rows: slice) -> tuple[Tensor, ...]:
         """Every replica's inputs of the examples ``rows`` (gathered through ``source``)."""
         one = self.targets.shape[1] > 1  # a row of size 1 then serves every example
-        inputs = tuple(x if one and x.shape[1] == 1 else x[:, rows] for x in self.inputs)
-        return inputs if self.source is None else tuple(x[self.source] for x in inputs)
+        return self._per_replica(
+            tuple(x if one and x.shape[1] == 1 else x[:, rows] for x in self.inputs)
+        )
+
+    def _per_replica(self, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """Stored rows ``inputs`` as every replica's own: themselves, or gathered by
+        ``source``."""
+        if self.source is None:
+            return inputs
+        return tuple(x.index_select(0, self.source) for x in inputs)
 
     def take(self, index: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """Inputs and targets at per-replica example indices ``index`` of shape (R, B)."""
