@@ -7,7 +7,7 @@ batch of each replica's sample, fused Adam): ``heads`` (N = 50, d = d_h = 10, H 
 ``aot7`` / ``aot10`` (aot_vs_mlp's AoT facets, batches of 1,024) and ``mlp7`` / ``mlp0``
 (its MLP-Transformer of width 140, and its one-head model without MLP: one head, where the
 merged heads cost most against a per-head form). A worker process builds the tree's step (this
-tree: :class:`memcap.aot.step.AoTStep` on the model's forward; a tree with
+tree: :class:`memcap.aot.model.AoTStep` on the model's forward; a tree with
 ``memcap.aot.engine``: its ``FastStep``) and prints the median CPU seconds
 (``time.process_time``) of ``--repeats`` rounds of 20 steps. With ``--before PATH`` the two
 trees alternate shape by shape, ``--rounds`` times, in fresh processes (the machine may be
@@ -52,14 +52,21 @@ def worker(shape: str, repeats: int) -> None:
     from memcap.aot.model import ReplicaTransformer
     from memcap.aot.settings import Setting
     from memcap.aot.tasks import association_task
-    from memcap.training.adam import FusedAdam
-    from memcap.training.allocator import keep_freed_memory
     from memcap.training.config import TrainConfig
 
     try:
-        from memcap.aot.step import AoTStep as Step
-    except ImportError:  # a tree with the fast engine
-        from memcap.aot.engine import FastStep as Step
+        from memcap.training.active import FusedAdam
+        from memcap.training.loop import keep_freed_memory
+    except ImportError:  # a tree with a module per part of the training step
+        from memcap.training.adam import FusedAdam
+        from memcap.training.allocator import keep_freed_memory
+    try:
+        from memcap.aot.model import AoTStep as Step
+    except ImportError:
+        try:  # a tree with the step in its own module
+            from memcap.aot.step import AoTStep as Step
+        except ImportError:  # a tree with the fast engine
+            from memcap.aot.engine import FastStep as Step
 
     torch.set_num_threads(1)
     keep_freed_memory()

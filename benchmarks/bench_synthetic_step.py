@@ -63,8 +63,8 @@ from torch.profiler import ProfilerActivity, profile
 from memcap.synthetic.batched import batched_model, sweep_groups
 from memcap.synthetic.groups import step_cost, step_shape
 from memcap.synthetic.settings import Replica, StageSettings, sweep_spec
-from memcap.training.engine import AutogradStep
 from memcap.training.loop import train_replicas
+from memcap.training.step import AutogradStep
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))

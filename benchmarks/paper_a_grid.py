@@ -40,9 +40,8 @@ import torch
 from memcap.synthetic.batched import batched_model, member_datasets
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
-from memcap.training.evaluation import evaluate
-from memcap.training.loop import train_replicas
-from memcap.training.precision import matmul_precision
+from memcap.training.active import matmul_precision
+from memcap.training.loop import evaluate, train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dense peak TFLOP/s (no 2:4 sparsity) per precision. Sources: NVIDIA H100 Tensor Core GPU

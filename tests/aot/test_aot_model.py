@@ -11,21 +11,18 @@ from aot_oracle import textbook_logits
 from torch import nn
 from train_configs import train_config
 
-from memcap.aot.model import ReplicaTransformer
+from memcap.aot.model import AoTStep, ReplicaTransformer
 from memcap.aot.settings import Setting, mlp_width, parameter_count
-from memcap.aot.step import AoTStep
 from memcap.aot.tasks import (
     all_sequences,
     association_task,
     distribution_task,
     sequence_index,
 )
-from memcap.training.active import select_model
+from memcap.training.active import ComputeCopy, select_model
 from memcap.training.data import ReplicaData
-from memcap.training.evaluation import evaluate
-from memcap.training.loop import train_replicas
-from memcap.training.objectives import example_losses
-from memcap.training.precision import ComputeCopy
+from memcap.training.loop import evaluate, train_replicas
+from memcap.training.step import example_losses
 
 CPU = torch.device("cpu")
 CUDA = pytest.param(

@@ -14,7 +14,7 @@ from memcap.real_memorization import summary
 from memcap.real_memorization.inputs import Examples, control, layer_draw
 from memcap.real_memorization.train import train_layer
 from memcap.synthetic.settings import StageSettings
-from memcap.training.seeds import derive_seed
+from memcap.training.config import derive_seed
 from memcap.validation import check_config
 
 ROOT = Path(__file__).resolve().parents[2]

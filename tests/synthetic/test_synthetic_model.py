@@ -11,10 +11,10 @@ from train_configs import train_config
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
 from memcap.training.active import select_model
+from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
-from memcap.training.engine import AutogradStep
 from memcap.training.loop import train_replicas
-from memcap.training.seeds import derive_seed
+from memcap.training.step import AutogradStep
 
 D = 6
 EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on its batch

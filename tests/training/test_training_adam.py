@@ -2,9 +2,8 @@
 
 import torch
 
-from memcap.training.adam import FusedAdam
-from memcap.training.config import TrainConfig
-from memcap.training.schedule import lr_multiplier
+from memcap.training.active import FusedAdam
+from memcap.training.config import TrainConfig, lr_multiplier
 
 
 def test_fused_adam_equals_torch_adam_with_lambda_lr():

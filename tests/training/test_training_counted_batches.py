@@ -4,14 +4,12 @@ import torch
 from train_configs import train_config
 
 import memcap.training.active as active_module
-from memcap.aot.model import ReplicaTransformer
+from memcap.aot.model import AoTStep, ReplicaTransformer
 from memcap.aot.settings import Setting
-from memcap.aot.step import AoTStep
 from memcap.aot.tasks import association_task, fixed_sample
-from memcap.training.counted import _first_seen, _row_keys, counted_batches
-from memcap.training.data import ReplicaData
+from memcap.training.data import ReplicaData, _first_seen, _row_keys, counted_batches
 from memcap.training.loop import train_replicas
-from memcap.training.objectives import example_correct
+from memcap.training.step import example_correct
 
 
 def _data(R: int = 2, N: int = 3, sample: int = 64) -> ReplicaData:

@@ -6,11 +6,10 @@ import torch
 from torch import nn
 from train_configs import train_config
 
+from memcap.training.config import lr_multiplier
 from memcap.training.data import ReplicaData
-from memcap.training.evaluation import evaluate
-from memcap.training.loop import train_replicas
-from memcap.training.objectives import kl_divergence
-from memcap.training.schedule import lr_multiplier
+from memcap.training.loop import evaluate, train_replicas
+from memcap.training.step import kl_divergence
 
 
 class ReplicaMLP(nn.Module):
@@ -141,7 +140,7 @@ def test_warmup_starts_at_its_fraction():
 
 
 def test_shuffled_epochs_visit_every_example_once_per_epoch():
-    from memcap.training.batches import BatchStream, replica_generators
+    from memcap.training.data import BatchStream, replica_generators
 
     stream = BatchStream([12, 12], 4, "shuffle", replica_generators([0, 1], "cpu"))
     for _ in range(2):  # two epochs of three batches
@@ -152,7 +151,7 @@ def test_shuffled_epochs_visit_every_example_once_per_epoch():
 
 
 def test_draws_made_a_block_at_a_time_are_the_step_by_step_draws_on_the_cpu():
-    from memcap.training.batches import BLOCK, BatchStream, replica_generators
+    from memcap.training.data import BLOCK, BatchStream, replica_generators
 
     stream = BatchStream([12, 40_000], 4, "replacement", replica_generators([5, 6], "cpu"))
     drawn = torch.stack([stream.next() for _ in range(BLOCK + 3)], 1)  # across a block's end
@@ -166,7 +165,7 @@ def test_draws_made_a_block_at_a_time_are_the_step_by_step_draws_on_the_cpu():
 
 @pytest.mark.parametrize("sampling", ["replacement", "shuffle"])
 def test_a_replica_leaving_keeps_the_others_batch_streams(sampling):
-    from memcap.training.batches import BatchStream, replica_generators
+    from memcap.training.data import BatchStream, replica_generators
 
     def stream():
         return BatchStream([12, 12, 12], 4, sampling, replica_generators([5, 6, 7], "cpu"))
@@ -207,7 +206,7 @@ def test_last_batch_accuracy_is_the_mean_over_the_last_training_batches():
 
 
 def test_best_by_loss_keeps_the_lowest_loss_state():
-    from memcap.training.record import improved as _improved
+    from memcap.training.loop import improved as _improved
 
     old = {"memorized": torch.tensor([5.0, 5.0]), "loss": torch.tensor([1.0, 1.0])}
     new = {"memorized": torch.tensor([6.0, 4.0]), "loss": torch.tensor([1.5, 0.5])}

@@ -20,7 +20,7 @@ from memcap.real_memorization.inputs import Examples  # noqa: E402
 from memcap.real_memorization.settings import resolve  # noqa: E402
 from memcap.real_memorization.train import train_layer  # noqa: E402
 from memcap.synthetic.settings import StageSettings  # noqa: E402
-from memcap.training.seeds import replicate_seeds  # noqa: E402
+from memcap.training.config import replicate_seeds  # noqa: E402
 
 torch.set_num_threads(snakemake.threads)
 config_section, model = snakemake.params.section, snakemake.wildcards.model

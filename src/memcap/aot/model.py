@@ -36,6 +36,13 @@ runs through another padded (zero) entry. The exceptions are the output biases o
 heads, which add to the residual directly, and the fixed identity maps d → d_h; a fixed mask
 multiplies those in the forward pass. Training the padded model is training each replica
 alone.
+
+The model trains through :class:`AoTStep`: :class:`memcap.training.step.AutogradStep`
+(``torch.compile`` with ``cfg.compile``) with one change: the cross-entropy reads the logits
+as the model computes them, classes along the middle axis (R, N, B), so its passes run along
+the examples instead of along a last axis of N classes (the logits are not copied into
+(R·B, N) rows). The same loss as :func:`memcap.training.step.example_losses` up to float
+rounding (tested).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from memcap.aot.settings import Setting
+from memcap.training.step import AutogradStep, Objective, widened
 
 
 class Dims(NamedTuple):
@@ -307,3 +315,23 @@ class ReplicaTransformer(nn.Module):
         if "unembed_bias" not in w:
             return torch.bmm(w["unembed"], x)
         return torch.baddbmm(w["unembed_bias"][..., None], w["unembed"], x)
+
+
+class AoTStep(AutogradStep):
+    """The model's forward, the weighted loss class-major, autograd's backward."""
+
+    name = "aot"
+
+    def loss(
+        self,
+        model: nn.Module,
+        inputs: tuple[Tensor, ...],
+        targets: Tensor,
+        weights: Tensor,
+        objective: Objective,
+    ) -> tuple[Tensor, Tensor]:
+        if objective != "classification":
+            return super().loss(model, inputs, targets, weights, objective)
+        outputs = widened(self.outputs(model, inputs))  # (R, B, N)
+        picked = torch.log_softmax(outputs.mT, 1).gather(1, targets[:, None])  # (R, 1, B)
+        return -(picked.squeeze(1) * weights).sum(1), outputs

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from memcap.errors import ConfigError
-from memcap.training.config import TrainConfig, with_overrides
-from memcap.training.seeds import replicate_seeds
+from memcap.training.config import TrainConfig, replicate_seeds, with_overrides
 
 Model = Literal["aot", "mlp"]
 Task = Literal["association", "distribution"]
@@ -125,7 +124,7 @@ class StageSettings:
     """Settings shared by every sweep of the stage (``config["aot"]``) and how it trains."""
 
     seeds: int  # replicate seeds per setting (different table and initialisation), averaged
-    base_seed: int  # the config's global seed; see memcap.training.seeds.replicate_seeds
+    base_seed: int  # the config's global seed; see memcap.training.config.replicate_seeds
     train: Mapping[str, Any]  # our recipe's training settings (``aot.train``)
     authors: Mapping[str, Any]  # the authors' recipe's settings (``aot.authors``)
     pad_replicas: bool  # batch different shapes together (zero-padded, masked)

@@ -5,7 +5,7 @@ variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padd
 (see :mod:`memcap.aot.model`); a sweep's facets train apart, and with ``pad_replicas = False``
 every distinct shape trains alone (:func:`memcap.aot.groups.group_replicas`). Every group
 trains through :func:`memcap.training.loop.train_replicas` with
-:class:`memcap.aot.step.AoTStep`: the model's forward and autograd's backward.
+:class:`memcap.aot.model.AoTStep`: the model's forward and autograd's backward.
 
 Two recipes. ``ours`` trains on all N^S inputs and scores the best evaluation's accuracy on
 them. ``authors`` (the authors' published code) trains on a fixed sample drawn from the
@@ -27,13 +27,12 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.groups import facet_keys, group_replicas, x_axis
-from memcap.aot.model import ReplicaTransformer
+from memcap.aot.model import AoTStep, ReplicaTransformer
 from memcap.aot.settings import Setting, StageSettings, expand_sweep
-from memcap.aot.step import AoTStep
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
+from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
-from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from memcap.capacity.certified import (
     shared_context_spectra,
 )
 from memcap.capacity.spectrum import RankReading, Spectrum, error_floor, read_rank
-from memcap.training.seeds import derive_seed
+from memcap.training.config import derive_seed
 
 
 def real_capacity_rows(

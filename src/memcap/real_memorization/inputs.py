@@ -24,7 +24,7 @@ from torch import Tensor
 from memcap.extract.store import ExtractOutputs
 from memcap.synthetic.batched import Draw
 from memcap.synthetic.tasks import SyntheticSet
-from memcap.training.seeds import derive_seed
+from memcap.training.config import derive_seed
 
 JITTER = 1e-6  # of the mean variance, added to the covariance's diagonal before Cholesky
 

@@ -1,11 +1,16 @@
 """A group of paper A's replicas as one batched model: its untrained :class:`ReplicaMHA`,
-the replicas' datasets stacked and padded, and their model and batch seeds.
+the replicas' datasets stacked and padded, their model and batch seeds, and warm starts.
 
 Datasets depend on a replica's seed, n, context and task only, so the H and d_h sweeps'
 replicas of one seed read the same (paired) data. Under mini-batches a batched model stores
 each distinct dataset once and each step gathers every replica's rows from it
 (``ReplicaData.source``: at paper A's sizes a copy per replica would not fit a GPU); a full
 batch holds every replica's own copy, which the model reads every step.
+
+Warm starts carry every replica's trained parameters out of one batched model
+(:func:`trained_states`) and into the next (:func:`warm_start`). A series keeps its shape from
+rung to rung, and padded entries are zero in both batched models, so copying the slice the
+two paddings share copies every real entry.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch import Tensor, nn
 
 from memcap.synthetic.groups import replica_groups
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
+from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
-from memcap.training.seeds import derive_seed
 
 
 def sweep_groups(
@@ -126,3 +132,29 @@ def _stack(
         torch.tensor([r.T for r in members]).to(device),
         None if source is None else source.to(device),
     )
+
+
+def trained_states(model: nn.Module) -> list[dict[str, Tensor]]:
+    """Every replica's parameters (its slice of the batched model), in replica order."""
+    parameters = list(model.named_parameters())
+    return [
+        {name: p[k].detach().clone() for name, p in parameters}
+        for k in range(parameters[0][1].shape[0])
+    ]
+
+
+@torch.no_grad()
+def warm_start(model: nn.Module, states: list[dict[str, Tensor] | None]) -> list[bool]:
+    """Load each replica's state (None: keep its fresh initialisation) into its slice of
+    ``model``; which replicas had one."""
+    for k, state in enumerate(states):
+        if state is None:
+            continue
+        for name, p in model.named_parameters():
+            source = state[name]
+            common = tuple(
+                slice(0, min(a, b)) for a, b in zip(p.shape[1:], source.shape, strict=True)
+            )
+            p[k].zero_()
+            p[k][common] = source[common]
+    return [state is not None for state in states]

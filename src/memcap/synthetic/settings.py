@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memcap.training.config import TrainConfig, with_overrides
-from memcap.training.seeds import replicate_seeds
+from memcap.training.config import TrainConfig, replicate_seeds, with_overrides
 
 SWEEPS = ("heads", "context_size", "head_dim")
 # The model parameter each sweep varies, as named in the result tables.

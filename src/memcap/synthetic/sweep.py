@@ -33,20 +33,26 @@ from memcap.capacity.certified import (
     saturation,
 )
 from memcap.provenance import array_checksum
-from memcap.synthetic.batched import Draw, batched_model, data_key, member_datasets
+from memcap.synthetic.batched import (
+    Draw,
+    batched_model,
+    data_key,
+    member_datasets,
+    trained_states,
+    warm_start,
+)
 from memcap.synthetic.chance import chance_count, fitted_chance
 from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
 from memcap.synthetic.series import Series, Trained, bracket, bracket_grouping, check, climb
 from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
-from memcap.synthetic.warm import trained_states, warm_start
 from memcap.theory import bound_kind, construction_count
 from memcap.training.active import select_model
+from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
 from memcap.training.plateau import late_loss_drop
-from memcap.training.seeds import derive_seed
 
 _logger = logging.getLogger(__name__)
 NAN = float("nan")

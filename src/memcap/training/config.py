@@ -1,21 +1,28 @@
-"""Optimisation settings of the shared training loop, built from a validated config section.
+"""Settings of the shared training loop, its seeds and its learning-rate schedule.
 
-No torch import: the config checkers import this module before any job starts. The fields
-up to ``regression_tol`` are required (their defaults live in the config schema only); the
-later ones switch on parts of the authors' recipes and default to the plain loop.
+:class:`TrainConfig` holds the optimisation settings, built from a validated config section.
+The fields up to ``regression_tol`` are required (their defaults live in the config schema
+only); the later ones switch on parts of the authors' recipes and default to the plain loop.
+Every seed derives from the config's global seed (:func:`replicate_seeds`,
+:func:`derive_seed`), and :func:`lr_multiplier` gives a budget's warm-up and decay.
+
+No torch import: the config checkers import this module before any job starts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 Schedule = Literal["cosine", "linear", "constant"]
 Sampling = Literal["replacement", "shuffle"]
 BestBy = Literal["memorized", "loss"]
 # Arithmetic of the training step: float32; TF32 matmuls (CUDA only); bfloat16 compute on a
-# copy of float32 master weights with float32 Adam (memcap.training.precision).
+# copy of float32 master weights with float32 Adam (memcap.training.active).
 Precision = Literal["float32", "tf32", "bf16"]
 PRECISIONS = ("float32", "tf32", "bf16")
 
@@ -83,3 +90,43 @@ def with_overrides(train: Mapping[str, Any], overrides: Mapping[str, Any] | None
     """A stage's ``train`` block with a sweep's own ``train`` values (null keeps the stage's)."""
     chosen = {key: value for key, value in (overrides or {}).items() if value is not None}
     return {**train, **chosen}
+
+
+def replicate_seeds(base_seed: int, count: int) -> list[int]:
+    """The ``count`` replicate seeds of a setting: ``1000 · base_seed + k``, k = 0 … count − 1.
+
+    A replicate seed labels one repetition in the result tables; with base seed 0 they are
+    0, 1, ….
+    """
+    return [int(base_seed) * 1000 + k for k in range(count)]
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A 63-bit seed determined by ``parts`` (ints or strings), independent across parts."""
+    words = [p if isinstance(p, int) else int.from_bytes(p.encode(), "little") for p in parts]
+    return int(np.random.SeedSequence(words).generate_state(2, np.uint32).view(np.uint64)[0] >> 1)
+
+
+def lr_multiplier(step: int, cfg: TrainConfig) -> float:
+    """Learning-rate factor at ``step``: linear warm-up, then cosine / linear / constant.
+
+    The factor changes every ``cfg.lr_period`` steps (1: every step; an epoch's batch count:
+    PyTorch's per-epoch ``LinearLR``). The warm-up rises from ``warmup_start``; linear and
+    cosine decay end at ``final_lr_frac``.
+    """
+    tick, ticks = step // cfg.lr_period, math.ceil(cfg.steps / cfg.lr_period)
+    warmup = int(cfg.warmup_frac * ticks)
+    if tick < warmup:
+        return cfg.warmup_start + (1.0 - cfg.warmup_start) * (tick + 1) / warmup
+    progress = (tick - warmup) / max(1, ticks - warmup)
+    floor = cfg.final_lr_frac
+    if cfg.schedule == "cosine":
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if cfg.schedule == "linear":
+        return 1.0 - (1.0 - floor) * progress
+    return 1.0
+
+
+def lr_multipliers(cfg: TrainConfig) -> list[float]:
+    """:func:`lr_multiplier` of every step of a budget, computed once before its steps."""
+    return [lr_multiplier(step, cfg) for step in range(cfg.steps)]

@@ -6,37 +6,41 @@ maps inputs of shape (R, B, ...) to outputs of shape (R, B, ...). Replica r's lo
 only on replica r's parameters, and Adam is element-wise, so one optimizer step on the sum of
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
-Each step (:mod:`~memcap.training.update`: eager, or replayed as a CUDA graph) runs through a
-:class:`~memcap.training.engine.Step`: the model's own forward and autograd. Settings come from
-:class:`~memcap.training.config.TrainConfig`: precision (:mod:`~memcap.training.precision`;
-subnormal floats are flushed to zero whatever it is),
-``leave_when_fit`` (:mod:`~memcap.training.active`) and ``extra_budgets``: further budgets
-for the replicas still learning when a budget ends (:mod:`~memcap.training.plateau`). The
-host reads the device at evaluations only.
+Each step (:mod:`~memcap.training.step`: eager, or replayed as a CUDA graph) runs the model's
+own forward and autograd. Settings come from :class:`~memcap.training.config.TrainConfig`:
+precision (:mod:`~memcap.training.active`; subnormal floats are flushed to zero whatever it
+is), ``leave_when_fit`` and ``extra_budgets``: further budgets for the replicas still learning
+when a budget ends (:mod:`~memcap.training.plateau`). Every ``eval_every`` steps
+:func:`evaluate` scores every replica on its whole training set, and a :class:`Record` keeps
+each replica's best state, evaluations and loss curve. The host reads the device at
+evaluations only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from memcap.training.active import ActiveReplicas
-from memcap.training.allocator import keep_freed_memory
-from memcap.training.config import TrainConfig
+from memcap.training.active import ActiveReplicas, matmul_precision, subnormals_flushed
+from memcap.training.config import BestBy, TrainConfig, lr_multipliers
 from memcap.training.data import ReplicaData
-from memcap.training.engine import AutogradStep, Step
-from memcap.training.evaluation import evaluate
-from memcap.training.objectives import Objective, example_correct
 from memcap.training.plateau import still_learning
-from memcap.training.precision import matmul_precision, subnormals_flushed
-from memcap.training.record import Record, TrainResult
-from memcap.training.schedule import lr_multipliers
-from memcap.training.update import updater
+from memcap.training.step import (
+    AutogradStep,
+    Objective,
+    Step,
+    example_correct,
+    example_losses,
+    updater,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ def train_replicas(
         cfg: optimisation settings.
         seeds: one seed per replica for its mini-batch stream.
         step: how outputs and gradients are computed; None: the model's forward and
-            autograd (:class:`~memcap.training.engine.AutogradStep`).
+            autograd (:class:`~memcap.training.step.AutogradStep`).
 
     Returns:
         Per-replica metrics at each replica's best evaluation; the model is left holding each
@@ -145,3 +149,178 @@ def _check_replica_axis(model: nn.Module, replicas: int, n_seeds: int) -> None:
                 f"parameter '{name}' has shape {tuple(p.shape)}; every parameter needs a "
                 f"leading replica axis of size {replicas}"
             )
+
+
+CUDA_ROWS = 2**18  # replica × example rows of one evaluation chunk on a GPU
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    data: ReplicaData,
+    objective: Objective,
+    regression_tol: float | None,
+    step: Step | None = None,
+    chunk: int = 4096,
+) -> dict[str, Tensor]:
+    """Full-data loss, memorized count, accuracy and KL of every replica, in example chunks
+    (on a GPU at most :data:`CUDA_ROWS` replica-examples a chunk), with ``step``'s outputs
+    (None: the model's own forward)."""
+    loss = torch.zeros(data.replicas, device=data.sizes.device)
+    correct = torch.zeros_like(loss)
+    for inputs, targets, valid in chunks(data, chunk):
+        outputs = model(*inputs) if step is None else step.outputs(model, inputs)
+        loss += (example_losses(outputs, targets, objective) * valid).sum(1)
+        correct += (example_correct(outputs, targets, objective, regression_tol) * valid).sum(1)
+    sizes = data.sizes.float()
+    mean_loss = loss / sizes
+    kl = mean_loss if objective == "distribution" else torch.full_like(loss, float("nan"))
+    return {"loss": mean_loss, "memorized": correct, "accuracy": correct / sizes, "kl": kl}
+
+
+def chunks(
+    data: ReplicaData, chunk: int = 4096
+) -> Iterator[tuple[tuple[Tensor, ...], Tensor, Tensor]]:
+    """Inputs (:meth:`~memcap.training.data.ReplicaData.examples`), targets and valid-example
+    weights (R, B) of every example chunk an evaluation reads, in order; on a GPU at most
+    :data:`CUDA_ROWS` replica-examples a chunk."""
+    mask = data.mask().float()
+    t_max = data.targets.shape[1]
+    if mask.device.type == "cuda":  # a GPU's memory bounds the chunk's intermediates
+        chunk = min(chunk, max(256, CUDA_ROWS // data.replicas))
+    for start in range(0, t_max, chunk):
+        rows = slice(start, min(t_max, start + chunk))
+        yield data.examples(rows), data.targets[:, rows], mask[:, rows]
+
+
+@dataclass
+class TrainResult:
+    """Per-replica outcome (numpy arrays of length R) of a training run."""
+
+    accuracy: np.ndarray  # fraction of the training set memorized (best evaluation)
+    memorized: np.ndarray  # number of training examples memorized (best evaluation)
+    loss: np.ndarray  # training loss at the best evaluation
+    kl: np.ndarray  # mean KL(target || model); NaN unless the objective is distribution
+    fit_step: np.ndarray  # first step with 100% memorized, -1 if never
+    batch_accuracy: np.ndarray  # mean training-batch accuracy of the last cfg.last_batches steps
+    steps_run: np.ndarray  # optimizer steps each replica took (early stop, leaving: fewer)
+    loss_curve: np.ndarray  # (1 + evaluations, R) loss at the start and at each evaluation
+    evaluations: np.ndarray  # evaluations each replica took part in: its curve's length - 1
+
+
+@dataclass
+class Record:
+    """What a training run keeps across its budgets, for every replica (length R)."""
+
+    best: dict[str, Tensor]  # each replica's best parameters so far
+    best_metrics: dict[str, Tensor]  # their evaluation
+    fit_step: Tensor  # first step at 100% memorized, -1 if never
+    current_loss: Tensor  # loss at each replica's latest evaluation (kept after it left)
+    batch_correct: Tensor  # right examples of the last batches
+    curve: list[np.ndarray]  # current_loss at the start and after every evaluation
+    evaluations: np.ndarray  # evaluations each replica took part in
+    steps_run: np.ndarray  # steps each replica took
+    batch_count: int = 0
+
+    @classmethod
+    def start(cls, model: nn.Module, metrics: dict[str, Tensor]) -> Record:
+        """The record before the first step: ``metrics`` of the initial ``model``."""
+        replicas = len(metrics["loss"])
+        return cls(
+            best={name: p.detach().clone() for name, p in model.named_parameters()},
+            best_metrics=metrics,
+            fit_step=torch.where(metrics["accuracy"] >= 1.0, 0, -1),
+            current_loss=metrics["loss"].clone(),
+            batch_correct=torch.zeros_like(metrics["loss"]),
+            curve=[metrics["loss"].cpu().numpy().copy()],  # on the CPU, .numpy() shares memory
+            evaluations=np.zeros(replicas, int),
+            steps_run=np.zeros(replicas, int),
+        )
+
+    def all_fit(self, index: Tensor) -> bool:
+        """Whether every replica at original positions ``index`` has fitted (a host read)."""
+        return bool((self.fit_step[index] >= 0).all())
+
+    def evaluated(
+        self,
+        model: nn.Module,
+        metrics: dict[str, Tensor],
+        index: Tensor,
+        steps: int,
+        best_by: BestBy,
+    ) -> None:
+        """Take an evaluation of the replicas at ``index`` after ``steps`` steps each: their
+        curves, fit steps, and best states (``model`` holds them in ``index`` order)."""
+        self.current_loss[index] = metrics["loss"]
+        self.curve.append(self.current_loss.cpu().numpy().copy())
+        on_host = index.cpu().numpy()
+        self.evaluations[on_host] += 1
+        self.steps_run[on_host] = steps
+        kept = {key: value[index] for key, value in self.best_metrics.items()}
+        better = improved(metrics, kept, best_by)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                chosen = better.view(-1, *([1] * (p.dim() - 1)))
+                self.best[name][index] = torch.where(chosen, p, self.best[name][index])
+        for key in self.best_metrics:
+            self.best_metrics[key][index] = torch.where(better, metrics[key], kept[key])
+        newly_fit = (self.fit_step[index] < 0) & (metrics["accuracy"] >= 1.0)
+        self.fit_step[index] = torch.where(newly_fit, steps, self.fit_step[index])
+
+    def restore_best(self, model: nn.Module) -> None:
+        """Load every replica's best parameters into ``model`` (all replicas' axis)."""
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(self.best[name])
+
+    def result(self) -> TrainResult:
+        """The per-replica outcome at each replica's best evaluation."""
+        metrics = self.best_metrics
+        batch_accuracy = (
+            (self.batch_correct / self.batch_count).cpu().numpy()
+            if self.batch_count
+            else np.full(len(self.steps_run), np.nan)
+        )
+        return TrainResult(
+            accuracy=metrics["accuracy"].cpu().numpy(),
+            memorized=metrics["memorized"].round().long().cpu().numpy(),
+            loss=metrics["loss"].cpu().numpy(),
+            kl=metrics["kl"].cpu().numpy(),
+            fit_step=self.fit_step.cpu().numpy(),
+            batch_accuracy=batch_accuracy,
+            steps_run=self.steps_run,
+            loss_curve=np.stack(self.curve),
+            evaluations=self.evaluations,
+        )
+
+
+def improved(new: dict[str, Tensor], old: dict[str, Tensor], best_by: BestBy) -> Tensor:
+    """(R,) whether the new evaluation beats the best so far (more memorized, then lower loss).
+
+    With ``best_by = "loss"`` only the loss counts (paper A's best-loss checkpoint).
+    """
+    if best_by == "loss":
+        return new["loss"] < old["loss"]
+    more = new["memorized"] > old["memorized"]
+    tie = new["memorized"] == old["memorized"]
+    return more | (tie & (new["loss"] < old["loss"]))
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc keep freed memory for reuse instead of returning it to the system.
+
+    A training step allocates and frees the same few tensors of up to a few MB thousands of
+    times. By default glibc serves blocks that large with ``mmap`` and gives them back on free
+    (or trims the heap top), so every step would fault its pages in again, the kernel
+    zeroing pages at every step. Process-wide; called by
+    :func:`~memcap.training.loop.train_replicas`; a no-op where the C library has no
+    ``mallopt``.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 32 * 2**20)  # glibc's largest; bigger blocks still use mmap
+    mallopt(m_trim_threshold, 2**30)
