@@ -144,10 +144,8 @@ def law_weights() -> str:
 def saturation_power() -> str:
     """The saturation test's outcome and power in the stored run."""
     row = _synthetic_law("saturates in d_h beyond n")
-    words = (
-        f"In the stored default run, saturation beyond n is {row['outcome']} "
-        f"(p = {_p(row['p_value'])})"
-    )
+    outcome = row["outcome"] if row["outcome"] in ("holds", "fails") else f"is {row['outcome']}"
+    words = f"In the stored default run, saturation beyond n {outcome} (p = {_p(row['p_value'])})"
     if not pd.isna(row["power"]):
         words += f", with power {row['power']:.0%} against {row['power_at']}"
         if not pd.isna(row["seeds_needed"]):
