@@ -88,6 +88,15 @@ def test_a_count_at_chance_is_shown_as_chance_and_left_out_of_the_fits():
     assert (fits["left_out"] == "1").all() and (fits["points"] == 3).all()
 
 
+def test_a_fitted_t_at_chance_reads_as_chance_in_the_estimates():
+    # a constant output fits the first 3 nested labels: fitted_T = 3 (4 unfitted) is chance
+    counts = {3: 3, 4: 3, 128: 7, 256: 10}
+    rows = [{**r, "fitted_chance_high": 3.0} for s in range(3) for r in _rows(counts, s)]
+    table = capacity_table(pd.DataFrame(rows))
+    assert table["fitted_at_chance"].all() and not table["fitted_censored"].any()
+    assert estimate_table(table)["fitted_T_shown"].item() == "chance (3.5 ± 0.0)"
+
+
 def test_tables_written_before_chance_was_recorded_read_as_above_chance():
     table = capacity_table(pd.DataFrame(_rows({128: 7, 256: 10}, chance=False)))
     assert not table["at_chance"].item() and table["capacity_shown"].item() == "≥ 10"

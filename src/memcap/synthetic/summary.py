@@ -235,17 +235,20 @@ def estimate_table(capacity: pd.DataFrame) -> pd.DataFrame:
 
 def _fitted_estimate(group: pd.DataFrame) -> dict[str, Any]:
     """A setting's fitted_T over its measured seeds: the bracket midpoints' mean ± standard
-    error (``fitted_T_shown``, "≥" where a seed is censored), and how many seeds are measured."""
+    error (``fitted_T_shown``: "≥" where a seed is censored, "chance (…)" where every seed's
+    fitted_T is at chance), and how many seeds are measured."""
     if "fitted_T_mid" not in group:
         return {}
     censored = group["fitted_censored"].astype(bool)
     mids = group.loc[~censored, "fitted_T_mid"].astype(float)
     mean = round(float(mids.mean()), 2) if len(mids) else float("nan")
     se = round(float(mids.sem()), 2) if len(mids) > 1 else float("nan")
+    shown = f"{'≥ ' if censored.any() else ''}{mean:.1f} ± {se:.1f}"
+    at_chance = group.get("fitted_at_chance", _FALSE).astype(bool).all()
     return {
         "fitted_T_mean": mean,
         "fitted_T_se": se,
-        "fitted_T_shown": f"{'≥ ' if censored.any() else ''}{mean:.1f} ± {se:.1f}",
+        "fitted_T_shown": f"chance ({shown})" if at_chance else shown,
         "fitted_measured_seeds": int((~censored).sum()),
     }
 
