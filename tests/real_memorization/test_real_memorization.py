@@ -189,6 +189,30 @@ def test_own_sizes_are_the_layers_and_a_missing_one_names_its_key():
         validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
 
 
+def test_the_stage_bisects_to_its_own_bracket_not_the_synthetic_ladders():
+    """``real_memorization.bracket`` replaces synthetic.ladder.bracket for the stage (null: no
+    bisection even where the synthetic sweeps bisect); the other ladder keys are inherited,
+    max_T capped by the section's and the examples there are."""
+    from dataclasses import replace
+
+    from memcap.real_memorization.settings import layer_stage
+
+    synthetic = _synthetic()
+    synthetic = replace(synthetic, ladder=replace(synthetic.ladder, bracket=1.1))
+    off = layer_stage(synthetic, {**SECTION, "bracket": None}, d=10, examples=20)
+    assert off.ladder.bracket is None and off.ladder.max_T == 20
+    assert off.ladder.grow_at == synthetic.ladder.grow_at and off.d == 10 and off.embedded
+    unset = replace(synthetic, ladder=replace(synthetic.ladder, bracket=None))
+    on = layer_stage(unset, {**SECTION, "bracket": 1.2}, d=10, examples=100)
+    assert on.ladder.bracket == 1.2 and on.ladder.max_T == SECTION["max_T"]
+    config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
+    config["real_memorization"]["bracket"] = 1.5
+    from memcap.config_schema import validate_schema
+
+    with pytest.raises(Exception, match="1.5"):
+        validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_bf16_on_cuda_memorizes_as_float32_on_the_cpu():
     """configs/paper.yaml's arithmetic: the same module in bf16 on a GPU memorizes what it

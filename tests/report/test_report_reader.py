@@ -119,11 +119,11 @@ def test_limitations_hold_only_limitations(stored):
 
 def test_counts_name_their_unit(stored):
     _, html = stored
-    assert "14 of 170 seeds are under-trained" in html
-    assert "of 170 seeds memorize more than 10% fewer" in html
-    assert not re.search(r"of 170 (settings|series)", html)
-    assert not re.search(r"of 36 seeds", html)  # the estimates' rows are settings
-    assert "2 of 36 settings optimiser-limited (heads H=4 shared regression, heads H=6" in html
+    assert "9 of 120 seeds are under-trained" in html
+    assert "of 120 seeds memorize more than 10% fewer" in html
+    assert not re.search(r"of 120 (settings|series)", html)
+    assert not re.search(r"of 26 seeds", html)  # the estimates' rows are settings
+    assert "20 of 26 settings undetermined, 6 of 26 settings not limited" in html
 
 
 def test_every_term_is_linked_to_the_glossary_where_first_used(stored):
@@ -208,14 +208,15 @@ def test_the_paper_a_section_opens_with_the_setup_beside_the_papers(stored):
 def test_the_first_screen_names_the_underpowered_laws(stored):
     context, html = stored
     assert context.paper_a.underpowered == [
-        "grows with d_h up to n: shared classification inconclusive at 52% (9 seeds)",
-        "linear in H: random classification holds at 58% (8 seeds); random regression holds "
-        "at 22% (21 seeds); shared regression holds at 44% (10 seeds)",
+        "grows with n: shared classification inconclusive at 26% (20 seeds)",
+        "saturates in d_h beyond n: shared classification inconclusive at 6% (41 seeds)",
+        "linear in H: random classification holds at 71% (6 seeds); shared classification "
+        "holds at 56% (8 seeds)",
     ]
     assert len(context.paper_b.underpowered) == 2
     glance = html[html.index('<section id="at-a-glance">') : html.index('id="depth-strip"')]
-    assert "Underpowered laws" in glance and "<strong>paper A</strong> grows with d_h" in glance
-    assert "at 52% (9 seeds)" in glance and "<strong>paper B</strong> linear in H" in glance
+    assert "Underpowered laws" in glance and "<strong>paper A</strong> grows with n" in glance
+    assert "at 26% (20 seeds)" in glance and "<strong>paper B</strong> linear in H" in glance
 
 
 def test_the_limitations_name_where_the_run_is_not_paper_a_s_setting(stored):

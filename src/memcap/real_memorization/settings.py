@@ -73,9 +73,14 @@ def resolve(section: Mapping[str, Any], sizes: Mapping[str, Any]) -> dict[str, A
 
 def layer_stage(synthetic: StageSettings, section: Mapping[str, Any], d: int, examples: int):
     """The synthetic stage's settings for one layer of token dimension ``d`` and ``examples``
-    extracted examples: the tokens enter as they are (``embedded``), and the ladder stops at
-    ``max_T`` or at the examples there are."""
-    ladder = replace(synthetic.ladder, max_T=min(section["max_T"], examples))
+    extracted examples: the tokens enter as they are (``embedded``), the ladder stops at
+    ``max_T`` or at the examples there are, and fitted_T is bisected to the section's own
+    ``bracket`` (None: not bisected), not the synthetic ladder's."""
+    ladder = replace(
+        synthetic.ladder,
+        max_T=min(section["max_T"], examples),
+        bracket=section.get("bracket"),
+    )
     return replace(synthetic, d=d, embedded=True, ladder=ladder)
 
 
