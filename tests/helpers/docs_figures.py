@@ -46,6 +46,8 @@ def _p(value: float) -> str:
 def _law(row: pd.Series) -> str:
     """A law's outcome with its test, p-value and, where it is not decided, its power."""
     words = f"{row['law']} **{row['outcome']}**"
+    if stop := re.search(r"stops at (\S+ = [\d.]+ < [\d.]+)", str(row.get("measured", ""))):
+        words += f", growth stops at {stop.group(1)}"
     if row["test"] != "none" and not pd.isna(row["p_value"]):
         words += f" ({row['test']}, p = {_p(row['p_value'])}"
         if not pd.isna(row.get("power")):
