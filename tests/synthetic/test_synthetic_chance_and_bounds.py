@@ -129,9 +129,13 @@ def test_the_setup_table_sets_this_run_beside_paper_a():
         "1", f"H sweep: {seeds}; n sweep: 4; d_h sweep: {seeds}"
     ]  # fmt: skip
     assert "smaller sizes" in setup_sentence(section)
+    notion = "capacity (the laws' notion)"
+    assert table.loc[notion, "this run"].startswith("fitted_T, the largest T fitted exactly")
+    assert f"bisected to {section['ladder']['bracket']:g}×" in table.loc[notion, "this run"]
     paper = _config("configs/paper.yaml")["synthetic"]
     table = setup_table(paper).set_index("setting")
     assert table.loc["batch", "this run"] == "batches of 256"
+    assert table.loc[notion, "this run"].startswith("the most examples memorized")  # no bracket
     assert "300,000" in table.loc["steps", "this run"]
     assert "paper A's own recipe" in setup_sentence(paper)
 

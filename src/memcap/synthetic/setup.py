@@ -30,6 +30,7 @@ PAPER_A = {
     "batch": "256",
     "seeds per setting": "1",
     "T grid": "tens of thousands (configs/paper.yaml: 10,000–40,000)",
+    "capacity (the laws' notion)": "the most examples memorized at any T tried (its figures)",
 }
 
 
@@ -55,6 +56,7 @@ def setup_table(section: Mapping[str, Any]) -> pd.DataFrame:
             f"{SWEPT[s.name]} sweep: {', '.join(f'{t:,}' for t in s.T)}" for s in specs
         )
         + _growth(ladder),
+        "capacity (the laws' notion)": _notion(ladder),
     }
     return pd.DataFrame(
         {"setting": list(PAPER_A), "paper A": list(PAPER_A.values()),
@@ -139,4 +141,13 @@ def _growth(ladder: Mapping[str, Any]) -> str:
     return (
         f"; then ×{ladder['factor']:g} while {ladder['grow_at']:.0%} of the largest T is "
         f"memorized{rising}, up to {ladder['max_T']:,}"
+    )
+
+
+def _notion(ladder: Mapping[str, Any]) -> str:
+    if ladder.get("bracket") is None:
+        return "the most examples memorized at any T tried (fitted_T bracketed by the grid only)"
+    return (
+        f"fitted_T, the largest T fitted exactly (Theorem 1's), bisected to "
+        f"{ladder['bracket']:g}×; the most memorized shown beside it"
     )
