@@ -55,11 +55,16 @@ def worker(shape: str, repeats: int) -> None:
     from memcap.training.config import TrainConfig
 
     try:
-        from memcap.training.active import FusedAdam
         from memcap.training.loop import keep_freed_memory
-    except ImportError:  # a tree with a module per part of the training step
-        from memcap.training.adam import FusedAdam
-        from memcap.training.allocator import keep_freed_memory
+        from memcap.training.step import FusedAdam
+    except ImportError:
+        try:  # a tree with the replicas' state in its own module
+            from memcap.training.active import FusedAdam
+
+            from memcap.training.loop import keep_freed_memory
+        except ImportError:  # a tree with a module per part of the training step
+            from memcap.training.adam import FusedAdam
+            from memcap.training.allocator import keep_freed_memory
     try:
         from memcap.aot.model import AoTStep as Step
     except ImportError:

@@ -40,8 +40,7 @@ import torch
 from memcap.synthetic.batched import batched_model, member_datasets
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
-from memcap.training.active import matmul_precision
-from memcap.training.loop import evaluate, train_replicas
+from memcap.training.loop import evaluate, matmul_precision, train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dense peak TFLOP/s (no 2:4 sparsity) per precision. Sources: NVIDIA H100 Tensor Core GPU

@@ -19,10 +19,9 @@ from memcap.aot.tasks import (
     distribution_task,
     sequence_index,
 )
-from memcap.training.active import ComputeCopy, select_model
-from memcap.training.data import ReplicaData
+from memcap.training.data import ReplicaData, example_losses
 from memcap.training.loop import evaluate, train_replicas
-from memcap.training.step import example_losses
+from memcap.training.step import ComputeCopy, select_model
 
 CPU = torch.device("cpu")
 CUDA = pytest.param(

@@ -24,7 +24,7 @@ import torch
 import yaml
 from snakemake.utils import validate
 
-from memcap.training.active import FusedAdam
+from memcap.training.step import FusedAdam
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,11 +10,10 @@ from train_configs import train_config
 
 from memcap.synthetic.model import MHAShape, ReplicaMHA
 from memcap.synthetic.tasks import make_dataset
-from memcap.training.active import select_model
 from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
-from memcap.training.step import AutogradStep
+from memcap.training.step import AutogradStep, select_model
 
 D = 6
 EXAMPLES = 20  # drawn for every replica, so each one's data does not depend on its batch

@@ -2,8 +2,8 @@
 
 import torch
 
-from memcap.training.active import FusedAdam
 from memcap.training.config import TrainConfig, lr_multiplier
+from memcap.training.step import FusedAdam
 
 
 def test_fused_adam_equals_torch_adam_with_lambda_lr():

@@ -3,13 +3,18 @@
 import torch
 from train_configs import train_config
 
-import memcap.training.active as active_module
+import memcap.training.step as step_module
 from memcap.aot.model import AoTStep, ReplicaTransformer
 from memcap.aot.settings import Setting
 from memcap.aot.tasks import association_task, fixed_sample
-from memcap.training.data import ReplicaData, _first_seen, _row_keys, counted_batches
+from memcap.training.data import (
+    ReplicaData,
+    _first_seen,
+    _row_keys,
+    counted_batches,
+    example_correct,
+)
 from memcap.training.loop import train_replicas
-from memcap.training.step import example_correct
 
 
 def _data(R: int = 2, N: int = 3, sample: int = 64) -> ReplicaData:
@@ -69,7 +74,7 @@ def test_training_with_counted_batches_matches_the_drawn_batches(monkeypatch):
         steps=20, lr=1e-2, batch_size=32, eval_every=20, sampling="shuffle", last_batches=5
     )
     counted = train_replicas(_model(), _data(), "classification", cfg, [0, 1])
-    monkeypatch.setattr(active_module, "counted_batches", lambda data, batch: None)
+    monkeypatch.setattr(step_module, "counted_batches", lambda data, batch: None)
     drawn = train_replicas(_model(), _data(), "classification", cfg, [0, 1])
     torch.testing.assert_close(torch.tensor(counted.loss), torch.tensor(drawn.loss))
     torch.testing.assert_close(

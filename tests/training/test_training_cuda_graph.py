@@ -41,7 +41,7 @@ def _run(device, cuda_graph, batch_size, precision="float32", leave=False, steps
 
 
 def test_cuda_graph_is_ignored_with_a_log_line_off_cuda(caplog):
-    with caplog.at_level(logging.INFO, logger="memcap.training.step"):
+    with caplog.at_level(logging.INFO, logger="memcap.training.loop"):
         graphed, _ = _run(torch.device("cpu"), True, 8, steps=12)
     eager, _ = _run(torch.device("cpu"), False, 8, steps=12)
     assert "cuda_graph has no effect on cpu" in caplog.text
@@ -56,7 +56,7 @@ def test_cuda_graph_is_ignored_with_a_log_line_off_cuda(caplog):
 )
 def test_graphed_steps_train_as_the_eager_steps(batch_size, precision, leave, caplog):
     cuda = torch.device("cuda")
-    with caplog.at_level(logging.INFO, logger="memcap.training.step"):
+    with caplog.at_level(logging.INFO, logger="memcap.training.graph"):
         graphed, graphed_model = _run(cuda, True, batch_size, precision, leave)
     assert "captured as a CUDA graph" in caplog.text and "capture failed" not in caplog.text
     eager, eager_model = _run(cuda, False, batch_size, precision, leave)

@@ -7,9 +7,8 @@ from torch import nn
 from train_configs import train_config
 
 from memcap.training.config import lr_multiplier
-from memcap.training.data import ReplicaData
+from memcap.training.data import ReplicaData, kl_divergence
 from memcap.training.loop import evaluate, train_replicas
-from memcap.training.step import kl_divergence
 
 
 class ReplicaMLP(nn.Module):

@@ -9,11 +9,11 @@ import torch
 from torch import nn
 from train_configs import train_config
 
-from memcap.training.active import FusedAdam
 from memcap.training.config import TrainConfig
 from memcap.training.data import ReplicaData
 from memcap.training.loop import evaluate, train_replicas
 from memcap.training.plateau import still_learning
+from memcap.training.step import FusedAdam
 
 
 class ReplicaMLP(nn.Module):
@@ -162,7 +162,7 @@ def test_tf32_is_a_no_op_on_the_cpu_and_says_so(caplog):
     seeds, sizes = [0, 1], [20, 30]
     cfg = train_config(steps=50, lr=1e-2, eval_every=10, early_stop=False)
     _, _, plain = _train(cfg, seeds, sizes)
-    with caplog.at_level(logging.INFO, logger="memcap.training.active"):
+    with caplog.at_level(logging.INFO, logger="memcap.training.loop"):
         _, _, tf32 = _train(TrainConfig(**{**cfg.__dict__, "precision": "tf32"}), seeds, sizes)
     np.testing.assert_array_equal(tf32.loss_curve, plain.loss_curve)
     assert "no effect on cpu" in caplog.text

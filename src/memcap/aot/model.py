@@ -41,7 +41,7 @@ The model trains through :class:`AoTStep`: :class:`memcap.training.step.Autograd
 (``torch.compile`` with ``cfg.compile``) with one change: the cross-entropy reads the logits
 as the model computes them, classes along the middle axis (R, N, B), so its passes run along
 the examples instead of along a last axis of N classes (the logits are not copied into
-(R·B, N) rows). The same loss as :func:`memcap.training.step.example_losses` up to float
+(R·B, N) rows). The same loss as :func:`memcap.training.data.example_losses` up to float
 rounding (tested).
 """
 
@@ -55,7 +55,8 @@ import torch
 from torch import Tensor, nn
 
 from memcap.aot.settings import Setting
-from memcap.training.step import AutogradStep, Objective, widened
+from memcap.training.data import Objective, widened
+from memcap.training.step import AutogradStep
 
 
 class Dims(NamedTuple):

@@ -242,7 +242,7 @@ class ReplicaMHA(nn.Module):
 
     def select_buffers(self, index: Tensor) -> None:
         """Keep replicas ``index`` of the replica-axis buffers and shapes, in place
-        (:func:`memcap.training.active.select_model` selects the parameters); padding stays."""
+        (:func:`memcap.training.step.select_model` selects the parameters); padding stays."""
         self.score_scale = self.score_scale.index_select(0, index)
         self.position_bias = self.position_bias.index_select(0, index)
         self.shapes = tuple(self.shapes[i] for i in index.tolist())

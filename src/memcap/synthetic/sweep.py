@@ -48,11 +48,11 @@ from memcap.synthetic.series import Series, Trained, bracket, bracket_grouping, 
 from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.theory import bound_kind, construction_count
-from memcap.training.active import select_model
 from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
 from memcap.training.plateau import late_loss_drop
+from memcap.training.step import select_model
 
 _logger = logging.getLogger(__name__)
 NAN = float("nan")

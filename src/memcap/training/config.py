@@ -22,7 +22,7 @@ Schedule = Literal["cosine", "linear", "constant"]
 Sampling = Literal["replacement", "shuffle"]
 BestBy = Literal["memorized", "loss"]
 # Arithmetic of the training step: float32; TF32 matmuls (CUDA only); bfloat16 compute on a
-# copy of float32 master weights with float32 Adam (memcap.training.active).
+# copy of float32 master weights with float32 Adam (memcap.training.step).
 Precision = Literal["float32", "tf32", "bf16"]
 PRECISIONS = ("float32", "tf32", "bf16")
 

@@ -1,4 +1,5 @@
-"""What the replicas train on: their training sets and the mini-batches drawn from them.
+"""What the replicas train on and are scored by: their training sets, the mini-batches drawn
+from them and the per-example losses.
 
 :class:`ReplicaData` holds R replicas' training sets padded to a common size.
 :class:`BatchStream` draws every replica's mini-batch indices from its own generator.
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from memcap.training.config import Sampling
+
+Objective = Literal["classification", "regression", "distribution"]
 
 
 @dataclass
@@ -305,3 +309,39 @@ def _split(rows: Tensor, data: ReplicaData) -> tuple[tuple[Tensor, ...], Tensor]
         out.append(rows[:, :, start : start + width].reshape(R, U, *shape).to(x.dtype).contiguous())
         start += width
     return tuple(out[:-1]), out[-1]
+
+
+def widened(outputs: Tensor) -> Tensor:
+    """Outputs for the loss: bfloat16 / float16 in float32, float32 and float64 as they are."""
+    return outputs.float() if outputs.dtype in (torch.bfloat16, torch.float16) else outputs
+
+
+def example_losses(outputs: Tensor, targets: Tensor, objective: Objective) -> Tensor:
+    """Per-example loss of shape (R, B)."""
+    if objective == "classification":
+        return nn.functional.cross_entropy(
+            outputs.flatten(0, 1), targets.flatten(), reduction="none"
+        ).view(targets.shape)
+    if objective == "regression":
+        return (outputs - targets) ** 2
+    return kl_divergence(targets, outputs)
+
+
+def kl_divergence(target_probs: Tensor, logits: Tensor) -> Tensor:
+    """KL(target ‖ softmax(logits)) over the last axis, with 0·log 0 = 0."""
+    log_q = torch.log_softmax(logits, dim=-1)
+    log_p = torch.where(target_probs > 0, target_probs.log(), torch.zeros_like(target_probs))
+    return (target_probs * (log_p - log_q)).sum(-1)
+
+
+def example_correct(
+    outputs: Tensor, targets: Tensor, objective: Objective, regression_tol: float | None
+) -> Tensor:
+    """(R, B) True where the example is memorized (top logit right / error under tolerance)."""
+    if objective == "classification":
+        return outputs.argmax(-1) == targets
+    if objective == "regression":
+        if regression_tol is None:
+            raise ValueError("the regression objective needs a regression_tol")
+        return (outputs - targets).abs() < regression_tol
+    return outputs.argmax(-1) == targets.argmax(-1)

@@ -6,18 +6,25 @@ maps inputs of shape (R, B, ...) to outputs of shape (R, B, ...). Replica r's lo
 only on replica r's parameters, and Adam is element-wise, so one optimizer step on the sum of
 the per-replica losses performs exactly R independent Adam steps, in one batched pass.
 
-Each step (:mod:`~memcap.training.step`: eager, or replayed as a CUDA graph) runs the model's
-own forward and autograd. Settings come from :class:`~memcap.training.config.TrainConfig`:
-precision (:mod:`~memcap.training.active`; subnormal floats are flushed to zero whatever it
-is), ``leave_when_fit`` and ``extra_budgets``: further budgets for the replicas still learning
-when a budget ends (:mod:`~memcap.training.plateau`). Every ``eval_every`` steps
-:func:`evaluate` scores every replica on its whole training set, and a :class:`Record` keeps
-each replica's best state, evaluations and loss curve. The host reads the device at
-evaluations only.
+Each step (:mod:`~memcap.training.step`; replayed as a CUDA graph by
+:mod:`~memcap.training.graph`) runs the model's own forward and autograd. Settings come from
+:class:`~memcap.training.config.TrainConfig`: precision (:func:`matmul_precision`; subnormal
+floats are flushed to zero whatever it is, :func:`subnormals_flushed`), ``leave_when_fit`` and
+``extra_budgets``: further budgets for the replicas still learning when a budget ends
+(:mod:`~memcap.training.plateau`). Every ``eval_every`` steps :func:`evaluate` scores every
+replica on its whole training set, and a :class:`Record` keeps each replica's best state,
+evaluations and loss curve. The host reads the device at evaluations only.
+
+Whatever the precision, training flushes subnormal floats to zero on the CPU: as gradients and
+attention weights fade late in training, subnormal values make the CPU's arithmetic tens of
+times slower, and they move no weight: Adam's update of a parameter from such a gradient is
+below that parameter's own rounding. ``tf32`` sets TF32 matmuls on CUDA while training runs
+(no effect elsewhere, logged: the CPU keeps float32).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import sys
@@ -29,18 +36,16 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from memcap.training.active import ActiveReplicas, matmul_precision, subnormals_flushed
-from memcap.training.config import BestBy, TrainConfig, lr_multipliers
-from memcap.training.data import ReplicaData
-from memcap.training.plateau import still_learning
-from memcap.training.step import (
-    AutogradStep,
+from memcap.training.config import BestBy, Precision, TrainConfig, lr_multipliers
+from memcap.training.data import (
     Objective,
-    Step,
+    ReplicaData,
     example_correct,
     example_losses,
-    updater,
 )
+from memcap.training.graph import GraphedUpdate
+from memcap.training.plateau import still_learning
+from memcap.training.step import ActiveReplicas, AutogradStep, EagerUpdate, Step
 
 _logger = logging.getLogger(__name__)
 
@@ -138,6 +143,18 @@ def _leave(active: ActiveReplicas, accuracy: Tensor) -> None:
     staying = accuracy < 1.0
     if not bool(staying.all()):
         active.select(staying.nonzero().squeeze(1))
+
+
+def updater(
+    active: ActiveReplicas, step: Step, objective: Objective, cfg: TrainConfig
+) -> EagerUpdate:
+    """The update the loop runs: graphed where ``cfg.cuda_graph`` asks and the device is
+    CUDA, else eager (a CUDA graph asked for elsewhere is logged and ignored)."""
+    if cfg.cuda_graph:
+        if active.index.device.type == "cuda":
+            return GraphedUpdate(active, step, objective, cfg)
+        _logger.info("cuda_graph has no effect on %s: eager steps", active.index.device.type)
+    return EagerUpdate(active, step, objective, cfg)
 
 
 def _check_replica_axis(model: nn.Module, replicas: int, n_seeds: int) -> None:
@@ -324,3 +341,32 @@ def keep_freed_memory() -> None:
     m_trim_threshold, m_mmap_threshold = -1, -3
     mallopt(m_mmap_threshold, 32 * 2**20)  # glibc's largest; bigger blocks still use mmap
     mallopt(m_trim_threshold, 2**30)
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: Precision, device: torch.device) -> Iterator[None]:
+    """TF32 matmuls on CUDA while the block runs when ``precision`` is "tf32"."""
+    if precision != "tf32":
+        yield
+        return
+    if device.type != "cuda":
+        _logger.info("precision tf32 has no effect on %s: training stays float32", device.type)
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@contextlib.contextmanager
+def subnormals_flushed() -> Iterator[None]:
+    """Subnormal floats read and written as zero on the CPU (x86 FTZ/DAZ) while the block
+    runs; the default (kept) after."""
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
