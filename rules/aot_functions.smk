@@ -1,7 +1,6 @@
 """Functions of the aot stage's rules: targets, the cut's jobs, params, requests."""
 
 import memcap.aot.cut as aot_cut
-import memcap.aot.groups as aot_groups
 import memcap.aot.settings as aot_settings
 
 
@@ -71,7 +70,7 @@ def aot_mem_mb(wildcards):
     """Memory of a training job: its sweeps' largest batched replica group (one at a time)."""
     return max(
         (
-            aot_groups.sweep_memory_mb(config["aot"], s)
+            aot_settings.sweep_memory_mb(config["aot"], s)
             for s in aot_job_sweeps(wildcards)
         ),
         default=1000,

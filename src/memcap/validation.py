@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from memcap.aot.checks import check_aot_config
 from memcap.aot.cut import check_cut as check_aot_cut
-from memcap.aot.settings import check_aot_config
 from memcap.errors import ConfigError
 from memcap.extract.checks import check_extract_config
 from memcap.real_memorization.settings import check_real_memorization_config

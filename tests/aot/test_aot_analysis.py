@@ -8,9 +8,8 @@ import torch
 
 from memcap.aot import bounds
 from memcap.aot.figures import plot_sweep
-from memcap.aot.groups import group_replicas, width_buckets, x_axis
 from memcap.aot.laws import form_test
-from memcap.aot.settings import StageSettings, expand_sweep
+from memcap.aot.settings import StageSettings, expand_sweep, group_replicas, width_buckets, x_axis
 from memcap.aot.summary import SUMMARY_COLUMNS, fit_table, summarize
 from memcap.aot.sweep import run_sweep
 from memcap.cluster.costs import aot_models

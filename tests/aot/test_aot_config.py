@@ -9,8 +9,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from memcap.aot.groups import sweep_memory_mb
-from memcap.aot.settings import StageSettings, check_aot_config
+from memcap.aot.checks import check_aot_config
+from memcap.aot.settings import StageSettings, sweep_memory_mb
 from memcap.errors import ConfigError
 from memcap.validation import check_config
 

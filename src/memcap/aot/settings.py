@@ -1,6 +1,8 @@
-"""Sweep settings of the AoT experiments, parameter counts and the config checker.
+"""Sweep settings of the AoT experiments, parameter counts, and which replicas share a batched
+model.
 
-Pure Python (no torch): the Snakefile imports :func:`check_aot_config` before any job starts.
+Pure Python (no torch): the Snakefile sizes the AoT jobs with :func:`sweep_memory_mb`, and the
+config checker (:mod:`memcap.aot.checks`) reads the settings, before any job starts.
 A sweep in the config lists fixed values and lists of values; its settings are the Cartesian
 product of the lists (see ``aot.sweeps`` in the config schema). The dataclasses carry no
 defaults for scientific settings: they are built from the schema-defaulted config.
@@ -10,11 +12,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from memcap.errors import ConfigError
 from memcap.training.config import TrainConfig, replicate_seeds, with_overrides
 
 Model = Literal["aot", "mlp"]
@@ -234,76 +235,85 @@ def sweep_names(section: Mapping[str, Any]) -> list[str]:
     return list(section["sweeps"])
 
 
-def check_aot_config(config: Mapping[str, Any]) -> None:
-    """Reject impossible aot settings (after schema validation); name the offending key."""
-    aot = config.get("aot", {})
-    if not aot.get("enabled", True):
-        return
-    sweeps = aot.get("sweeps", {})
-    if not sweeps:
-        raise ConfigError("aot.sweeps", "no sweep is configured", "add a sweep or disable aot")
-    for name, spec in sweeps.items():
-        key = f"aot.sweeps.{name}"
-        for grid_key in GRID_KEYS:
-            if spec[grid_key] == []:
-                raise ConfigError(
-                    f"{key}.{grid_key}", "the list of values is empty", "give at least one value"
-                )
-        if not spec["models"]:
-            raise ConfigError(f"{key}.models", "no model is listed", "list aot and/or mlp")
-        _check_recipe(key, spec, aot)
-        for s in expand_sweep(name, spec):
-            _check_setting(key, s)
+def x_axis(spec: Mapping[str, Any]) -> str:
+    """The plot axis of a sweep: params when models are compared, else the varied key."""
+    if "mlp" in spec["models"]:
+        return "params"
+    order = ("H", "d_h", "d", "N", "S")  # the first varied one is the x axis
+    varied = [k for k in order if isinstance(spec[k], list) and len(spec[k]) > 1]
+    return varied[0] if varied else "H"
 
 
-def _check_recipe(key: str, spec: Mapping[str, Any], aot: Mapping[str, Any]) -> None:
-    """The sweep's train overrides must belong to its recipe; the authors' sizes must fit."""
-    recipe = spec["recipe"]
-    stage = aot["authors"] if recipe == "authors" else aot["train"]
-    block = "aot.authors" if recipe == "authors" else "aot.train"
-    for name, value in spec["train"].items():
-        if value is not None and name not in stage:
-            raise ConfigError(
-                f"{key}.train.{name}",
-                f"recipe {recipe} has no setting {name} (its settings are {block})",
-                f"remove it, or use recipe {'ours' if recipe == 'authors' else 'authors'}",
-            )
-    if recipe != "authors":
-        return
-    train = with_overrides(stage, spec["train"])
-    if train["sample"] < train["batch_size"]:
-        raise ConfigError(
-            f"{key}.train.sample",
-            f"a sample of {train['sample']} sequences holds no batch of {train['batch_size']}",
-            "use sample >= batch_size",
-        )
-    for name in ("final_lr", "mlp_final_lr"):
-        if train[name] > train["lr"]:
-            raise ConfigError(
-                f"{block}.{name}",
-                f"{name} = {train[name]} exceeds lr = {train['lr']}; the schedule only decays",
-                f"use {name} <= lr",
-            )
+def facet_keys(spec: Mapping[str, Any]) -> list[str]:
+    """Other varied keys of a sweep: one curve (and one plot panel) per value."""
+    axis = x_axis(spec)
+    return [
+        k
+        for k in GRID_KEYS
+        if isinstance(spec[k], list)
+        and len(spec[k]) > 1
+        and k != axis
+        and not (axis == "params" and k == "H")
+    ]
 
 
-def _check_setting(key: str, s: Setting) -> None:
-    if s.H < 1:
-        raise ConfigError(f"{key}.H", f"H = {s.H} heads", "use H >= 1")
-    if s.d_h < 1:
-        raise ConfigError(f"{key}.d_h", f"d_h = {s.d_h}", "use d_h >= 1")
-    if s.d_h > s.d:
-        raise ConfigError(
-            f"{key}.d_h",
-            f"head dimension d_h = {s.d_h} exceeds the embedding dimension d = {s.d}",
-            "use d_h <= d, or set cap_d_h: true to use min(d_h, d)",
-        )
-    if s.N < 2:
-        raise ConfigError(f"{key}.N", f"dictionary size N = {s.N}", "use N >= 2")
-    if s.N**s.S > MAX_SEQUENCES:
-        raise ConfigError(
-            f"{key}.S",
-            f"N^S = {s.N}^{s.S} inputs are too many to enumerate (limit {MAX_SEQUENCES})",
-            "lower N or S",
-        )
-    if s.task == "distribution" and s.temperature <= 0:
-        raise ConfigError(f"{key}.temperature", "must be positive", "use e.g. 1.0")
+def group_replicas(
+    replicas: Sequence[tuple[Setting, int]],
+    pad: bool,
+    split_widths: bool = True,
+    apart: Sequence[str] = (),
+) -> list[list[tuple[Setting, int]]]:
+    """Replicas that can share one batched model, in first-seen order.
+
+    ``split_widths`` keeps MLP widths apart: at full batch, padding a narrow MLP to a wide one
+    costs more than a run of its own. Otherwise (mini-batches, where another run's per-step
+    overhead weighs more) neighbouring widths share a model while padding adds at most a
+    quarter to their MLPs (:func:`width_buckets`). Settings that differ in a key of ``apart``
+    (a sweep's facets: :func:`facet_keys`) never share a model: aot_vs_mlp's facet d is the
+    residual dimension D, and the merged heads cost D(D + 1) numbers per example, so padding
+    d = 7 to 10 costs more than a model of its own.
+    """
+    keys = [
+        (s.task, s.N, s.S, s.depth, s.model, s.variant)
+        + (() if pad else s.shape_key())
+        + tuple(getattr(s, k) for k in apart)
+        for s, _ in replicas
+    ]
+    widths = [s.width for s, _ in replicas]
+    split = split_widths or not pad
+    bucket = {w: w for w in widths} if split else width_buckets(widths)
+    groups: dict[tuple, list[tuple[Setting, int]]] = {}
+    for key, width, replica in zip(keys, widths, replicas, strict=True):
+        groups.setdefault(key + (bucket[width],), []).append(replica)
+    return list(groups.values())
+
+
+def width_buckets(widths: Sequence[int], slack: float = 1.25) -> dict[int, int]:
+    """Bucket (its narrowest width) of every MLP width: runs of ascending widths whose padding
+    to the run's widest costs at most ``slack`` times their own widths (an MLP's cost)."""
+    bucket: dict[int, int] = {}
+    members: list[int] = []
+    for width in sorted(widths):
+        if members and (len(members) + 1) * width > slack * (sum(members) + width):
+            members = []
+        members.append(width)
+        bucket[width] = members[0]
+    return bucket
+
+
+def sweep_memory_mb(section: Mapping[str, Any], name: str) -> int:
+    """Rough peak memory of one sweep: its largest batched model's activations, shapes padded
+    together (the most ``engine.aot.pad_replicas`` groups)."""
+    spec = section["sweeps"][name]
+    seeds = range(sweep_seeds(spec, section["seeds"]))
+    replicas = [(s, seed) for s in expand_sweep(name, spec) for seed in seeds]
+    peak = 0
+    for members in group_replicas(replicas, True, spec["recipe"] != "authors", facet_keys(spec)):
+        settings = [s for s, _ in members]
+        first = settings[0]
+        H = max(s.H for s in settings)
+        width = max(s.width for s in settings)
+        d = max(s.d for s in settings)
+        per_example = 8 * H * first.S + 6 * (d + first.N) + 4 * width  # floats, with gradients
+        peak = max(peak, len(members) * first.T * per_example * 4)
+    return 600 + peak // 2**20

@@ -3,7 +3,7 @@
 Replicas (setting × seed) are grouped into one batched model per (task, N, S, depth, model,
 variant, MLP width); within a group, shapes (H, d_h, d) differ and are zero-padded and masked
 (see :mod:`memcap.aot.model`); a sweep's facets train apart, and with ``pad_replicas = False``
-every distinct shape trains alone (:func:`memcap.aot.groups.group_replicas`). Every group
+every distinct shape trains alone (:func:`memcap.aot.settings.group_replicas`). Every group
 trains through :func:`memcap.training.loop.train_replicas` with
 :class:`memcap.aot.model.AoTStep`: the model's forward and autograd's backward.
 
@@ -26,9 +26,15 @@ import pandas as pd
 import torch
 
 from memcap.aot import bounds
-from memcap.aot.groups import facet_keys, group_replicas, x_axis
 from memcap.aot.model import AoTStep, ReplicaTransformer
-from memcap.aot.settings import Setting, StageSettings, expand_sweep
+from memcap.aot.settings import (
+    Setting,
+    StageSettings,
+    expand_sweep,
+    facet_keys,
+    group_replicas,
+    x_axis,
+)
 from memcap.aot.tasks import Task, association_task, distribution_task, fixed_sample
 from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData

@@ -31,9 +31,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from memcap.aot.groups import facet_keys, group_replicas
 from memcap.aot.settings import StageSettings as AotStage
-from memcap.aot.settings import expand_sweep
+from memcap.aot.settings import expand_sweep, facet_keys, group_replicas
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
 from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.series import BRACKET_PADDING, Pass, bracket_passes, passes
@@ -186,7 +185,7 @@ def aot_models(
 ) -> list[tuple[int, int, int]]:
     """(steps, replicas, batch rows) of every batched model of sweep ``name`` (``only``: one
     of its settings), grouped as the training groups them
-    (:func:`~memcap.aot.groups.group_replicas`)."""
+    (:func:`~memcap.aot.settings.group_replicas`)."""
     replicas = [
         (s, seed)
         for s in expand_sweep(name, spec)
