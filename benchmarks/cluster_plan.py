@@ -47,8 +47,11 @@ from memcap.cluster.plan import (  # noqa: E402
 from memcap.config_schema import validate_schema  # noqa: E402
 from memcap.extract.depth import with_layers  # noqa: E402
 from memcap.extract.entries import model_entries  # noqa: E402
-from memcap.synthetic.groups import replica_groups  # noqa: E402
-from memcap.synthetic.settings import StageSettings, sweep_spec  # noqa: E402
+from memcap.synthetic.settings import (  # noqa: E402
+    StageSettings,
+    replica_groups,  # noqa: E402
+    sweep_spec,
+)
 
 DOC = ROOT / "docs" / "cluster.md"
 GRID = ROOT / "benchmarks" / "gpu" / "paper_a_grid.json"  # the measured paper A models

@@ -38,8 +38,14 @@ from pathlib import Path
 import torch
 
 from memcap.synthetic.batched import batched_model, member_datasets
-from memcap.synthetic.groups import replica_groups, step_cost, step_shape
-from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
+from memcap.synthetic.settings import (
+    StageSettings,
+    replica_groups,
+    step_cost,
+    step_shape,
+    sweep_names,
+    sweep_spec,
+)
 from memcap.training.loop import evaluate, matmul_precision, train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,9 +46,8 @@ from _results import record
 
 from memcap.synthetic.batched import member_datasets
 from memcap.synthetic.chance import chance_count
-from memcap.synthetic.groups import grid_replicas
 from memcap.synthetic.series import grows, next_T
-from memcap.synthetic.settings import Ladder, StageSettings, sweep_spec
+from memcap.synthetic.settings import Ladder, StageSettings, grid_replicas, sweep_spec
 from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,6 @@
 """Functions of the synthetic stage's rules: targets, the cut's jobs, params, requests."""
 
 import memcap.synthetic.cut as synthetic_cut
-import memcap.synthetic.groups as synthetic_groups
 import memcap.synthetic.settings as synthetic_settings
 
 
@@ -74,7 +73,7 @@ def synthetic_job_files(suffix):
 
 def synthetic_mem_mb(wildcards):
     """Memory of a training job: its largest batched model's data and activations."""
-    return synthetic_groups.spec_memory_mb(
+    return synthetic_settings.spec_memory_mb(
         config["synthetic"],
         config["engine"],
         synthetic_cut.job_spec(config["synthetic"], wildcards.job),

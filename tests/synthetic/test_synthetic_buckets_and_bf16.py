@@ -13,9 +13,14 @@ import yaml
 from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.synthetic.buckets import StepCost, StepShape, bucket_replicas, plan_cost
-from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import StageSettings, sweep_spec
+from memcap.synthetic.settings import (
+    StageSettings,
+    replica_groups,
+    step_cost,
+    step_shape,
+    sweep_spec,
+)
 from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,8 +20,7 @@ from memcap.synthetic.cut import (
     setting_pattern,
     setting_spec,
 )
-from memcap.synthetic.groups import replica_groups
-from memcap.synthetic.settings import StageSettings, sweep_spec
+from memcap.synthetic.settings import StageSettings, replica_groups, sweep_spec
 from memcap.synthetic.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

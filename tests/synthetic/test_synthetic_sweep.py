@@ -13,8 +13,7 @@ from snakemake.utils import validate
 from memcap.errors import ConfigError
 from memcap.synthetic.bounds import linear_fit
 from memcap.synthetic.checks import check_synthetic_config
-from memcap.synthetic.groups import sweep_memory_mb
-from memcap.synthetic.settings import StageSettings, sweep_names, sweep_spec
+from memcap.synthetic.settings import StageSettings, sweep_memory_mb, sweep_names, sweep_spec
 from memcap.synthetic.summary import bound_ratios, capacity_table, fit_table, saturation_table
 from memcap.synthetic.sweep import run_sweep
 from memcap.theory import theory_bound

@@ -34,9 +34,15 @@ from typing import Any
 from memcap.aot.settings import StageSettings as AotStage
 from memcap.aot.settings import expand_sweep, facet_keys, group_replicas
 from memcap.capacity.settings import MAX_D, TEXT_FULL_N, VIT_FULL_N
-from memcap.synthetic.groups import replica_groups, step_cost, step_shape
 from memcap.synthetic.series import BRACKET_PADDING, Pass, bracket_passes, passes
-from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
+from memcap.synthetic.settings import (
+    Replica,
+    StageSettings,
+    SweepSpec,
+    replica_groups,
+    step_cost,
+    step_shape,
+)
 
 COSTS_FILE = "benchmarks/cluster_costs.json"
 MARGIN = 2.0  # request = start + MARGIN x the work's seconds (the rates' spread: cluster.md)

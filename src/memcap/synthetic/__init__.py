@@ -3,8 +3,7 @@
 Modules (named as in :mod:`memcap.aot` where both papers have one):
 
 - :mod:`~memcap.synthetic.settings`: sweep and stage settings, replicas, the ladder and the
-  convergence check as configured (no torch).
-- :mod:`~memcap.synthetic.groups`: which replicas share a batched model, the memory estimate
+  convergence check as configured, which replicas share a batched model, the memory estimate
   (no torch).
 - :mod:`~memcap.synthetic.checks`: the ``synthetic`` section's cross-field checks (no torch).
 - :mod:`~memcap.synthetic.cut`: a job per sweep or per setting, and the setting ids (no torch).

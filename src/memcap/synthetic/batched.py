@@ -20,9 +20,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from memcap.synthetic.groups import replica_groups
 from memcap.synthetic.model import MHAShape, ReplicaMHA
-from memcap.synthetic.settings import Replica, StageSettings, SweepSpec
+from memcap.synthetic.settings import Replica, StageSettings, SweepSpec, replica_groups
 from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData

@@ -4,8 +4,8 @@ batched models, then certified.
 A sweep varies one parameter (H, n or d_h) over its values, for each context kind, task and
 seed (a *series*); :mod:`memcap.synthetic.series` decides which dataset sizes T and budgets
 each series trains at (the *replicas*), and this module trains them: a pass's replicas are
-split into batched models (:mod:`memcap.synthetic.groups`) and each trains through the shared
-loop :func:`memcap.training.loop.train_replicas`: the model's forward
+split into batched models (:func:`memcap.synthetic.settings.replica_groups`) and each trains
+through the shared loop :func:`memcap.training.loop.train_replicas`: the model's forward
 (:mod:`memcap.synthetic.model`) and autograd.
 
 Every replica's result row holds its training accuracy and memorized count (examples whose
@@ -42,10 +42,16 @@ from memcap.synthetic.batched import (
     warm_start,
 )
 from memcap.synthetic.chance import chance_count, fitted_chance
-from memcap.synthetic.groups import grid_replicas, replica_groups
 from memcap.synthetic.model import ReplicaMHA
 from memcap.synthetic.series import Series, Trained, bracket, bracket_grouping, check, climb
-from memcap.synthetic.settings import SWEPT, Replica, StageSettings, SweepSpec
+from memcap.synthetic.settings import (
+    SWEPT,
+    Replica,
+    StageSettings,
+    SweepSpec,
+    grid_replicas,
+    replica_groups,
+)
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.theory import bound_kind, construction_count
 from memcap.training.config import derive_seed
