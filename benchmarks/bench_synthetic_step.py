@@ -60,8 +60,8 @@ import yaml
 from _results import record
 from torch.profiler import ProfilerActivity, profile
 
-from memcap.synthetic.batched import batched_model, sweep_groups
 from memcap.synthetic.settings import Replica, StageSettings, step_cost, step_shape, sweep_spec
+from memcap.synthetic.sweep import batched_model, sweep_groups
 from memcap.training.loop import train_replicas
 from memcap.training.step import AutogradStep
 

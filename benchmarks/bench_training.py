@@ -51,7 +51,7 @@ def replicas(examples: int) -> list[tuple[MHAShape, int, object]]:
 
 def train_seconds(members: list, cfg: TrainConfig) -> float:
     """Wall time to build and train one batched model of ``members`` (datasets they share
-    stored once, as :mod:`memcap.synthetic.batched` stores them)."""
+    stored once, as :mod:`memcap.synthetic.sweep` stores them)."""
     start = time.perf_counter()
     shapes, seeds = [m[0] for m in members], [m[1] for m in members]
     sets = list({id(m[2]): m[2] for m in members}.values())

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import torch
 
-from memcap.synthetic.batched import batched_model, member_datasets
 from memcap.synthetic.settings import (
     StageSettings,
     replica_groups,
@@ -46,6 +45,7 @@ from memcap.synthetic.settings import (
     sweep_names,
     sweep_spec,
 )
+from memcap.synthetic.sweep import batched_model, member_datasets
 from memcap.training.loop import evaluate, matmul_precision, train_replicas
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -44,11 +44,10 @@ import yaml
 from _authors_code import train_authors
 from _results import record
 
-from memcap.synthetic.batched import member_datasets
 from memcap.synthetic.chance import chance_count
 from memcap.synthetic.series import grows, next_T
 from memcap.synthetic.settings import Ladder, StageSettings, grid_replicas, sweep_spec
-from memcap.synthetic.sweep import run_sweep
+from memcap.synthetic.sweep import member_datasets, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 MEDIAN_BAR = 0.95  # our median seed against theirs

@@ -321,8 +321,8 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     """Mini-batch models store each distinct dataset once and gather every replica's rows
     from it, and sweeps analyse trained attention a block of replicas at a time: the rows are
     those of one copy per replica analysed at once (losses to float32 rounding)."""
-    import memcap.synthetic.batched as batched
-    import memcap.synthetic.sweep as sweep_module
+    import memcap.synthetic.results as results_module
+    import memcap.synthetic.sweep as batched
 
     config = _config()
     section = config["synthetic"]
@@ -335,7 +335,7 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
     shared = run_sweep(spec, stage, torch.device("cpu")).table
     assert any(data.source is not None for data in stored)
     monkeypatch.setattr(batched, "_stack", lambda *args: _own_copies(stack(*args)))
-    monkeypatch.setattr(sweep_module, "ANALYSIS_BYTES", 1)  # one replica a block
+    monkeypatch.setattr(results_module, "ANALYSIS_BYTES", 1)  # one replica a block
     copies = run_sweep(spec, stage, torch.device("cpu")).table
     counts = ["memorized", "certified", "certified_trained", "fit_step", "steps_run"]
     pd.testing.assert_frame_equal(shared[counts], copies[counts])
@@ -345,7 +345,7 @@ def test_shared_dataset_storage_and_analysis_blocks_leave_the_rows_unchanged(mon
 def test_one_context_rows_train_as_every_examples_own_copy(monkeypatch):
     """Grouped by context kind, a mini-batch model of shared contexts stores one context row
     per dataset, which every example reads: the rows of one copy per example."""
-    import memcap.synthetic.batched as batched
+    import memcap.synthetic.sweep as batched
 
     config = _config()
     config["engine"]["synthetic"]["group_by"] = ["context"]

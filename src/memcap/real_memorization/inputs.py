@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from memcap.extract.store import ExtractOutputs
-from memcap.synthetic.batched import Draw
+from memcap.synthetic.sweep import Draw
 from memcap.synthetic.tasks import SyntheticSet
 from memcap.training.config import derive_seed
 
@@ -81,7 +81,7 @@ def control(examples: Examples, kind: str, seed: int) -> Examples:
 
 def layer_draw(examples: Examples, kind: str, base_seed: int, classes: int) -> Draw:
     """The stage's data for input ``kind`` (real, uniform or gaussian) of one layer: a
-    :data:`~memcap.synthetic.batched.Draw` for :func:`memcap.synthetic.sweep.run_sweep`."""
+    :data:`~memcap.synthetic.sweep.Draw` for :func:`memcap.synthetic.sweep.run_sweep`."""
 
     @cache
     def arrays(seed: int) -> Examples:

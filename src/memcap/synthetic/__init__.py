@@ -11,12 +11,12 @@ Modules (named as in :mod:`memcap.aot` where both papers have one):
 - :mod:`~memcap.synthetic.tasks`: uniform queries and contexts, random labels.
 - :mod:`~memcap.synthetic.model`: the replica-batched MHA model, its forward folded: what
   trains.
-- :mod:`~memcap.synthetic.batched`: a group of replicas as one batched model and its data;
-  warm starts between batched models.
 - :mod:`~memcap.synthetic.series`: the protocol: every series up its T ladder, restarts, the
   convergence check, and what a series reports (no torch).
-- :mod:`~memcap.synthetic.sweep`: training and certifying a sweep through
-  :func:`memcap.training.loop.train_replicas`.
+- :mod:`~memcap.synthetic.sweep`: training a sweep: a group of replicas as one batched model
+  and its data, trained through :func:`memcap.training.loop.train_replicas`; warm starts
+  between batched models.
+- :mod:`~memcap.synthetic.results`: what a trained replica reports: its row, certified.
 - :mod:`~memcap.synthetic.summary`: capacity, fit and saturation tables.
 - :mod:`~memcap.synthetic.laws`: paper A's three laws checked.
 - :mod:`~memcap.synthetic.bounds`: the linear fit (H(n−1)+1 is :mod:`memcap.theory`).

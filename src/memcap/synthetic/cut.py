@@ -8,7 +8,7 @@ sweeps' table rows, so that their tables, read one after another, are the sweeps
 A *setting job* trains the series of one sweep value and context kind (every task and seed)
 through the protocol of :mod:`memcap.synthetic.series`, on the sweep's own data and seeds:
 every seed derives from the sweep, the setting, the replicate seed and T
-(:mod:`memcap.synthetic.batched`), never from the job. Its rows equal the sweep job's rows of
+(:mod:`memcap.synthetic.sweep`), never from the job. Its rows equal the sweep job's rows of
 that setting when each setting's replicas train in batched models of their own, which
 ``engine.synthetic.group_by`` containing :data:`SETTING_GROUPING` gives under both cuts
 (:func:`check_cut`); a batched model shared by several settings changes their float

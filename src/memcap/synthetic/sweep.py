@@ -1,67 +1,58 @@
 """Paper A's synthetic sweeps: every series through the protocol, its replicas trained in
-batched models, then certified.
+batched models.
 
 A sweep varies one parameter (H, n or d_h) over its values, for each context kind, task and
 seed (a *series*); :mod:`memcap.synthetic.series` decides which dataset sizes T and budgets
 each series trains at (the *replicas*), and this module trains them: a pass's replicas are
-split into batched models (:func:`memcap.synthetic.settings.replica_groups`) and each trains
-through the shared loop :func:`memcap.training.loop.train_replicas`: the model's forward
-(:mod:`memcap.synthetic.model`) and autograd.
+split into batched models (:func:`memcap.synthetic.settings.replica_groups`), and each
+batched model trains through the shared loop :func:`memcap.training.loop.train_replicas`: the
+model's forward (:mod:`memcap.synthetic.model`) and autograd. What each trained replica
+reports is :mod:`memcap.synthetic.results`'s; the table keeps one row per series and T: its
+best training.
 
-Every replica's result row holds its training accuracy and memorized count (examples whose
-top logit is the label; regression: error below ``regression_tol``), the certified capacity of
-the same examples with random attention weights and with the trained attention weights
-(:mod:`memcap.capacity.certified`), and the per-head softmax saturation. The table keeps one
-row per series and T: its best training.
+A batched model (:func:`batched_model`) is its untrained :class:`ReplicaMHA`, the replicas'
+datasets stacked and padded, and their model and batch seeds. Datasets depend on a replica's
+seed, n, context and task only, so the H and d_h sweeps' replicas of one seed read the same
+(paired) data. Under mini-batches a batched model stores each distinct dataset once and each
+step gathers every replica's rows from it (``ReplicaData.source``: at paper A's sizes a copy
+per replica would not fit a GPU); a full batch holds every replica's own copy, which the model
+reads every step.
+
+Warm starts carry every replica's trained parameters out of one batched model
+(:func:`trained_states`) and into the next (:func:`warm_start`). A series keeps its shape from
+rung to rung, and padded entries are zero in both batched models, so copying the slice the two
+paddings share copies every real entry.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import pandas as pd
 import torch
+from torch import Tensor, nn
 
-from memcap.capacity.certified import (
-    certified_capacity_curve,
-    certified_capacity_from_attention,
-    saturation,
-)
 from memcap.provenance import array_checksum
-from memcap.synthetic.batched import (
-    Draw,
-    batched_model,
-    data_key,
-    member_datasets,
-    trained_states,
-    warm_start,
-)
-from memcap.synthetic.chance import chance_count, fitted_chance
-from memcap.synthetic.model import ReplicaMHA
+from memcap.synthetic.model import MHAShape, ReplicaMHA
+from memcap.synthetic.results import trained_rows
 from memcap.synthetic.series import Series, Trained, bracket, bracket_grouping, check, climb
 from memcap.synthetic.settings import (
-    SWEPT,
     Replica,
     StageSettings,
     SweepSpec,
     grid_replicas,
     replica_groups,
 )
-from memcap.synthetic.tasks import SyntheticSet
-from memcap.theory import bound_kind, construction_count
+from memcap.synthetic.tasks import SyntheticSet, make_dataset
 from memcap.training.config import derive_seed
 from memcap.training.data import ReplicaData
 from memcap.training.loop import train_replicas
-from memcap.training.plateau import late_loss_drop
-from memcap.training.step import select_model
 
 _logger = logging.getLogger(__name__)
-NAN = float("nan")
 
 
 @dataclass
@@ -157,91 +148,140 @@ def _train_group(
     model, data, batch_seeds = batched_model(spec, stage, members, datasets, device)
     started = warm_start(model, [warm[r] for r in members])
     result = train_replicas(model, data, task, cfg, batch_seeds)
-    still_falling = late_loss_drop(result.loss_curve, result.evaluations)
-    classes = stage.classes if task == "classification" else 0
-    chance = {T: chance_count(T, classes, cfg.regression_tol) for T in {r.T for r in members}}
-    trained = {}
+    own_sets = [datasets[data_key(r)] for r in members]
     states_after = trained_states(model) if stage.ladder.warm_start else [None] * len(members)
-    for r, replica, weights, embedded in _trained_attention(model, data, members):
-        s, t = replica.setting, replica.T
-        own = datasets[data_key(replica)].head(t)
-        per_head = saturation(weights, stage.saturation_threshold).cpu().numpy()
-        ids = {**asdict(s), "T": t, "seed": replica.seed}  # sweep, H, n, d_h, context, task
-        row = {
-            **ids,
-            "value": s.value,
-            "swept": SWEPT[spec.name],
-            "d": stage.d,
-            "d_v": stage.d_v,
-            "classes": classes,
-            "accuracy": float(result.accuracy[r]),
-            "memorized": int(result.memorized[r]),
-            "certified": certified_capacity_curve(
-                own.queries,
-                own.contexts,
-                [s.H],
-                s.d_h,
-                seed=derive_seed(stage.base_seed, "certify", spec.name, replica.seed),
-                device=device,
-            )[0].rank,
-            "certified_trained": certified_capacity_from_attention(weights, embedded),
-            "bound": construction_count(s.H, s.n, s.d_h),
-            "bound_kind": bound_kind(s.n, s.d_h),
-            "chance": chance[t].expected,
-            "chance_high": chance[t].high,
-            "fitted_chance_high": fitted_chance(classes, cfg.regression_tol).high,
-            "saturation": float(per_head.mean()),
-            "loss": float(result.loss[r]),
-            "fit_step": int(result.fit_step[r]),
-            "steps_run": int(result.steps_run[r]),
-            "steps": cfg.steps,
-            "recipe": spec.recipe,
-            "late_loss_drop": float(still_falling[r]),
-            "warm_start": started[r],
-            "grow_at": stage.ladder.grow_at,
-            "past_maximum": stage.ladder.past_maximum,
-            "bracket": stage.ladder.bracket or NAN,
-            "grown": t > max(spec.T),
-            "budget": replica.budget,
-            "convergence_margin": stage.convergence.gain if stage.convergence.enabled else NAN,
-        }
-        per_head_rows = [{**ids, "head": h, "saturation": float(v)} for h, v in enumerate(per_head)]
-        trained[replica] = Trained(row, per_head_rows, states_after[r], replica.restart)
-    return trained
+    return trained_rows(
+        spec, stage, members, model, data, result, cfg, own_sets, started, states_after, device
+    )
 
 
-ANALYSIS_BYTES = 2**31  # float64 attention and embedded contexts of one block of replicas
+def sweep_groups(
+    spec: SweepSpec, stage: StageSettings
+) -> tuple[dict[tuple, list[Replica]], dict[tuple, SyntheticSet]]:
+    """The sweep's batched models (:func:`replica_groups`) and their data."""
+    groups = replica_groups(spec, stage)
+    return groups, member_datasets(spec, stage, [r for m in groups.values() for r in m])
+
+
+Draw = Callable[[tuple, int], SyntheticSet]  # a data key and the examples to draw → the set
+
+
+def member_datasets(
+    spec: SweepSpec, stage: StageSettings, members: list[Replica], draw: Draw | None = None
+) -> dict[tuple, SyntheticSet]:
+    """The datasets that ``members`` train on (one per seed, n, context and task), drawn by
+    ``draw`` (None: paper A's synthetic data, :func:`synthetic_draw`)."""
+    draw = draw or synthetic_draw(spec, stage)
+    size = stage.ladder.data_size(spec.T)
+    return {key: draw(key, size) for key in {data_key(r) for r in members}}
+
+
+def batched_model(
+    spec: SweepSpec,
+    stage: StageSettings,
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    device: torch.device,
+) -> tuple[ReplicaMHA, ReplicaData, list[int]]:
+    """The untrained batched model of ``members``, their stacked data and batch seeds."""
+    task = members[0].setting.task
+    shapes = [
+        MHAShape(
+            d=stage.d,
+            n=r.setting.n,
+            H=r.setting.H,
+            d_h=r.setting.d_h,
+            d_v=stage.d_v,
+            classes=stage.classes if task == "classification" else None,
+            xavier=spec.recipe == "authors",
+            embedded=stage.embedded,
+        )
+        for r in members
+    ]
+    model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
+    batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
+    model = ReplicaMHA(shapes, model_seeds).to(device)
+    batches = stage.group_config(spec, members).batch_size is not None
+    return model, _stack(members, datasets, model.max_n, device, batches), batch_seeds
+
+
+def data_key(replica: Replica) -> tuple:
+    """Datasets depend on the seed, n, context and task only (paired across H and d_h)."""
+    s = replica.setting
+    return (replica.seed, s.n, s.context, s.task)
+
+
+def synthetic_draw(spec: SweepSpec, stage: StageSettings) -> Draw:
+    """Paper A's synthetic data (:func:`make_dataset`), one seed per data key."""
+
+    def draw(key: tuple, size: int) -> SyntheticSet:
+        seed, n, context, task = key
+        data_seed = derive_seed(stage.base_seed, "data", spec.name, seed, n, context, task)
+        return make_dataset(size, n, stage.d, context, task, stage.classes, data_seed)
+
+    return draw
+
+
+def _replica_seed(base_seed: int, purpose: str, spec: SweepSpec, replica: Replica) -> int:
+    s = replica.setting
+    parts = (spec.name, replica.seed, s.H, s.n, s.d_h, s.context, s.task, replica.T)
+    restart = ("restart", replica.restart) if replica.restart else ()
+    return derive_seed(base_seed, purpose, *parts, *restart)
+
+
+def _stack(
+    members: list[Replica],
+    datasets: dict[tuple, SyntheticSet],
+    n_max: int,
+    device: torch.device,
+    batches: bool,
+) -> ReplicaData:
+    """Pad every member's data to the group's largest T and n, on ``device``: with
+    mini-``batches`` one copy per distinct dataset, read through ``source`` where members
+    share one, and one context row per dataset where every member's context is shared (a
+    batch reads it as it is); in full batches one copy per member."""
+    t_max = max(r.T for r in members)
+    every = [data_key(r) for r in members]
+    keys = list(dict.fromkeys(every)) if batches else every
+    one_context = batches and all(r.setting.context == "shared" for r in members)
+    queries, contexts = [], []
+    for key in keys:
+        own = datasets[key].head(t_max)
+        queries.append(own.queries)
+        rows = own.contexts[:1] if one_context else own.contexts  # (1, n, d): one for all
+        contexts.append(torch.nn.functional.pad(rows, (0, 0, 0, n_max - rows.shape[1])))
+    targets = [datasets[data_key(r)].head(t_max).targets for r in members]
+    shared = len(keys) < len(members)
+    source = torch.tensor([keys.index(key) for key in every]) if shared else None
+    return ReplicaData(
+        (torch.stack(queries).to(device), torch.stack(contexts).to(device)),
+        torch.stack(targets).to(device),
+        torch.tensor([r.T for r in members]).to(device),
+        None if source is None else source.to(device),
+    )
+
+
+def trained_states(model: nn.Module) -> list[dict[str, Tensor]]:
+    """Every replica's parameters (its slice of the batched model), in replica order."""
+    parameters = list(model.named_parameters())
+    return [
+        {name: p[k].detach().clone() for name, p in parameters}
+        for k in range(parameters[0][1].shape[0])
+    ]
 
 
 @torch.no_grad()
-def _trained_attention(
-    model: ReplicaMHA, data: ReplicaData, members: list[Replica], chunk: int = 1024
-) -> Iterator[tuple[int, Replica, torch.Tensor, torch.Tensor]]:
-    """Each replica's position, its trained query attention (T, H, n) and its embedded
-    contexts (T, n, d), in float64, for blocks of replicas within :data:`ANALYSIS_BYTES`.
-
-    Recomputed in float64: float32 weights sum to one only to ~1e-7, which the rank of Z
-    would count as extra directions.
-    """
-    t_max, n_max = data.targets.shape[1], model.max_n
-    per_replica = 8 * t_max * n_max * (model.max_H + model.d)
-    block = max(1, ANALYSIS_BYTES // per_replica)
-    for first in range(0, len(members), block):
-        index = torch.arange(first, min(first + block, len(members)), device=data.sizes.device)
-        exact = copy.deepcopy(model).double()
-        if len(index) < len(members):
-            select_model(exact, index)
-        queries, contexts = (x.double() for x in data.select(index).replica_inputs())
-        one = contexts.shape[1] == 1 < t_max  # one context for every example
-        attention, embedded = [], []
-        for start in range(0, t_max, chunk):
-            q = queries[:, start : start + chunk]
-            c = contexts if one else contexts[:, start : start + chunk]
-            attention.append(exact.attention(q, c))
-            if not one or not embedded:
-                embedded.append(exact.embed(q, c)[1])
-        attention, embedded = torch.cat(attention, 1), torch.cat(embedded, 1)
-        for k, r in enumerate(index.tolist()):
-            s, t = members[r].setting, members[r].T
-            rows = embedded[k, :, : s.n].expand(t, -1, -1) if one else embedded[k, :t, : s.n]
-            yield r, members[r], attention[k, :t, : s.H, : s.n], rows
+def warm_start(model: nn.Module, states: list[dict[str, Tensor] | None]) -> list[bool]:
+    """Load each replica's state (None: keep its fresh initialisation) into its slice of
+    ``model``; which replicas had one."""
+    for k, state in enumerate(states):
+        if state is None:
+            continue
+        for name, p in model.named_parameters():
+            source = state[name]
+            common = tuple(
+                slice(0, min(a, b)) for a, b in zip(p.shape[1:], source.shape, strict=True)
+            )
+            p[k].zero_()
+            p[k][common] = source[common]
+    return [state is not None for state in states]
