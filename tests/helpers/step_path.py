@@ -84,17 +84,16 @@ def _prepared(paper: str) -> Callable[[], object]:
         return lambda: run_sweep(name, spec, stage, device)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paper", choices=["synthetic", "aot"])
-    args = parser.parse_args()
+def measure(paper: str) -> PathTracer:
+    """The path of ``paper``'s first sweep to its first optimizer step (Adam restored after)."""
 
     def first_step(self: FusedAdam, lr: float | torch.Tensor) -> None:
         raise FirstStep
 
-    FusedAdam.step = first_step  # type: ignore[method-assign]
-    run = _prepared(args.paper)
+    run = _prepared(paper)
     tracer = PathTracer()
+    adam_step = FusedAdam.step
+    FusedAdam.step = first_step  # type: ignore[method-assign]
     sys.setprofile(tracer)
     try:
         run()
@@ -102,6 +101,14 @@ def main() -> None:
         pass
     finally:
         sys.setprofile(None)
+        FusedAdam.step = adam_step  # type: ignore[method-assign]
+    return tracer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paper", choices=["synthetic", "aot"])
+    tracer = measure(parser.parse_args().paper)
     for name, calls in sorted(tracer.files.items()):
         print(f"{calls:8d}  {name}")
     print(f"FILES {len(tracer.files)} (+ the script)  RETURNS {len(tracer.returns)}")
