@@ -111,9 +111,9 @@ def time_model(
 ) -> dict:
     """Seconds per training step and per evaluation of one batched model of ``members``."""
     cfg = stage.train_config(spec, max(r.T for r in members))
-    model, data, seeds = batched_model(
-        spec, stage, members, member_datasets(spec, stage, members), device
-    )
+    datasets = member_datasets(spec, stage, members)
+    batches = stage.group_config(spec, members).batch_size is not None
+    model, data, seeds = batched_model(spec, stage, members, datasets, device, batches)
     task = members[0].setting.task
 
     def train(count: int) -> float:
