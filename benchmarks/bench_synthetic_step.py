@@ -175,14 +175,13 @@ def primitive_seconds(members: list[Replica], data, stage) -> tuple[float, float
 def train_seconds(spec, stage, members, datasets, steps: int, old: bool) -> float:
     """CPU seconds to train one batched model for ``steps`` steps."""
     cpu = torch.device("cpu")
-    batches = stage.group_config(spec, members).batch_size is not None
-    model, data, seeds = batched_model(spec, stage, members, datasets, cpu, batches)
     cfg = dataclasses.replace(  # exactly ``steps`` steps: no extra budgets, nobody leaves
         stage.train_config(spec, members[0].T),
         steps=steps,
         extra_budgets=0,
         leave_when_fit=False,
     )
+    model, data, seeds = batched_model(spec, stage, members, datasets, cpu, cfg.batch_size)
     step = TextbookStep(cfg, cpu) if old else AutogradStep(cfg, cpu)
     start = time.process_time()
     train_replicas(model, data, members[0].setting.task, cfg, seeds, step=step)
@@ -209,8 +208,8 @@ def model_row(spec, stage, members, datasets, steps: int, repeats: int) -> dict[
         for way in times:
             seconds = train_seconds(spec, stage, members, datasets, steps, way == "old")
             times[way].append(seconds / steps)
-    batches = stage.group_config(spec, members).batch_size is not None
-    _, data, _ = batched_model(spec, stage, members, datasets, torch.device("cpu"), batches)
+    batch_size = stage.group_config(spec, members).batch_size
+    _, data, _ = batched_model(spec, stage, members, datasets, torch.device("cpu"), batch_size)
     p_flops, p_seconds = primitive_seconds(members, data, stage)
     return {
         "needed": needed_flops(members, stage),

@@ -49,7 +49,7 @@ from memcap.extract.depth import with_layers  # noqa: E402
 from memcap.extract.entries import model_entries  # noqa: E402
 from memcap.synthetic.settings import (  # noqa: E402
     StageSettings,
-    replica_groups,  # noqa: E402
+    replica_groups,
     sweep_spec,
 )
 

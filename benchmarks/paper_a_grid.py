@@ -112,8 +112,7 @@ def time_model(
     """Seconds per training step and per evaluation of one batched model of ``members``."""
     cfg = stage.train_config(spec, max(r.T for r in members))
     datasets = member_datasets(spec, stage, members)
-    batches = stage.group_config(spec, members).batch_size is not None
-    model, data, seeds = batched_model(spec, stage, members, datasets, device, batches)
+    model, data, seeds = batched_model(spec, stage, members, datasets, device, cfg.batch_size)
     task = members[0].setting.task
 
     def train(count: int) -> float:

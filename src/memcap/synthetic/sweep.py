@@ -145,8 +145,7 @@ def _train_group(
     it has one (warm starts); every member's training."""
     task = members[0].setting.task
     cfg = stage.group_config(spec, members)
-    batches = cfg.batch_size is not None
-    model, data, batch_seeds = batched_model(spec, stage, members, datasets, device, batches)
+    model, data, batch_seeds = batched_model(spec, stage, members, datasets, device, cfg.batch_size)
     started = warm_start(model, [warm[r] for r in members])
     result = train_replicas(model, data, task, cfg, batch_seeds)
     own_sets = [datasets[data_key(r)] for r in members]
@@ -183,10 +182,10 @@ def batched_model(
     members: list[Replica],
     datasets: dict[tuple, SyntheticSet],
     device: torch.device,
-    batches: bool,
+    batch_size: int | None,
 ) -> tuple[ReplicaMHA, ReplicaData, list[int]]:
-    """The untrained batched model of ``members``, their stacked data (for mini-``batches``,
-    or full batches) and batch seeds."""
+    """The untrained batched model of ``members``, their data stacked for mini-batches of
+    ``batch_size`` (None: full batches) and their batch seeds."""
     task = members[0].setting.task
     shapes = [
         MHAShape(
@@ -204,6 +203,7 @@ def batched_model(
     model_seeds = [_replica_seed(stage.base_seed, "model", spec, r) for r in members]
     batch_seeds = [_replica_seed(stage.base_seed, "batches", spec, r) for r in members]
     model = ReplicaMHA(shapes, model_seeds).to(device)
+    batches = batch_size is not None
     return model, _stack(members, datasets, model.max_n, device, batches), batch_seeds
 
 

@@ -8,18 +8,18 @@ the per-replica losses performs exactly R independent Adam steps, in one batched
 
 Each step (:mod:`~memcap.training.step`; replayed as a CUDA graph by
 :mod:`~memcap.training.graph`) runs the model's own forward and autograd. Settings come from
-:class:`~memcap.training.config.TrainConfig`: precision (:func:`matmul_precision`; subnormal
-floats are flushed to zero whatever it is, :func:`subnormals_flushed`), ``leave_when_fit`` and
-``extra_budgets``: further budgets for the replicas still learning when a budget ends
-(:mod:`~memcap.training.plateau`). Every ``eval_every`` steps :func:`evaluate` scores every
-replica on its whole training set, and a :class:`Record` keeps each replica's best state,
-evaluations and loss curve. The host reads the device at evaluations only.
+:class:`~memcap.training.config.TrainConfig`: precision (:func:`matmul_precision`),
+``leave_when_fit`` and ``extra_budgets``: further budgets for the replicas still learning when
+a budget ends (:mod:`~memcap.training.plateau`). Every ``eval_every`` steps :func:`evaluate`
+scores every replica on its whole training set, and a :class:`Record` keeps each replica's best
+state, evaluations and loss curve. The host reads the device at evaluations only.
 
-Whatever the precision, training flushes subnormal floats to zero on the CPU: as gradients and
-attention weights fade late in training, subnormal values make the CPU's arithmetic tens of
-times slower, and they move no weight: Adam's update of a parameter from such a gradient is
-below that parameter's own rounding. ``tf32`` sets TF32 matmuls on CUDA while training runs
-(no effect elsewhere, logged: the CPU keeps float32).
+Whatever the precision, training flushes subnormal floats to zero on the CPU
+(:func:`subnormals_flushed`): as gradients and attention weights fade late in training,
+subnormal values make the CPU's arithmetic tens of times slower, and they move no weight:
+Adam's update of a parameter from such a gradient is below that parameter's own rounding.
+``tf32`` sets TF32 matmuls on CUDA while training runs (no effect elsewhere, logged: the CPU
+keeps float32).
 """
 
 from __future__ import annotations
