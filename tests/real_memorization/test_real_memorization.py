@@ -1,6 +1,7 @@
 """The real-embedding stage: its examples, its controls, known answers of fixed attention, the
 paired comparison and its config checks."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +10,11 @@ import pytest
 import torch
 import yaml
 
+from memcap.config_schema import validate_schema
 from memcap.errors import ConfigError
 from memcap.real_memorization import summary
 from memcap.real_memorization.inputs import Examples, control, layer_draw
+from memcap.real_memorization.settings import layer_stage
 from memcap.real_memorization.train import train_layer
 from memcap.synthetic.settings import StageSettings
 from memcap.training.config import derive_seed
@@ -156,8 +159,6 @@ def test_paired_comparison_takes_a_lower_bound_as_censored():
 
 def test_config_names_a_layer_of_a_model_it_does_not_extract():
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
-    from memcap.config_schema import validate_schema
-
     validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     config["real_memorization"]["layers"] = [{"model": "bert-huge", "layer": 1}]
     with pytest.raises(ConfigError, match=r"real_memorization.layers\[0\].model"):
@@ -171,7 +172,6 @@ def test_config_names_a_layer_of_a_model_it_does_not_extract():
 def test_own_sizes_are_the_layers_and_a_missing_one_names_its_key():
     """``own`` reads n, d_h and an H value from the layer's extraction provenance; H stays
     sorted and distinct; a size the provenance lacks is an error naming the key."""
-    from memcap.config_schema import validate_schema
     from memcap.real_memorization.settings import resolve
 
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
@@ -193,10 +193,6 @@ def test_the_stage_bisects_to_its_own_bracket_not_the_synthetic_ladders():
     """``real_memorization.bracket`` replaces synthetic.ladder.bracket for the stage (null: no
     bisection even where the synthetic sweeps bisect); the other ladder keys are inherited,
     max_T capped by the section's and the examples there are."""
-    from dataclasses import replace
-
-    from memcap.real_memorization.settings import layer_stage
-
     synthetic = _synthetic()
     synthetic = replace(synthetic, ladder=replace(synthetic.ladder, bracket=1.1))
     off = layer_stage(synthetic, {**SECTION, "bracket": None}, d=10, examples=20)
@@ -207,8 +203,6 @@ def test_the_stage_bisects_to_its_own_bracket_not_the_synthetic_ladders():
     assert on.ladder.bracket == 1.2 and on.ladder.max_T == SECTION["max_T"]
     config = yaml.safe_load((ROOT / "configs" / "test.yaml").read_text())
     config["real_memorization"]["bracket"] = 1.5
-    from memcap.config_schema import validate_schema
-
     with pytest.raises(Exception, match="1.5"):
         validate_schema(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
 
@@ -217,8 +211,6 @@ def test_the_stage_bisects_to_its_own_bracket_not_the_synthetic_ladders():
 def test_bf16_on_cuda_memorizes_as_float32_on_the_cpu():
     """configs/paper.yaml's arithmetic: the same module in bf16 on a GPU memorizes what it
     memorizes in float32 on the CPU, within 2 examples or a quarter (every seed and H)."""
-    from dataclasses import replace
-
     examples = _examples(T=24, n=4, d=6)
     cpu = train_layer(examples, SECTION, _synthetic(), CPU).capacity
     bf16 = replace(_synthetic(), precision="bf16")
